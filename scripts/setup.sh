@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs everything k8sbridge's build, tests and demo need on Debian 12, as root.
+# Idempotent: a second run only checks, and finishes in seconds.
+#   - Debian packages (the list below)
+#   - Slurm 24.11.5 built from the upstream tarball, cached outside the repository
+#     (scripts/build-slurm.sh, keyed by version under $K8SBRIDGE_CACHE)
+#   - the jail root filesystem, when scripts/make-jail.sh exists
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+export K8SBRIDGE_CACHE=${K8SBRIDGE_CACHE:-/var/cache/k8sbridge}
+
+if [ "$(id -u)" != 0 ]; then
+  echo "setup: run as root (it installs Debian packages and builds under $K8SBRIDGE_CACHE)" >&2
+  exit 1
+fi
+
+packages=(
+  # build
+  build-essential meson ninja-build pkg-config clang clang-format
+  # libraries
+  libcurl4-openssl-dev libssl-dev rapidjson-dev libfmt-dev libyaml-cpp-dev libboost-dev
+  libboost-test-dev libmunge-dev libibnetdisc-dev libibmad-dev libibumad-dev
+  # Slurm's own build dependencies
+  libjson-c-dev libyaml-dev libhttp-parser-dev libjwt-dev libhwloc-dev liblz4-dev
+  libreadline-dev libpam0g-dev
+  # test rig and peers
+  munge iproute2 util-linux procps psmisc python3 python3-kubernetes ibsim-utils
+  infiniband-diags debootstrap valgrind
+  # fetching the Slurm tarball from Debian's source archive
+  dpkg-dev ca-certificates
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+command -v kubectl >/dev/null || echo "setup: warning: kubectl not found; the Kubernetes conformance tests need kubectl 1.32 at /usr/bin/kubectl" >&2
+
+slurm_prefix=$("$here/build-slurm.sh" | tail -n 1)
+echo "setup: Slurm at $slurm_prefix" >&2
+
+if [ -x "$here/make-jail.sh" ]; then
+  "$here/make-jail.sh" >&2
+fi
+echo "setup: done" >&2

@@ -1,0 +1,695 @@
+"""The k8sbridge test rig: real munge, slurmctld and slurmd on one machine.
+
+Each slurmd "host" runs in its own network and UTS namespace with its own
+address on a bridge the rig creates, as a worker pod would. Node addresses come
+from slurmd's registration (the nodes are CLOUD nodes), never from slurm.conf.
+
+    with Rig(nodes=2) as rig:
+        rig.wait_nodes_idle()
+        out = rig.check_output(["srun", "-N2", "hostname"])
+
+Teardown (also on failure, and on SIGTERM) stops every daemon and every process
+a job left, removes the namespaces, the bridge and any mount under the rig's
+directory, and keeps the daemons' logs under `log_root` for the test report.
+`cleanup_all()` removes what a killed test process could not.
+
+Resources are named after a random rig id, so two rigs, one after the other,
+never share a bridge, a subnet, a port, a socket or a state directory.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Optional, Sequence
+
+DEFAULT_SLURM_PREFIX = "/var/cache/k8sbridge/slurm-24.11.5/install"
+RESOURCE_PREFIX = "k8sb"            # bridges k8sb<id>, namespaces k8sb-<id>-<node>
+WORKDIR_PREFIX = "k8sbridge-rig-"   # /tmp/k8sbridge-rig-<id>/
+RIG_ENV = "K8SBRIDGE_RIG_ID"        # set on every process the rig starts
+SUBNET_BASE = ipaddress.ip_network("10.231.0.0/16")  # one /24 per rig
+
+
+class RigError(RuntimeError):
+    pass
+
+
+def slurm_prefix() -> Path:
+    return Path(os.environ.get("K8SBRIDGE_SLURM_PREFIX", DEFAULT_SLURM_PREFIX))
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str,
+             interval: float = 0.2):
+    """Polls predicate until it returns something truthy; raises RigError naming
+    `what` after `timeout` seconds. Returns the predicate's value."""
+    deadline = time.monotonic() + timeout
+    last_error: Optional[BaseException] = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except (subprocess.SubprocessError, OSError, RigError) as e:
+            last_error = e
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_error})" if last_error else ""
+            raise RigError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+def _run(cmd: Sequence[str], check: bool = True, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(list(cmd), check=check, text=True, capture_output=True, **kw)
+
+
+def _free_tcp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _used_subnets() -> set:
+    out = _run(["ip", "-4", "-o", "addr", "show"]).stdout
+    nets = set()
+    for m in re.finditer(r"inet (\S+)", out):
+        nets.add(ipaddress.ip_interface(m.group(1)).network)
+    return nets
+
+
+def _pick_subnet() -> ipaddress.IPv4Network:
+    used = _used_subnets()
+    candidates = list(SUBNET_BASE.subnets(new_prefix=24))[1:-1]
+    secrets.SystemRandom().shuffle(candidates)
+    for net in candidates:
+        if not any(net.overlaps(u) for u in used):
+            return net
+    raise RigError(f"no free /24 left in {SUBNET_BASE}; run `rigctl cleanup`")
+
+
+def parse_scontrol_oneliner(line: str) -> dict:
+    """Parses one `scontrol -o show ...` record into a dict. Values may contain
+    spaces (Reason=...), so split only where the next token is KEY=."""
+    fields = {}
+    for m in re.finditer(r"(\S+?)=(.*?)(?=\s+\S+?=|$)", line.strip()):
+        fields[m.group(1)] = m.group(2)
+    return fields
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    cpus: int = 1
+    real_memory: int = 1000
+    features: Sequence[str] = ()
+    gres: str = ""
+
+    def conf_line(self) -> str:
+        parts = [f"NodeName={self.name}", f"CPUs={self.cpus}", f"RealMemory={self.real_memory}",
+                 "State=CLOUD"]
+        if self.features:
+            parts.append("Feature=" + ",".join(self.features))
+        if self.gres:
+            parts.append(f"Gres={self.gres}")
+        return " ".join(parts)
+
+
+@dataclass
+class Worker:
+    spec: NodeSpec
+    netns: str
+    address: str
+    veth_host: str
+    proc: Optional[subprocess.Popen] = None
+
+
+@dataclass
+class RigConfig:
+    nodes: Sequence[NodeSpec] = ()
+    slurm_conf_extra: str = ""         # appended to slurm.conf (before node lines)
+    partition_extra: str = ""          # appended to the default partition line
+    plugstack_lines: Sequence[str] = ()
+    cgroup_conf: str = "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n"
+    extra_files: dict = field(default_factory=dict)  # name -> text, written to etc/
+    start_slurmd: bool = True          # False: the test (or a ResumeProgram) starts them
+    debug: str = "debug"
+
+
+class Rig:
+    def __init__(self, nodes: int | Sequence[NodeSpec] = 2, *, node_prefix: str = "w-",
+                 config: Optional[RigConfig] = None, log_root: Optional[Path] = None,
+                 keep_workdir: bool = False, **config_kw):
+        if config is None:
+            config = RigConfig(**config_kw)
+        if isinstance(nodes, int):
+            nodes = [NodeSpec(f"{node_prefix}{i}") for i in range(nodes)]
+        if not config.nodes:
+            config.nodes = list(nodes)
+        self.config = config
+        self.id = secrets.token_hex(3)
+        self.prefix = slurm_prefix()
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{self.id}-"))
+        os.chmod(self.workdir, 0o755)  # munged refuses sockets in world-writable dirs
+        self.etc = self.workdir / "etc"
+        self.logdir = self.workdir / "log"
+        self.log_root = Path(log_root or os.environ.get("K8SBRIDGE_RIG_LOGDIR",
+                                                        "/tmp/k8sbridge-rig-logs"))
+        self.keep_workdir = keep_workdir
+        self.bridge = f"{RESOURCE_PREFIX}{self.id}"
+        self.subnet: Optional[ipaddress.IPv4Network] = None
+        self.bridge_address = ""
+        self.ctld_port = 0
+        self.munge_socket = self.workdir / "munge" / "munge.socket"
+        self.munged: Optional[subprocess.Popen] = None
+        self.node_munged: dict[str, subprocess.Popen] = {}
+        self.slurmctld: Optional[subprocess.Popen] = None
+        self.workers: dict[str, Worker] = {}
+        self._started = False
+        self._stopped = False
+        self._old_sigterm = None
+
+    # ---- lifecycle -------------------------------------------------------------
+
+    def __enter__(self) -> "Rig":
+        try:
+            self.start()
+        except BaseException:
+            self.stop(failed=True)
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.stop(failed=exc_type is not None)
+        return False
+
+    def start(self) -> "Rig":
+        if os.geteuid() != 0:
+            raise RigError("the rig needs root (network namespaces, bridges, munge, slurmd)")
+        if not (self.prefix / "sbin" / "slurmctld").exists():
+            raise RigError(f"no Slurm at {self.prefix}: run scripts/setup.sh, or set "
+                           "K8SBRIDGE_SLURM_PREFIX to a Slurm 24.11.5 install")
+        self._started = True
+        self._install_sigterm_handler()
+        for d in ("etc", "log", "state", "spool", "run", "munge"):
+            (self.workdir / d).mkdir(parents=True, exist_ok=True)
+        self._start_network()
+        self._start_munge()
+        self._write_config()
+        self._start_slurmctld()
+        if self.config.start_slurmd:
+            for name in self.workers:
+                self.start_slurmd(name)
+        return self
+
+    def stop(self, failed: bool = False) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            if self.workers or self.slurmctld:
+                self._stop_daemons()
+            self._sweep_processes()
+            self._unmount_all()
+            self._stop_network()
+            self._stop_munge()
+        finally:
+            self._collect_logs(failed)
+            if not self.keep_workdir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+            self._restore_sigterm_handler()
+
+    def _install_sigterm_handler(self) -> None:
+        # meson sends SIGTERM on a timeout: turn it into an exception so the
+        # `with` block tears the rig down.
+        def on_term(signum, frame):
+            raise SystemExit(f"rig {self.id}: SIGTERM")
+        try:
+            self._old_sigterm = signal.signal(signal.SIGTERM, on_term)
+        except ValueError:  # not the main thread
+            self._old_sigterm = None
+
+    def _restore_sigterm_handler(self) -> None:
+        if self._old_sigterm is not None:
+            try:
+                signal.signal(signal.SIGTERM, self._old_sigterm)
+            except ValueError:
+                pass
+
+    # ---- environment for Slurm clients -----------------------------------------
+
+    @property
+    def slurm_conf(self) -> Path:
+        return self.etc / "slurm.conf"
+
+    def env(self, extra: Optional[dict] = None) -> dict:
+        env = dict(os.environ)
+        env["SLURM_CONF"] = str(self.slurm_conf)
+        env["PATH"] = f"{self.prefix}/bin:{self.prefix}/sbin:{env.get('PATH', '/usr/bin:/bin')}"
+        env[RIG_ENV] = self.id
+        for k in [k for k in env if k.startswith("SLURM_") and k != "SLURM_CONF"]:
+            del env[k]  # a rig inside a Slurm job must not inherit that job
+        if extra:
+            env.update(extra)
+        return env
+
+    def run(self, cmd: Sequence[str], check: bool = False, timeout: float = 120,
+            **kw) -> subprocess.CompletedProcess:
+        """Runs a Slurm client command (srun, sbatch, scontrol...) against this rig."""
+        return subprocess.run(list(cmd), env=self.env(kw.pop("env", None)), text=True,
+                              capture_output=True, timeout=timeout, check=check, **kw)
+
+    def check_output(self, cmd: Sequence[str], timeout: float = 120, **kw) -> str:
+        r = self.run(cmd, timeout=timeout, **kw)
+        if r.returncode != 0:
+            raise RigError(f"{shlex.join(cmd)} exited {r.returncode}\nstdout: {r.stdout}\n"
+                           f"stderr: {r.stderr}")
+        return r.stdout
+
+    # ---- network ----------------------------------------------------------------
+
+    def _start_network(self) -> None:
+        self.subnet = _pick_subnet()
+        hosts = list(self.subnet.hosts())
+        self.bridge_address = str(hosts[0])
+        _run(["ip", "link", "add", self.bridge, "type", "bridge"])
+        _run(["ip", "addr", "add", f"{self.bridge_address}/{self.subnet.prefixlen}",
+              "dev", self.bridge])
+        _run(["ip", "link", "set", self.bridge, "up"])
+        for i, spec in enumerate(self.config.nodes):
+            netns = f"{RESOURCE_PREFIX}-{self.id}-{spec.name}"
+            veth_host = f"kv{self.id}{i}"
+            address = str(hosts[10 + i])
+            _run(["ip", "netns", "add", netns])
+            self.workers[spec.name] = Worker(spec, netns, address, veth_host)
+            _run(["ip", "link", "add", veth_host, "type", "veth", "peer", "name", "eth0",
+                  "netns", netns])
+            _run(["ip", "link", "set", veth_host, "master", self.bridge, "up"])
+            nsrun = ["ip", "-n", netns]
+            _run(nsrun + ["link", "set", "lo", "up"])
+            _run(nsrun + ["addr", "add", f"{address}/{self.subnet.prefixlen}", "dev", "eth0"])
+            _run(nsrun + ["link", "set", "eth0", "up"])
+        # No default route: a node reaches only the rig's own subnet, so nothing
+        # (DNS included) can leave for an address the rig does not own.
+        self._write_node_files()
+
+    def _write_node_files(self) -> None:
+        """/etc/hosts and /etc/resolv.conf as a node sees them (bind-mounted in its
+        mount namespace, as a kubelet does for a pod): every rig node resolves
+        from the file, and DNS is a dead end on the node's own loopback instead of
+        a 5 s time-out per lookup."""
+        hosts = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback",
+                 f"{self.bridge_address} rig-controller"]
+        hosts += [f"{w.address} {name}" for name, w in self.workers.items()]
+        self.node_hosts = self.workdir / "node-hosts"
+        self.node_hosts.write_text("\n".join(hosts) + "\n")
+        self.node_resolv = self.workdir / "node-resolv.conf"
+        self.node_resolv.write_text("# k8sbridge rig: no DNS inside nodes\n"
+                                    "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+
+    def _stop_network(self) -> None:
+        for w in self.workers.values():
+            _run(["ip", "netns", "del", w.netns], check=False)
+        _run(["ip", "link", "del", self.bridge], check=False)
+
+    def netns_path(self, node: str) -> str:
+        return f"/run/netns/{self.workers[node].netns}"
+
+    def node_address(self, node: str) -> str:
+        return self.workers[node].address
+
+    # ---- munge ------------------------------------------------------------------
+
+    def _start_munge(self) -> None:
+        """One munged for the host's clients, and one per node: munge credentials
+        are single-use, and srun sends one packed launch message (with one
+        credential) to every node, so nodes sharing a munged reject all but the
+        first as a replay. Each node's slurmd sees its own munged at the common
+        socket path, through a bind mount in its mount namespace, as in a pod."""
+        mdir = self.workdir / "munge"
+        self.munge_key = mdir / "munge.key"
+        _run(["mungekey", "--create", f"--keyfile={self.munge_key}"])
+        os.chmod(self.munge_key, 0o600)
+        self.munged = self._start_munged("munged", mdir)
+        for name in self.workers:
+            d = self.workdir / f"munge-{name}"
+            d.mkdir(mode=0o755, exist_ok=True)
+            self.node_munged[name] = self._start_munged(f"munged-{name}", d)
+
+    def _start_munged(self, name: str, mdir: Path) -> subprocess.Popen:
+        sock = mdir / "munge.socket"
+        proc = self._spawn(name, [
+            "munged", "--foreground", "--force", f"--key-file={self.munge_key}",
+            f"--socket={sock}", f"--pid-file={mdir}/munged.pid",
+            f"--seed-file={mdir}/munged.seed", f"--log-file={self.logdir}/{name}.log"])
+        wait_for(lambda: _run(["munge", "-n", "-S", str(sock)], check=False).returncode == 0,
+                 20, f"{name} to encode a credential")
+        return proc
+
+    def _stop_munge(self) -> None:
+        for name, proc in self.node_munged.items():
+            self._terminate(proc, f"munged-{name}")
+        self._terminate(self.munged, "munged")
+
+    # ---- Slurm ------------------------------------------------------------------
+
+    def _write_config(self) -> None:
+        c = self.config
+        self.ctld_port = _free_tcp_port()
+        w = self.workdir
+        node_lines = "\n".join(n.conf_line() for n in c.nodes)
+        names = ",".join(n.name for n in c.nodes)
+        slurm_conf = f"""\
+# Generated by the k8sbridge test rig {self.id}
+ClusterName=rig{self.id}
+SlurmctldHost=localhost({self.bridge_address})
+SlurmctldPort={self.ctld_port}
+SlurmdPort=6818
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={self.munge_socket}
+CredType=cred/munge
+StateSaveLocation={w}/state
+SlurmdSpoolDir={w}/spool/%n
+SlurmctldPidFile={w}/run/slurmctld.pid
+SlurmdPidFile={w}/run/slurmd-%n.pid
+SlurmctldLogFile={self.logdir}/slurmctld.log
+SlurmdLogFile={self.logdir}/slurmd-%n.log
+SlurmctldDebug={c.debug}
+SlurmdDebug={c.debug}
+PlugStackConfig={self.etc}/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/backfill
+MpiDefault=none
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+ReturnToService=2
+SlurmdParameters=config_overrides
+TreeWidth=65533
+SlurmdTimeout=300
+InactiveLimit=0
+KillWait=5
+MinJobAge=600
+{c.slurm_conf_extra}
+{node_lines}
+PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partition_extra}
+"""
+        (self.etc / "slurm.conf").write_text(slurm_conf)
+        (self.etc / "cgroup.conf").write_text(c.cgroup_conf)
+        (self.etc / "plugstack.conf").write_text(
+            "".join(line.rstrip("\n") + "\n" for line in c.plugstack_lines))
+        for name, text in c.extra_files.items():
+            (self.etc / name).write_text(text)
+
+    def reconfigure(self) -> None:
+        """Rewrites the configuration from self.config and runs `scontrol reconfigure`."""
+        port = self.ctld_port
+        self._write_config()
+        # Keep the port: the daemons already talk on it.
+        text = self.slurm_conf.read_text()
+        self.slurm_conf.write_text(re.sub(r"SlurmctldPort=\d+", f"SlurmctldPort={port}", text))
+        self.ctld_port = port
+        self.check_output(["scontrol", "reconfigure"])
+
+    def _spawn(self, name: str, cmd: Sequence[str], env: Optional[dict] = None) -> subprocess.Popen:
+        out = open(self.logdir / f"{name}.out", "ab")
+        try:
+            return subprocess.Popen(list(cmd), env=env or self.env(), stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, cwd=self.workdir)
+        finally:
+            out.close()
+
+    def _start_slurmctld(self) -> None:
+        self.slurmctld = self._spawn("slurmctld", [
+            str(self.prefix / "sbin" / "slurmctld"), "-D", "-i", "-f", str(self.slurm_conf)])
+
+        def ready():
+            if self.slurmctld.poll() is not None:
+                raise RigError(f"slurmctld exited with {self.slurmctld.returncode}; "
+                               f"log:\n{self._tail('slurmctld.log')}{self._tail('slurmctld.out')}")
+            return self.run(["scontrol", "ping"], timeout=10).stdout.find("UP") >= 0
+        try:
+            wait_for(ready, 60, "slurmctld to answer `scontrol ping`")
+        except RigError as e:
+            raise RigError(f"{e}\n{self._tail('slurmctld.log')}") from None
+
+    def slurmd_command(self, node: str) -> list[str]:
+        """The command that starts `node`'s slurmd inside its namespaces: the
+        node's network namespace (entered, not `ip netns exec`, which would
+        remount /sys and hide /sys/fs/cgroup), and new UTS and mount namespaces
+        for the hostname and the node's own munge socket. `-b` reports a fresh
+        boot, as a new pod does."""
+        slurmd = self.prefix / "sbin" / "slurmd"
+        q = shlex.quote
+        inner = (f"mount --bind {q(str(self.workdir / f'munge-{node}'))} "
+                 f"{q(str(self.munge_socket.parent))} && "
+                 f"mount --bind {q(str(self.node_hosts))} /etc/hosts && "
+                 f"mount --bind {q(str(self.node_resolv))} /etc/resolv.conf && "
+                 f"hostname {q(node)} && "
+                 f"exec {slurmd} -D -b -N {q(node)} -f {self.slurm_conf}")
+        return ["nsenter", f"--net={self.netns_path(node)}", "unshare", "--uts", "--mount",
+                "--propagation", "private", "--", "sh", "-c", inner]
+
+    def start_slurmd(self, node: str) -> None:
+        w = self.workers[node]
+        if w.proc and w.proc.poll() is None:
+            return
+        (self.workdir / "spool" / node).mkdir(parents=True, exist_ok=True)
+        w.proc = self._spawn(f"slurmd-{node}.stdout", self.slurmd_command(node))
+
+    def stop_slurmd(self, node: str, sig: int = signal.SIGTERM) -> None:
+        w = self.workers[node]
+        self._terminate(w.proc, f"slurmd {node}", sig)
+        w.proc = None
+
+    def _terminate(self, proc: Optional[subprocess.Popen], what: str,
+                   sig: int = signal.SIGTERM, grace: float = 15) -> None:
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            print(f"rig {self.id}: {what} ignored SIGTERM for {grace}s; killing it",
+                  file=sys.stderr)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=10)
+
+    def _stop_daemons(self) -> None:
+        for name in list(self.workers):
+            self.stop_slurmd(name)
+        self._terminate(self.slurmctld, "slurmctld")
+
+    def _sweep_processes(self) -> None:
+        """Kills what the daemons left: slurmstepd and job tasks reparent to init
+        and leave the daemons' process groups, but keep the rig's id in their
+        environment, or live in the rig's network namespaces."""
+        pids = _pids_with_env(RIG_ENV, self.id)
+        for w in self.workers.values():
+            r = _run(["ip", "netns", "pids", w.netns], check=False)
+            pids += [int(p) for p in r.stdout.split()]
+        _kill_and_wait(pids)
+
+    def _unmount_all(self) -> None:
+        _unmount_under(str(self.workdir))
+
+    def _tail(self, name: str, lines: int = 40) -> str:
+        p = self.logdir / name
+        if not p.exists():
+            return ""
+        text = p.read_text(errors="replace").splitlines()[-lines:]
+        return f"--- {p} (last {len(text)} lines)\n" + "\n".join(text) + "\n"
+
+    def _collect_logs(self, failed: bool) -> None:
+        if not self.logdir.exists():
+            return
+        dest = self.log_root / f"rig-{self.id}"
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(self.logdir, dest, dirs_exist_ok=True)
+            shutil.copy2(self.slurm_conf, dest / "slurm.conf") if self.slurm_conf.exists() else None
+        except OSError as e:
+            print(f"rig {self.id}: could not keep logs in {dest}: {e}", file=sys.stderr)
+        print(f"rig {self.id}: daemon logs kept in {dest}", file=sys.stderr)
+        if failed:
+            for p in sorted(self.logdir.iterdir()):
+                sys.stderr.write(self._tail(p.name, 60))
+
+    # ---- Slurm state helpers --------------------------------------------------------
+
+    def nodes(self) -> dict:
+        out = self.check_output(["scontrol", "-o", "show", "node"], timeout=30)
+        nodes = {}
+        for line in out.splitlines():
+            if line.strip():
+                f = parse_scontrol_oneliner(line)
+                nodes[f.get("NodeName")] = f
+        return nodes
+
+    def node(self, name: str) -> dict:
+        out = self.check_output(["scontrol", "-o", "show", "node", name], timeout=30)
+        return parse_scontrol_oneliner(out.splitlines()[0])
+
+    def wait_nodes_idle(self, names: Optional[Iterable[str]] = None, timeout: float = 90) -> dict:
+        names = list(names or self.workers)
+
+        def all_idle():
+            nodes = self.nodes()
+            return nodes if all(nodes.get(n, {}).get("State", "").startswith("IDLE") and
+                                "POWER" not in nodes[n]["State"] and
+                                "NOT_RESPONDING" not in nodes[n]["State"]
+                                for n in names) else None
+        try:
+            return wait_for(all_idle, timeout, f"nodes {','.join(names)} to register idle")
+        except RigError as e:
+            states = {n: v.get("State") for n, v in self._safe_nodes().items()}
+            raise RigError(f"{e}; states now: {states}\n{self._tail('slurmctld.log')}") from None
+
+    def _safe_nodes(self) -> dict:
+        try:
+            return self.nodes()
+        except RigError:
+            return {}
+
+    def sbatch(self, script: str, args: Sequence[str] = ()) -> int:
+        path = self.workdir / f"job-{secrets.token_hex(3)}.sh"
+        path.write_text(script)
+        out = self.check_output(["sbatch", "--parsable", *args, str(path)], cwd=self.workdir)
+        return int(out.strip().split(";")[0])
+
+    def job(self, job_id: int) -> dict:
+        out = self.check_output(["scontrol", "-o", "show", "job", str(job_id)], timeout=30)
+        return parse_scontrol_oneliner(out.splitlines()[0])
+
+    def wait_job(self, job_id: int, states: Iterable[str] = ("COMPLETED",),
+                 timeout: float = 120) -> dict:
+        final = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+                 "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+        wanted = set(states)
+
+        def done():
+            j = self.job(job_id)
+            state = j.get("JobState", "")
+            if state in wanted:
+                return j
+            if state in final:
+                raise _JobEnded(j)
+            return None
+        try:
+            return wait_for(done, timeout, f"job {job_id} to reach {sorted(wanted)}")
+        except _JobEnded as e:
+            raise RigError(f"job {job_id} ended {e.job.get('JobState')} "
+                           f"(reason {e.job.get('Reason')}), not {sorted(wanted)}") from None
+
+
+class _JobEnded(Exception):
+    def __init__(self, job):
+        super().__init__(job.get("JobState"))
+        self.job = job
+
+
+# ---- process and mount helpers shared with cleanup_all() ---------------------------
+
+def _pids_with_env(key: str, value: Optional[str] = None) -> list[int]:
+    needle = f"{key}={value}".encode() if value else f"{key}=".encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(e.startswith(needle) for e in env):
+            pids.append(int(entry))
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    """True while pid exists and is not a zombie (a zombie holds nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _kill_and_wait(pids: Iterable[int], timeout: float = 20) -> None:
+    pids = [p for p in set(pids) if p != os.getpid()]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    wait_for(lambda: not any(_alive(p) for p in pids), timeout,
+             f"killed processes {sorted(pids)} to exit")
+
+
+def _unmount_under(root: str) -> None:
+    with open("/proc/self/mounts") as f:
+        targets = [line.split()[1] for line in f]
+    targets = [t.encode().decode("unicode_escape") for t in targets]
+    for t in sorted((t for t in targets if t == root or t.startswith(root.rstrip("/") + "/")),
+                    key=len, reverse=True):
+        subprocess.run(["umount", "-l", t], capture_output=True)
+
+
+def leftovers() -> dict:
+    """What rigs have left on this machine: used by tests to prove teardown."""
+    netns = [n.split()[0] for n in _run(["ip", "netns", "list"], check=False).stdout.splitlines()
+             if n.startswith(f"{RESOURCE_PREFIX}-")]
+    links = _run(["ip", "-o", "link", "show"], check=False).stdout
+    bridges = sorted(set(re.findall(rf"^\d+: ({RESOURCE_PREFIX}[0-9a-f]+)[:@]", links, re.M)))
+    daemons = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                comm = Path(f"/proc/{entry}/comm").read_text().strip()
+            except OSError:
+                continue
+            if comm in ("slurmctld", "slurmd", "slurmstepd") and _alive(int(entry)):
+                daemons.append(int(entry))
+    with open("/proc/self/mounts") as f:
+        mounts = [line.split()[1] for line in f if WORKDIR_PREFIX in line.split()[1]]
+    rig_processes = [p for p in _pids_with_env(RIG_ENV) if _alive(p)]
+    return {"netns": netns, "bridges": bridges, "daemons": daemons,
+            "rig_processes": rig_processes, "mounts": mounts}
+
+
+def cleanup_all() -> dict:
+    """Removes everything any rig left behind (e.g. after a test was SIGKILLed)."""
+    before = leftovers()
+    pids = list(before["rig_processes"])
+    for ns in before["netns"]:
+        pids += [int(p) for p in _run(["ip", "netns", "pids", ns], check=False).stdout.split()]
+    _kill_and_wait(pids)
+    for root in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
+        _unmount_under(str(root))
+        shutil.rmtree(root, ignore_errors=True)
+    for ns in before["netns"]:
+        _run(["ip", "netns", "del", ns], check=False)
+    for br in before["bridges"]:
+        _run(["ip", "link", "del", br], check=False)
+    return before
