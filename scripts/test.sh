@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Runs every k8sbridge test, as root: set-up (idempotent), the build with
+# warnings as errors, unit and integration suites, the unit suite again under
+# ASan/UBSan, and a final check that no rig left anything behind.
+# Ends with the line "N passed, N failed, N skipped".
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export K8SBRIDGE_CACHE=${K8SBRIDGE_CACHE:-/var/cache/k8sbridge}
+build=${K8SBRIDGE_BUILD:-$root/build}
+asan_build=${K8SBRIDGE_ASAN_BUILD:-$root/build-asan}
+python=/usr/bin/python3
+
+start=$(date +%s)
+bash scripts/setup.sh || { echo "test: set-up failed"; echo "0 passed, 1 failed"; exit 1; }
+echo "test: set-up took $(( $(date +%s) - start ))s"
+
+slurm_prefix="$K8SBRIDGE_CACHE/slurm-24.11.5/install"
+slurm_src="$K8SBRIDGE_CACHE/slurm-24.11.5/src"
+slurm_opts=(-Dslurm_prefix="$slurm_prefix" -Dslurm_src="$slurm_src" -Dwerror=true)
+
+# A test process killed outright cannot tear its rig down: clear what it left.
+$python tests/rig/rigctl.py cleanup >/dev/null
+
+failed_steps=()
+configure() {  # dir, options...
+  local dir=$1; shift
+  if [ -f "$dir/build.ninja" ]; then
+    meson setup --reconfigure "$dir" "$@" >/dev/null
+  else
+    meson setup "$dir" "$@" >/dev/null
+  fi
+}
+
+if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
+  meson test -C "$build" --print-errorlogs --num-processes 2 || true
+else
+  failed_steps+=("build")
+fi
+
+if configure "$asan_build" "${slurm_opts[@]}" -Db_sanitize=address,undefined -Db_lundef=false &&
+   meson compile -C "$asan_build"; then
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson test -C "$asan_build" --suite unit --print-errorlogs --num-processes 2 || true
+else
+  failed_steps+=("sanitizer build")
+fi
+
+left=$($python tests/rig/rigctl.py leftovers)
+if $python -c 'import json,sys; d=json.loads(sys.stdin.read()); sys.exit(1 if any(d.values()) else 0)' <<<"$left"; then
+  echo "test: no namespaces, bridges, daemons or mounts left behind"
+else
+  echo "test: tests left things behind:"; echo "$left"
+  failed_steps+=("leftovers")
+  $python tests/rig/rigctl.py cleanup >/dev/null
+fi
+
+# One summary over both builds' results (meson's JSON test logs).
+$python - "$build" "$asan_build" "${#failed_steps[@]}" "${failed_steps[*]:-}" <<'PY'
+import json, sys
+from pathlib import Path
+passed = failed = skipped = 0
+for d, label in ((sys.argv[1], ""), (sys.argv[2], " (ASan/UBSan)")):
+    log = Path(d) / "meson-logs" / "testlog.json"
+    if not log.exists():
+        continue
+    for line in log.read_text().splitlines():
+        r = json.loads(line)
+        result = r["result"]
+        if result in ("OK", "EXPECTEDFAIL"):
+            passed += 1
+        elif result == "SKIP":
+            skipped += 1
+        else:
+            failed += 1
+            print(f"FAILED: {r['name']}{label}: {result}")
+steps = int(sys.argv[3])
+if steps:
+    print(f"FAILED steps: {sys.argv[4]}")
+failed += steps
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed else 0)
+PY
