@@ -1,0 +1,75 @@
+// Writing a new topology file safely and telling Slurm about it only when the
+// hierarchy changed. Slurm 24.11 re-reads topology.conf only on `scontrol
+// reconfigure` (which re-execs slurmctld), so every needless reconfigure costs a
+// controller restart: the decision compares what Slurm last applied with what was
+// just rendered, and the rendering is deterministic (no timestamps), with hosts
+// that are merely down kept in place (BuildOptions::remembered).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "k8sbridge/log.h"
+#include "k8sbridge/status.h"
+
+namespace k8sbridge::topology {
+
+// Tells Slurm to re-read its configuration.
+class Reconfigurer {
+ public:
+  virtual ~Reconfigurer() = default;
+  virtual Status Reconfigure() = 0;
+};
+
+// Runs `<scontrol> reconfigure` and waits for it.
+class ScontrolReconfigurer final : public Reconfigurer {
+ public:
+  explicit ScontrolReconfigurer(std::string scontrol = "scontrol")
+      : scontrol_(std::move(scontrol)) {}
+  Status Reconfigure() override;
+
+ private:
+  std::string scontrol_;
+};
+
+// Counts calls; can be told to fail.
+class RecordingReconfigurer final : public Reconfigurer {
+ public:
+  Status Reconfigure() override {
+    ++calls_;
+    return fail_ ? Status::Unavailable("slurmctld is not answering (test)") : Status::Ok();
+  }
+  int calls() const { return calls_; }
+  void set_fail(bool fail) { fail_ = fail; }
+
+ private:
+  int calls_ = 0;
+  bool fail_ = false;
+};
+
+// Writes via a temporary file in the same directory, fsync, then rename, so that
+// slurmctld never reads a half-written file.
+Status WriteFileAtomically(const std::string& path, std::string_view content);
+// Reads a whole file; kNotFound if it does not exist.
+Result<std::string> ReadFile(const std::string& path);
+
+struct RefreshOptions {
+  std::string output_path;   // topology.conf / topology.yaml
+  std::string applied_path;  // what Slurm last applied; default <output_path>.applied
+  // false: Slurm is not running yet (called before slurmctld starts) and will read
+  // the file itself; what is written counts as applied.
+  bool reconfigure = true;
+};
+
+struct RefreshOutcome {
+  bool wrote = false;
+  bool reconfigured = false;
+};
+
+// Writes `rendered` if it differs from the file, and reconfigures Slurm if it
+// differs from what Slurm last applied. A failed reconfigure is returned as an error
+// and retried by the next refresh.
+Result<RefreshOutcome> Refresh(std::string_view rendered, const RefreshOptions& options,
+                               Reconfigurer& reconfigurer, Logger& logger);
+
+}  // namespace k8sbridge::topology

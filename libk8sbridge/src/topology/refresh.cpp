@@ -1,0 +1,133 @@
+#include "k8sbridge/topology/refresh.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+extern char** environ;
+
+namespace k8sbridge::topology {
+
+Status ScontrolReconfigurer::Reconfigure() {
+  std::string arg0 = scontrol_;
+  std::string arg1 = "reconfigure";
+  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, scontrol_.c_str(), nullptr, nullptr, argv, environ);
+  if (rc != 0) {
+    return Status::IoError(
+        fmt::format("cannot run \"{} reconfigure\": {}; is scontrol on PATH "
+                    "(or set --scontrol)?",
+                    scontrol_, std::strerror(rc)));
+  }
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0) {
+    if (errno != EINTR) {
+      return Status::IoError(fmt::format("waiting for scontrol: {}", std::strerror(errno)));
+    }
+  }
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+    return Status::Unavailable(
+        fmt::format("\"{} reconfigure\" failed (status {}); the new topology is written and the "
+                    "next refresh tries again",
+                    scontrol_, WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1));
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  if (access(path.c_str(), F_OK) != 0 && errno == ENOENT) {
+    return Status::NotFound(fmt::format("{} does not exist", path));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Status::IoError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  }
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+Status WriteFileAtomically(const std::string& path, std::string_view content) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return Status::IoError(
+        fmt::format("cannot create {}: {} (is its directory writable by this "
+                    "user?)",
+                    tmp, std::strerror(errno)));
+  }
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      Status s = Status::IoError(fmt::format("writing {}: {}", tmp, std::strerror(errno)));
+      close(fd);
+      unlink(tmp.c_str());
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    Status s = Status::IoError(fmt::format("flushing {}: {}", tmp, std::strerror(errno)));
+    unlink(tmp.c_str());
+    return s;
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    Status s =
+        Status::IoError(fmt::format("renaming {} to {}: {}", tmp, path, std::strerror(errno)));
+    unlink(tmp.c_str());
+    return s;
+  }
+  return Status::Ok();
+}
+
+Result<RefreshOutcome> Refresh(std::string_view rendered, const RefreshOptions& options,
+                               Reconfigurer& reconfigurer, Logger& logger) {
+  RefreshOutcome outcome;
+  std::string applied_path =
+      options.applied_path.empty() ? options.output_path + ".applied" : options.applied_path;
+  Result<std::string> current = ReadFile(options.output_path);
+  if (!current.ok() && current.status().code() != Status::Code::kNotFound) {
+    return current.status();
+  }
+  if (!current.ok() || *current != rendered) {
+    if (Status s = WriteFileAtomically(options.output_path, rendered); !s.ok()) {
+      return s;
+    }
+    outcome.wrote = true;
+    logger.Info("wrote new topology to {}", options.output_path);
+  }
+  Result<std::string> applied = ReadFile(applied_path);
+  if (!applied.ok() && applied.status().code() != Status::Code::kNotFound) {
+    return applied.status();
+  }
+  if (applied.ok() && *applied == rendered) {
+    return outcome;
+  }
+  if (options.reconfigure) {
+    logger.Info("switch hierarchy changed: running scontrol reconfigure");
+    if (Status s = reconfigurer.Reconfigure(); !s.ok()) {
+      return s;
+    }
+    outcome.reconfigured = true;
+  }
+  if (Status s = WriteFileAtomically(applied_path, rendered); !s.ok()) {
+    return s;
+  }
+  return outcome;
+}
+
+}  // namespace k8sbridge::topology
