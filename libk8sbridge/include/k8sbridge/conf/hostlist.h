@@ -1,0 +1,37 @@
+// Slurm hostlist expressions ("w-[0-3,7],gpu[01-04]") behind one small interface.
+//
+// Why two implementations: Slurm's own parser (libslurm's slurm_hostlist_*) is the
+// authority on what an expression means, so programs (ResumeProgram, SuspendProgram,
+// the sync daemon) use it: SlurmHostlists in k8sbridge/power/slurm_hostlist.h,
+// linked through libk8sbridge_slurm_dep. Plugins loaded into slurmctld/slurmd must
+// not link libslurm a second time, and unit tests should not need it, so they use
+// BuiltinHostlists (topology/hostlist.h: the one-bracket-per-name subset that is
+// all Slurm itself prints and all k8sbridge.conf needs, since node names there are
+// DNS labels). tests/unit/power checks that both agree on the same expressions.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "k8sbridge/status.h"
+
+namespace k8sbridge::conf {
+
+class Hostlists {
+ public:
+  virtual ~Hostlists() = default;
+  // The names in `expression`, in order, duplicates kept. Errors say what is wrong
+  // with the expression (the caller adds where it came from).
+  virtual Result<std::vector<std::string>> Expand(std::string_view expression) const = 0;
+  // A ranged expression for `names` (sorted, duplicates dropped).
+  virtual std::string Compress(const std::vector<std::string>& names) const = 0;
+};
+
+class BuiltinHostlists final : public Hostlists {
+ public:
+  Result<std::vector<std::string>> Expand(std::string_view expression) const override;
+  std::string Compress(const std::vector<std::string>& names) const override;
+};
+
+}  // namespace k8sbridge::conf

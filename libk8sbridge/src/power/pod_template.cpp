@@ -1,0 +1,363 @@
+#include "k8sbridge/power/pod_template.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+namespace k8sbridge::power {
+
+namespace {
+
+// Deeper nesting than this is not a pod template, and would risk the stack.
+constexpr int kMaxDepth = 64;
+
+bool IsNull(const std::string& s) {
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
+
+// Aliases can make a small file expand into a huge document ("billion laughs").
+constexpr size_t kMaxNodes = 200'000;
+
+// Scalar shapes of YAML 1.1 (std::regex would do, but trips GCC 12's
+// -Wmaybe-uninitialized under the sanitizers).
+size_t SkipSign(std::string_view s) {
+  return !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+}
+size_t CountWhile(std::string_view s, size_t at, bool (*accept)(char)) {
+  size_t n = 0;
+  while (at + n < s.size() && accept(s[at + n]))
+    ++n;
+  return n;
+}
+bool Digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool OctalDigit(char c) {
+  return c >= '0' && c <= '7';
+}
+bool HexDigit(char c) {
+  return Digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+// [-+]?(0|[1-9][0-9]*)
+bool IsDecimal(std::string_view s) {
+  size_t i = SkipSign(s);
+  if (i >= s.size())
+    return false;
+  if (s[i] == '0')
+    return i + 1 == s.size();
+  return i + CountWhile(s, i, Digit) == s.size();
+}
+// [-+]?0o?[0-7]+
+bool IsOctal(std::string_view s) {
+  size_t i = SkipSign(s);
+  if (i >= s.size() || s[i] != '0')
+    return false;
+  ++i;
+  if (i < s.size() && s[i] == 'o')
+    ++i;
+  size_t n = CountWhile(s, i, OctalDigit);
+  return n > 0 && i + n == s.size();
+}
+// [-+]?0x[0-9a-fA-F]+
+bool IsHex(std::string_view s) {
+  size_t i = SkipSign(s);
+  if (i + 2 > s.size() || s[i] != '0' || s[i + 1] != 'x')
+    return false;
+  size_t n = CountWhile(s, i + 2, HexDigit);
+  return n > 0 && i + 2 + n == s.size();
+}
+// [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
+bool IsFloat(std::string_view s) {
+  size_t i = SkipSign(s);
+  size_t whole = CountWhile(s, i, Digit);
+  i += whole;
+  size_t fraction = 0;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    fraction = CountWhile(s, i, Digit);
+    i += fraction;
+  }
+  if (whole == 0 && fraction == 0)
+    return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    i += SkipSign(s.substr(i));
+    size_t exponent = CountWhile(s, i, Digit);
+    if (exponent == 0)
+      return false;
+    i += exponent;
+  }
+  return i == s.size();
+}
+
+Status Convert(const YAML::Node& node, rapidjson::Value& out, rapidjson::Document::AllocatorType& a,
+               int depth, size_t& nodes, std::string_view file) {
+  if (++nodes > kMaxNodes) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: more than {} values (aliases expanding?): not a pod template", file, kMaxNodes));
+  }
+  if (depth > kMaxDepth) {
+    return Status::InvalidArgument(
+        fmt::format("{}:{}: nested deeper than {} levels", file, node.Mark().line + 1, kMaxDepth));
+  }
+  switch (node.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      out.SetNull();
+      return Status::Ok();
+    case YAML::NodeType::Sequence:
+      out.SetArray();
+      for (const YAML::Node& item : node) {
+        rapidjson::Value v;
+        if (Status s = Convert(item, v, a, depth + 1, nodes, file); !s.ok())
+          return s;
+        out.PushBack(v, a);
+      }
+      return Status::Ok();
+    case YAML::NodeType::Map:
+      out.SetObject();
+      for (const auto& kv : node) {
+        if (!kv.first.IsScalar()) {
+          return Status::InvalidArgument(
+              fmt::format("{}:{}: a mapping key is not a plain string: use string keys", file,
+                          kv.first.Mark().line + 1));
+        }
+        rapidjson::Value key(kv.first.Scalar().c_str(), a);
+        if (out.HasMember(key)) {
+          return Status::InvalidArgument(fmt::format("{}:{}: key '{}' appears twice: keep one",
+                                                     file, kv.first.Mark().line + 1,
+                                                     kv.first.Scalar()));
+        }
+        rapidjson::Value v;
+        if (Status s = Convert(kv.second, v, a, depth + 1, nodes, file); !s.ok())
+          return s;
+        out.AddMember(key, v, a);
+      }
+      return Status::Ok();
+    case YAML::NodeType::Scalar:
+      break;
+  }
+  const std::string& s = node.Scalar();
+  const std::string& tag = node.Tag();
+  if (tag == "!" || tag == "tag:yaml.org,2002:str") {
+    out.SetString(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
+    return Status::Ok();
+  }
+  // Plain scalars resolve as kubectl reads them (YAML 1.1 via go-yaml): yes/no/on/off
+  // are booleans and a leading 0 means octal, as in "defaultMode: 0400".
+  static const std::set<std::string> kTrue = {"y",    "Y",    "yes", "Yes", "YES", "true",
+                                              "True", "TRUE", "on",  "On",  "ON"};
+  static const std::set<std::string> kFalse = {"n",     "N",     "no",  "No",  "NO", "false",
+                                               "False", "FALSE", "off", "Off", "OFF"};
+  auto set_integer = [&](std::string digits, int base) {
+    bool negative = !digits.empty() && digits.front() == '-';
+    if (!digits.empty() && (digits.front() == '-' || digits.front() == '+'))
+      digits.erase(0, 1);
+    if (base == 8 && digits.size() > 1 && digits[1] == 'o')
+      digits.erase(0, 2);
+    if (base == 16)
+      digits.erase(0, 2);
+    errno = 0;
+    long long n = std::strtoll(digits.c_str(), nullptr, base);
+    if (errno == ERANGE) {
+      out.SetString(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
+    } else {
+      out.SetInt64(negative ? -n : n);
+    }
+  };
+  if (IsNull(s)) {
+    out.SetNull();
+  } else if (kTrue.count(s)) {
+    out.SetBool(true);
+  } else if (kFalse.count(s)) {
+    out.SetBool(false);
+  } else if (IsDecimal(s)) {
+    set_integer(s, 10);
+  } else if (IsOctal(s)) {
+    set_integer(s, 8);
+  } else if (IsHex(s)) {
+    set_integer(s, 16);
+  } else if (IsFloat(s) && std::isfinite(std::strtod(s.c_str(), nullptr))) {
+    out.SetDouble(std::strtod(s.c_str(), nullptr));  // JSON has no infinity: else a string
+  } else {
+    out.SetString(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
+  }
+  return Status::Ok();
+}
+
+std::string_view TypeName(const rapidjson::Value& v) {
+  if (v.IsObject())
+    return "a mapping";
+  if (v.IsArray())
+    return "a list";
+  if (v.IsString())
+    return "a string";
+  if (v.IsNull())
+    return "empty";
+  if (v.IsBool())
+    return "a boolean";
+  return "a number";
+}
+
+}  // namespace
+
+Result<rapidjson::Document> YamlToJson(std::string_view yaml, std::string_view file) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(fmt::format("{}:{}:{}: not valid YAML: {}", file,
+                                               e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  rapidjson::Document doc;
+  try {
+    size_t nodes = 0;
+    if (Status s = Convert(root, doc, doc.GetAllocator(), 0, nodes, file); !s.ok())
+      return s;
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(
+        fmt::format("{}:{}:{}: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  return doc;
+}
+
+Result<PodTemplate> ParsePodTemplate(std::string_view yaml, std::string_view file) {
+  auto parsed = YamlToJson(yaml, file);
+  if (!parsed.ok())
+    return parsed.status();
+  rapidjson::Document& root = *parsed;
+  auto fail = [&](std::string_view field, std::string message) {
+    return Status::InvalidArgument(fmt::format("pod template {}: {}: {}", file, field, message));
+  };
+  if (!root.IsObject()) {
+    return fail("(top level)",
+                fmt::format("is {}, expected a mapping with metadata and spec (a PodTemplate or "
+                            "a Pod)",
+                            TypeName(root)));
+  }
+  std::string prefix;  // field path of the pod inside the file
+  const rapidjson::Value* pod = &root;
+  std::string kind =
+      root.HasMember("kind") && root["kind"].IsString() ? root["kind"].GetString() : "";
+  if (kind == "PodTemplate") {
+    if (!root.HasMember("template") || !root["template"].IsObject()) {
+      return fail("template", "a PodTemplate needs template: {metadata, spec}: add it");
+    }
+    pod = &root["template"];
+    prefix = "template.";
+  } else if (!kind.empty() && kind != "Pod") {
+    return fail("kind", fmt::format("is '{}': use PodTemplate (or Pod)", kind));
+  }
+  auto field = [&](std::string_view f) { return prefix + std::string(f); };
+
+  auto out = std::make_shared<rapidjson::Document>();
+  out->SetObject();
+  auto& a = out->GetAllocator();
+  rapidjson::Value metadata(rapidjson::kObjectType);
+  if (auto it = pod->FindMember("metadata"); it != pod->MemberEnd() && !it->value.IsNull()) {
+    if (!it->value.IsObject()) {
+      return fail(field("metadata"), fmt::format("is {}, expected a mapping", TypeName(it->value)));
+    }
+    for (std::string_view forbidden : {"name", "generateName"}) {
+      if (it->value.HasMember(forbidden.data())) {
+        return fail(field("metadata." + std::string(forbidden)),
+                    "remove it: each worker pod is named after its Slurm node");
+      }
+    }
+    for (const char* map_field : {"labels", "annotations"}) {
+      auto m = it->value.FindMember(map_field);
+      if (m == it->value.MemberEnd() || m->value.IsNull())
+        continue;
+      if (!m->value.IsObject()) {
+        return fail(field(fmt::format("metadata.{}", map_field)),
+                    fmt::format("is {}, expected a mapping of strings", TypeName(m->value)));
+      }
+      for (const auto& kv : m->value.GetObject()) {
+        std::string key = kv.name.GetString();
+        std::string path = field(fmt::format("metadata.{}.{}", map_field, key));
+        if (!kv.value.IsString()) {
+          return fail(path, fmt::format("is {}: quote the value, e.g. \"{}\"", TypeName(kv.value),
+                                        kv.value.IsBool() ? (kv.value.GetBool() ? "true" : "false")
+                                                          : "..."));
+        }
+        if (key.starts_with("k8sbridge.io/") || key == "app.kubernetes.io/managed-by") {
+          return fail(path,
+                      "is set by k8sbridge to mark the pods it owns: remove it from the "
+                      "template");
+        }
+      }
+    }
+    metadata.CopyFrom(it->value, a);
+  }
+  auto spec_it = pod->FindMember("spec");
+  if (spec_it == pod->MemberEnd() || !spec_it->value.IsObject()) {
+    return fail(field("spec"), "is missing or not a mapping: add the pod spec with its containers");
+  }
+  const rapidjson::Value& spec = spec_it->value;
+  auto containers = spec.FindMember("containers");
+  if (containers == spec.MemberEnd() || !containers->value.IsArray() || containers->value.Empty()) {
+    return fail(field("spec.containers"),
+                "must list at least one container (the one named slurmd, else the first, runs "
+                "the worker)");
+  }
+  PodTemplate result;
+  result.file = file;
+  bool found_slurmd = false;
+  for (rapidjson::SizeType i = 0; i < containers->value.Size(); ++i) {
+    const rapidjson::Value& c = containers->value[i];
+    std::string path = field(fmt::format("spec.containers[{}]", i));
+    if (!c.IsObject())
+      return fail(path, fmt::format("is {}, expected a mapping", TypeName(c)));
+    for (const char* required : {"name", "image"}) {
+      if (!c.HasMember(required) || !c[required].IsString() || c[required].GetStringLength() == 0) {
+        return fail(path + "." + required, "is missing: every container needs a name and an image");
+      }
+    }
+    if (!found_slurmd && std::string_view(c["name"].GetString()) == "slurmd") {
+      result.worker_container = i;
+      found_slurmd = true;
+    }
+  }
+  for (const char* forbidden : {"nodeName"}) {
+    if (spec.HasMember(forbidden)) {
+      return fail(field(std::string("spec.") + forbidden),
+                  "remove it: the scheduler places worker pods (use nodeSelector, affinity or "
+                  "Feature= mappings)");
+    }
+  }
+  if (auto rp = spec.FindMember("restartPolicy"); rp != spec.MemberEnd()) {
+    if (!rp->value.IsString() || std::string_view(rp->value.GetString()) != "Never") {
+      return fail(field("spec.restartPolicy"),
+                  "must be Never or unset: a worker that fails must leave a Failed pod that "
+                  "k8sbridge replaces, not restart in place as a node Slurm thinks is booting");
+    }
+  }
+  rapidjson::Value spec_copy;
+  spec_copy.CopyFrom(spec, a);
+  out->AddMember("metadata", metadata, a);
+  out->AddMember("spec", spec_copy, a);
+  result.pod = std::move(out);
+  return result;
+}
+
+Result<PodTemplate> LoadPodTemplate(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return Status::IoError(fmt::format(
+        "cannot read pod template {}: {}; fix PodTemplate= in k8sbridge.conf or create the file "
+        "(see conf-templates/worker-pod.yaml)",
+        path, std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParsePodTemplate(text.str(), path);
+}
+
+}  // namespace k8sbridge::power

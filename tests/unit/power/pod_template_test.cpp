@@ -1,0 +1,157 @@
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <boost/test/unit_test.hpp>
+
+#include "k8sbridge/power/pod_template.h"
+
+namespace power = k8sbridge::power;
+
+namespace {
+std::string Json(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  v.Accept(writer);
+  return buffer.GetString();
+}
+std::string ErrorOf(std::string_view yaml) {
+  auto r = power::ParsePodTemplate(yaml, "worker.yaml");
+  return r.ok() ? "" : r.status().message();
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(pod_template)
+
+BOOST_AUTO_TEST_CASE(yaml_scalars_become_typed_json) {
+  auto doc = power::YamlToJson(R"(
+a: 1
+b: "1"
+c: true
+d: 'false'
+e: ~
+f: 2.5
+g: text
+h: [x, 3]
+i: 99999999999999999999999
+j: !!str 7
+k:
+l: 0400
+m: 0x1F
+n: yes
+o: "0400"
+p: -12
+q: 1e3
+r: 1e999
+)",
+                               "t.yaml");
+  BOOST_REQUIRE_MESSAGE(doc.ok(), doc.status().ToString());
+  BOOST_CHECK_EQUAL(
+      Json(*doc),
+      R"({"a":1,"b":"1","c":true,"d":"false","e":null,"f":2.5,"g":"text",)"
+      R"("h":["x",3],"i":"99999999999999999999999","j":"7","k":null,"l":256,"m":31,"n":true,)"
+      R"("o":"0400","p":-12,"q":1000.0,"r":"1e999"})");
+}
+
+BOOST_AUTO_TEST_CASE(yaml_errors_name_line_and_column) {
+  auto doc = power::YamlToJson("spec:\n  containers: [a\n", "t.yaml");
+  BOOST_REQUIRE(!doc.ok());
+  BOOST_CHECK_MESSAGE(doc.status().message().starts_with("t.yaml:3:1: not valid YAML: "),
+                      doc.status().message());
+  doc = power::YamlToJson("a: 1\na: 2\n", "t.yaml");
+  BOOST_REQUIRE(!doc.ok());
+  BOOST_CHECK_EQUAL(doc.status().message(), "t.yaml:2: key 'a' appears twice: keep one");
+}
+
+BOOST_AUTO_TEST_CASE(alias_bombs_are_refused) {
+  std::string yaml = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'h'; ++c) {
+    yaml += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i)
+      yaml += std::string(i ? ", *" : "*") + char(c - 1);
+    yaml += "]\n";
+  }
+  auto doc = power::YamlToJson(yaml, "bomb.yaml");
+  BOOST_REQUIRE(!doc.ok());
+  BOOST_CHECK_EQUAL(doc.status().message(),
+                    "bomb.yaml: more than 200000 values (aliases expanding?): not a pod template");
+}
+
+BOOST_AUTO_TEST_CASE(accepts_pod_template_and_bare_pod) {
+  auto t = power::ParsePodTemplate(R"(
+apiVersion: v1
+kind: PodTemplate
+metadata:
+  name: this-is-the-podtemplate-object-name-and-is-ignored
+template:
+  metadata:
+    labels: {team: hpc}
+  spec:
+    containers:
+    - name: sidecar
+      image: busybox
+    - name: slurmd
+      image: registry.example/slurm-worker:24.11
+)",
+                                   "worker.yaml");
+  BOOST_REQUIRE_MESSAGE(t.ok(), t.status().ToString());
+  BOOST_CHECK_EQUAL(t->worker_container, 1u);
+  BOOST_CHECK_EQUAL(t->file, "worker.yaml");
+  BOOST_CHECK_EQUAL(Json((*t->pod)["metadata"]), R"({"labels":{"team":"hpc"}})");
+
+  auto bare = power::ParsePodTemplate("spec:\n  containers:\n  - {name: w, image: i}\n", "b.yaml");
+  BOOST_REQUIRE_MESSAGE(bare.ok(), bare.status().ToString());
+  BOOST_CHECK_EQUAL(bare->worker_container, 0u);
+  BOOST_CHECK_EQUAL(Json(*bare->pod),
+                    R"({"metadata":{},"spec":{"containers":[{"name":"w","image":"i"}]}})");
+}
+
+BOOST_AUTO_TEST_CASE(errors_name_the_file_and_field) {
+  BOOST_CHECK_EQUAL(ErrorOf("- a\n"),
+                    "pod template worker.yaml: (top level): is a list, expected a mapping with "
+                    "metadata and spec (a PodTemplate or a Pod)");
+  BOOST_CHECK_EQUAL(ErrorOf("kind: Deployment\nspec: {}\n"),
+                    "pod template worker.yaml: kind: is 'Deployment': use PodTemplate (or Pod)");
+  BOOST_CHECK_EQUAL(ErrorOf("kind: PodTemplate\nspec: {}\n"),
+                    "pod template worker.yaml: template: a PodTemplate needs template: {metadata, "
+                    "spec}: add it");
+  BOOST_CHECK_EQUAL(ErrorOf("metadata: {}\n"),
+                    "pod template worker.yaml: spec: is missing or not a mapping: add the pod spec "
+                    "with its containers");
+  BOOST_CHECK_EQUAL(ErrorOf("kind: PodTemplate\ntemplate:\n  spec: {containers: []}\n"),
+                    "pod template worker.yaml: template.spec.containers: must list at least one "
+                    "container (the one named slurmd, else the first, runs the worker)");
+  BOOST_CHECK_EQUAL(ErrorOf("spec:\n  containers:\n  - name: slurmd\n"),
+                    "pod template worker.yaml: spec.containers[0].image: is missing: every "
+                    "container needs a name and an image");
+  BOOST_CHECK_EQUAL(ErrorOf("metadata: {name: w-0}\nspec: {containers: [{name: a, image: b}]}\n"),
+                    "pod template worker.yaml: metadata.name: remove it: each worker pod is named "
+                    "after its Slurm node");
+  BOOST_CHECK_EQUAL(
+      ErrorOf("metadata: {labels: {k8sbridge.io/node: x}}\nspec: {containers: [{name: a, image: "
+              "b}]}\n"),
+      "pod template worker.yaml: metadata.labels.k8sbridge.io/node: is set by k8sbridge to mark "
+      "the pods it owns: remove it from the template");
+  BOOST_CHECK_EQUAL(
+      ErrorOf("metadata: {labels: {gpu: true}}\nspec: {containers: [{name: a, image: b}]}\n"),
+      "pod template worker.yaml: metadata.labels.gpu: is a boolean: quote the value, e.g. "
+      "\"true\"");
+  BOOST_CHECK_EQUAL(
+      ErrorOf("spec: {nodeName: n1, containers: [{name: a, image: b}]}\n"),
+      "pod template worker.yaml: spec.nodeName: remove it: the scheduler places worker pods (use "
+      "nodeSelector, affinity or Feature= mappings)");
+  BOOST_CHECK_EQUAL(
+      ErrorOf("spec: {restartPolicy: Always, containers: [{name: a, image: b}]}\n"),
+      "pod template worker.yaml: spec.restartPolicy: must be Never or unset: a worker that fails "
+      "must leave a Failed pod that k8sbridge replaces, not restart in place as a node Slurm "
+      "thinks is booting");
+}
+
+BOOST_AUTO_TEST_CASE(load_names_a_missing_file) {
+  auto t = power::LoadPodTemplate("/nonexistent/worker.yaml");
+  BOOST_REQUIRE(!t.ok());
+  BOOST_CHECK_EQUAL(t.status().message(),
+                    "cannot read pod template /nonexistent/worker.yaml: No such file or directory; "
+                    "fix PodTemplate= in k8sbridge.conf or create the file (see "
+                    "conf-templates/worker-pod.yaml)");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,99 @@
+#include <boost/test/unit_test.hpp>
+
+#include "k8sbridge/power/resume_file.h"
+
+namespace power = k8sbridge::power;
+using k8sbridge::conf::BuiltinHostlists;
+
+namespace {
+k8sbridge::Result<power::ResumeRequest> Parse(std::string_view json) {
+  return power::ParseResumeFile(json, "/proc/77/fd/3", BuiltinHostlists());
+}
+std::string ErrorOf(std::string_view json) {
+  auto r = Parse(json);
+  return r.ok() ? "" : r.status().message();
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(resume_file)
+
+BOOST_AUTO_TEST_CASE(parses_the_24_11_shape) {
+  auto r = Parse(R"({"all_nodes_resume":"w-[0-2]","jobs":[
+    {"extra":null,"job_id":1,"features":null,"nodes_alloc":"w-[0-1]","nodes_resume":"w-[0-1]",
+     "oversubscribe":"OK","partition":"main","reservation":null},
+    {"extra":"x=1","job_id":42,"features":"h100&ib","nodes_alloc":"w-[1-2]","nodes_resume":"w-2",
+     "oversubscribe":"NO","partition":"gpu","reservation":"maint","future_field":{"a":[1]}}],
+    "some_new_top_level":true})");
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  BOOST_CHECK((r->all_nodes_resume == std::vector<std::string>{"w-0", "w-1", "w-2"}));
+  BOOST_REQUIRE_EQUAL(r->jobs.size(), 2u);
+  const power::ResumeJob& first = r->jobs[0];
+  BOOST_CHECK_EQUAL(first.job_id, 1u);
+  BOOST_CHECK_EQUAL(first.features, "");
+  BOOST_CHECK_EQUAL(first.extra, "");
+  BOOST_CHECK_EQUAL(first.reservation, "");
+  BOOST_CHECK_EQUAL(first.partition, "main");
+  BOOST_CHECK_EQUAL(first.oversubscribe, "OK");
+  BOOST_CHECK((first.nodes_alloc == std::vector<std::string>{"w-0", "w-1"}));
+  const power::ResumeJob& second = r->jobs[1];
+  BOOST_CHECK_EQUAL(second.job_id, 42u);
+  BOOST_CHECK_EQUAL(second.features, "h100&ib");
+  BOOST_CHECK_EQUAL(second.extra, "x=1");
+  BOOST_CHECK_EQUAL(second.reservation, "maint");
+  BOOST_CHECK((second.nodes_resume == std::vector<std::string>{"w-2"}));
+
+  auto of_w1 = r->JobsOf("w-1");
+  BOOST_REQUIRE_EQUAL(of_w1.size(), 2u);
+  BOOST_CHECK_EQUAL(of_w1[0]->job_id, 1u);
+  BOOST_CHECK_EQUAL(of_w1[1]->job_id, 42u);
+  BOOST_CHECK_EQUAL(r->JobsOf("w-0").size(), 1u);
+  BOOST_CHECK(r->JobsOf("w-9").empty());
+}
+
+BOOST_AUTO_TEST_CASE(tolerates_missing_and_null_parts) {
+  auto r = Parse(R"({"all_nodes_resume":"w-0","jobs":null})");
+  BOOST_REQUIRE(r.ok());
+  BOOST_CHECK(r->jobs.empty());
+  r = Parse(R"({"all_nodes_resume":"w-0"})");
+  BOOST_REQUIRE(r.ok());
+  BOOST_CHECK_EQUAL(r->all_nodes_resume.size(), 1u);
+  r = Parse(R"({"jobs":[{"job_id":3}]})");
+  BOOST_REQUIRE(r.ok());
+  BOOST_CHECK(r->all_nodes_resume.empty());
+  BOOST_CHECK(r->jobs[0].nodes_alloc.empty());
+}
+
+BOOST_AUTO_TEST_CASE(errors_name_the_file_and_field) {
+  BOOST_CHECK_EQUAL(ErrorOf("{\"all_nodes_resume\":"),
+                    "resume file /proc/77/fd/3: not valid JSON at byte 20: Invalid value.");
+  BOOST_CHECK_EQUAL(ErrorOf("[]"),
+                    "resume file /proc/77/fd/3: the top level is an array, expected an object");
+  BOOST_CHECK_EQUAL(ErrorOf(R"({"all_nodes_resume":7})"),
+                    "resume file /proc/77/fd/3: all_nodes_resume is a number, expected a string "
+                    "or null");
+  BOOST_CHECK_EQUAL(ErrorOf(R"({"jobs":{}})"),
+                    "resume file /proc/77/fd/3: jobs is an object, expected an array");
+  BOOST_CHECK_EQUAL(ErrorOf(R"({"jobs":[{"job_id":"12"}]})"),
+                    "resume file /proc/77/fd/3: jobs[0].job_id is a string, expected a positive "
+                    "job id");
+  BOOST_CHECK_EQUAL(ErrorOf(R"({"jobs":[{"job_id":1},{}]})"),
+                    "resume file /proc/77/fd/3: jobs[1].job_id is missing, expected a positive "
+                    "job id");
+  BOOST_CHECK_EQUAL(ErrorOf(R"({"jobs":[{"job_id":5,"features":["a"]}]})"),
+                    "resume file /proc/77/fd/3: jobs[0] (job 5).features is an array, expected a "
+                    "string or null");
+  std::string bad_list = ErrorOf(R"({"jobs":[{"job_id":5,"nodes_alloc":"w-[1-"}]})");
+  BOOST_CHECK_MESSAGE(
+      bad_list.starts_with("resume file /proc/77/fd/3: jobs[0] (job 5).nodes_alloc: "), bad_list);
+}
+
+BOOST_AUTO_TEST_CASE(reads_the_file_whole_and_names_a_missing_one) {
+  auto missing = power::ReadResumeFile("/proc/self/fd/987654");
+  BOOST_REQUIRE(!missing.ok());
+  BOOST_CHECK_EQUAL(missing.status().message(),
+                    "cannot read SLURM_RESUME_FILE /proc/self/fd/987654: No such file or "
+                    "directory; the file exists only while ResumeProgram runs, so read it before "
+                    "anything else");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
