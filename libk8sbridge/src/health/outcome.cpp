@@ -1,0 +1,123 @@
+#include "k8sbridge/health/outcome.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace k8sbridge::health {
+
+Result<SlurmNode> RecordingSlurmNodes::Get(const std::string& name) {
+  if (name != node_.name) return Status::NotFound(fmt::format("node {} not in Slurm", name));
+  return node_;
+}
+
+Status RecordingSlurmNodes::Drain(const std::string& name, const std::string& reason) {
+  calls_.push_back(fmt::format("drain {}: {}", name, reason));
+  node_.drain = true;
+  node_.reason = reason;
+  return Status::Ok();
+}
+
+Status RecordingSlurmNodes::Resume(const std::string& name) {
+  calls_.push_back(fmt::format("resume {}", name));
+  node_.drain = false;
+  node_.reason.clear();
+  return Status::Ok();
+}
+
+std::string_view ActionName(Action a) {
+  switch (a) {
+    case Action::kNone: return "none";
+    case Action::kDrain: return "drain";
+    case Action::kKeepDrained: return "keep drained";
+    case Action::kResume: return "resume";
+    case Action::kLeaveForeignDrain: return "leave foreign drain";
+  }
+  return "?";
+}
+
+Decision Decide(const SlurmNode& node, const std::vector<Finding>& findings,
+                unsigned clean_runs_before, unsigned resume_after) {
+  Decision d;
+  const bool ours = node.drain && IsOwnReason(node.reason);
+  if (node.drain && !ours) {
+    d.action = Action::kLeaveForeignDrain;
+    d.clean_runs = findings.empty() ? clean_runs_before + 1 : 0;
+    d.explanation = fmt::format("drained by someone else (\"{}\"): left alone", node.reason);
+    return d;
+  }
+  if (!findings.empty()) {
+    std::string reason = DrainReason(findings);
+    d.clean_runs = 0;
+    if (ours && node.reason == reason) {
+      d.action = Action::kKeepDrained;
+      d.explanation = "still failing; already drained with this reason";
+    } else {
+      d.action = Action::kDrain;
+      d.reason = std::move(reason);
+      d.explanation = ours ? "still failing, with a new reason" : "failing: drain";
+    }
+    return d;
+  }
+  d.clean_runs = clean_runs_before + 1;
+  if (!ours) {
+    d.action = Action::kNone;
+    d.explanation = "healthy";
+    return d;
+  }
+  if (d.clean_runs >= resume_after) {
+    d.action = Action::kResume;
+    d.explanation = fmt::format("{} consecutive clean runs: resume our drain", d.clean_runs);
+  } else {
+    d.action = Action::kKeepDrained;
+    d.explanation = fmt::format("clean run {} of {} before resuming", d.clean_runs, resume_after);
+  }
+  return d;
+}
+
+Status Apply(const Decision& d, const std::string& node, SlurmNodes& slurm) {
+  switch (d.action) {
+    case Action::kDrain: return slurm.Drain(node, d.reason);
+    case Action::kResume: return slurm.Resume(node);
+    default: return Status::Ok();
+  }
+}
+
+Result<HealthState> LoadState(const std::string& path) {
+  HealthState s;
+  std::ifstream in(path);
+  if (!in) return s;
+  std::string key;
+  uint64_t value = 0;
+  while (in >> key >> value) {
+    if (key == "clean_runs") s.clean_runs = static_cast<unsigned>(value);
+    if (key == "kmsg_sequence") {
+      s.kmsg_sequence = value;
+      s.has_kmsg_sequence = true;
+    }
+  }
+  return s;
+}
+
+Status SaveState(const std::string& path, const HealthState& s) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return Status::IoError(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+    out << "clean_runs " << s.clean_runs << "\n";
+    if (s.has_kmsg_sequence) out << "kmsg_sequence " << s.kmsg_sequence << "\n";
+    if (!out.flush()) return Status::IoError(fmt::format("cannot write {}", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return Status::IoError(fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(errno)));
+  return Status::Ok();
+}
+
+}  // namespace k8sbridge::health

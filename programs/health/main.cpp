@@ -1,0 +1,141 @@
+// k8sbridge-health: Slurm's HealthCheckProgram for GPU nodes.
+//
+//   k8sbridge-health [--config FILE] [--node NAME] [--diagnose]
+//
+// Exit codes: 0 healthy; 1 a check failed (the node was drained, or already is);
+// 2 bad configuration or arguments; 3 Slurm could not be read, so nothing was
+// changed; 4 the run overran its total deadline. docs/health.md has the details.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "k8sbridge/health/checks.h"
+#include "k8sbridge/health/config.h"
+#include "k8sbridge/health/runner.h"
+#include "k8sbridge/log.h"
+#include "slurm_nodes.h"
+
+using namespace k8sbridge;
+using namespace k8sbridge::health;
+
+namespace {
+
+constexpr int kHealthy = 0, kUnhealthy = 1, kUsage = 2, kSlurmUnreadable = 3, kOverran = 4;
+
+struct Args {
+  std::string config = "/etc/slurm/k8sbridge-health.conf";
+  std::string node;
+  bool diagnose = false;
+};
+
+void Usage(FILE* out) {
+  std::fprintf(out,
+               "usage: k8sbridge-health [--config FILE] [--node NAME] [--diagnose]\n"
+               "  --config FILE  settings (default /etc/slurm/k8sbridge-health.conf)\n"
+               "  --node NAME    the Slurm node (default $SLURMD_NODENAME, else the hostname)\n"
+               "  --diagnose     print every check with its value and verdict; change nothing\n");
+}
+
+void OnAlarm(int) {
+  static const char msg[] = "k8sbridge-health: error: total deadline passed; exiting before Slurm kills us\n";
+  ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)ignored;
+  _exit(kOverran);
+}
+
+void PrintDiagnosis(const Report& r, const std::string& node) {
+  std::printf("%-18s %-22s %-8s %s\n", "CHECK", "SUBJECT", "VERDICT", "VALUE");
+  for (const auto& o : r.observations)
+    std::printf("%-18s %-22s %-8s %s\n", o.check.c_str(), o.subject.c_str(), o.ok ? "ok" : "FAIL",
+                o.value.c_str());
+  if (r.findings.empty())
+    std::printf("\nnode %s: healthy\n", node.c_str());
+  else
+    std::printf("\nnode %s: would drain with reason: %s\n", node.c_str(), DrainReason(r.findings).c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if ((a == "--config" || a == "--node") && i + 1 < argc) {
+      (a == "--config" ? args.config : args.node) = argv[++i];
+    } else if (a == "--diagnose") {
+      args.diagnose = true;
+    } else if (a == "-h" || a == "--help") {
+      Usage(stdout);
+      return kHealthy;
+    } else {
+      std::fprintf(stderr, "k8sbridge-health: unknown argument '%s'\n", a.c_str());
+      Usage(stderr);
+      return kUsage;
+    }
+  }
+  StderrLogger log("k8sbridge-health");
+  if (args.node.empty()) {
+    if (const char* n = std::getenv("SLURMD_NODENAME")) args.node = n;
+  }
+  if (args.node.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    args.node = std::string(host).substr(0, std::string(host).find('.'));
+  }
+  auto config = LoadHealthConfig(args.config);
+  if (!config.ok()) {
+    log.Error("{}", config.status().message());
+    return kUsage;
+  }
+  signal(SIGALRM, OnAlarm);
+  alarm(static_cast<unsigned>((config->total_timeout.count() + 999) / 1000));
+
+  const std::string state_path = fmt::format("{}/{}.state", config->state_dir, args.node);
+  auto state = LoadState(state_path);
+  if (!state.ok()) {
+    log.Error("{}", state.status().message());
+    return kUsage;
+  }
+
+  std::optional<LibslurmNodes> slurm;
+  std::optional<SlurmNode> node;
+  if (!args.diagnose || !config->gpu_count) {
+    slurm.emplace();
+    auto got = slurm->Get(args.node);
+    if (!got.ok()) {
+      // Fail closed: without Slurm's view we can neither drain safely nor resume.
+      log.Error("cannot read node {} from Slurm: {}; changing nothing", args.node,
+                got.status().message());
+      if (!args.diagnose) return kSlurmUnreadable;
+    } else {
+      node = *got;
+    }
+  }
+  std::optional<unsigned> expected = config->gpu_count;
+  if (!expected && node) expected = GpusFromGres(node->gres);
+
+  Report report = RunChecks(*config, expected, *state);
+  if (args.diagnose) {
+    PrintDiagnosis(report, args.node);
+    return report.findings.empty() ? kHealthy : kUnhealthy;
+  }
+
+  Decision d = Decide(*node, report.findings, state->clean_runs, config->resume_after_clean_runs);
+  Status applied = Apply(d, args.node, *slurm);
+  state->clean_runs = d.clean_runs;
+  if (Status saved = SaveState(state_path, *state); !saved.ok())
+    log.Warning("{}; the clean-run count will restart", saved.message());
+  if (!applied.ok()) {
+    log.Error("node {}: {} failed: {}", args.node, ActionName(d.action), applied.message());
+    return kSlurmUnreadable;
+  }
+  for (const auto& f : report.findings) log.Error("{}: {} {}", f.check, f.subject, f.message);
+  log.Info("node {}: {} ({})", args.node, ActionName(d.action), d.explanation);
+  return report.findings.empty() ? kHealthy : kUnhealthy;
+}

@@ -1,0 +1,135 @@
+"""k8sbridge-health as real slurmd's HealthCheckProgram on the rig, with a
+scripted NVML library and a fake InfiniBand sysfs per node."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from rigtest import BUILD_ROOT, Rig, RigConfig, RigTestCase, main, wait_for
+
+HEALTH = BUILD_ROOT / "programs" / "health" / "k8sbridge-health"
+FAKE_NVML = BUILD_ROOT / "tests" / "fakes" / "libnvidia-ml.so.1"
+XID_REASON = "[hardware] k8sbridge-health: GPU 1 XID 79 (GPU has fallen off the bus)"
+
+
+def healthy_gpu(bus):
+    return {"name": "NVIDIA H100", "bus": bus, "nvlink": [True, True],
+            "pcie": {"width": 16, "max_width": 16, "gen": 5, "max_gen": 5}}
+
+
+class HealthRigTest(RigTestCase):
+    def setUp(self):
+        super().setUp()
+        for p in (HEALTH, FAKE_NVML):
+            if not p.exists():
+                self.fail(f"{p} is not built: run meson compile first")
+
+    def start_rig(self) -> Rig:
+        self.rig = Rig(nodes=2, config=RigConfig(slurm_conf_extra=""))
+        self.health_dir = self.rig.workdir / "health"
+        wrapper = self.rig.workdir / "health-check"
+        # slurmd runs HealthCheckProgram with only SLURMD_NODENAME set, so the
+        # wrapper supplies what an admin's install would have at fixed paths.
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            f"export SLURM_CONF={self.rig.slurm_conf}\n"
+            f"export FAKE_NVML_SCRIPT={self.health_dir}/nvml-$SLURMD_NODENAME.json\n"
+            f"exec {HEALTH} --config {self.health_dir}/$SLURMD_NODENAME.conf\n")
+        wrapper.chmod(0o755)
+        self.rig.config.slurm_conf_extra = (f"HealthCheckProgram={wrapper}\nHealthCheckInterval=1\n"
+                                            "HealthCheckNodeState=ANY")
+        self.health_dir.mkdir(parents=True)
+        for node in ("w-0", "w-1"):
+            self.write_conf(node)
+            self.set_gpus(node, [healthy_gpu(0x3b), healthy_gpu(0x3c)])
+            self.set_ib_port(node, "4: ACTIVE", "5: LinkUp")
+        self.rig.__enter__()
+        self.addCleanup(self.rig.__exit__, None, None, None)
+        self.rig.wait_nodes_idle()
+        return self.rig
+
+    def write_conf(self, node, extra=""):
+        (self.health_dir / f"{node}.conf").write_text(
+            f"NvmlLibrary={FAKE_NVML}\nGpuCount=2\nKmsgPath={self.health_dir}/no-kmsg\n"
+            f"XidEventWait=100ms\nIbSysfsRoot={self.health_dir}/ib-{node}\n"
+            f"StateDir={self.health_dir}/state\nResumeAfterCleanRuns=2\n"
+            f"CheckTimeout=2s TotalTimeout=20s\n{extra}")
+
+    def set_gpus(self, node, gpus):
+        path = self.health_dir / f"nvml-{node}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"devices": gpus}))
+        os.replace(tmp, path)
+
+    def set_ib_port(self, node, state, phys):
+        port = self.health_dir / f"ib-{node}" / "mlx5_0" / "ports" / "1"
+        port.mkdir(parents=True, exist_ok=True)
+        (port / "state").write_text(state + "\n")
+        (port / "phys_state").write_text(phys + "\n")
+        (port / "rate").write_text("400 Gb/sec (4X NDR)\n")
+
+    def clean_runs(self, node) -> int:
+        p = self.health_dir / "state" / f"{node}.state"
+        if not p.exists():
+            return 0
+        fields = dict(line.split() for line in p.read_text().splitlines() if line.strip())
+        return int(fields.get("clean_runs", 0))
+
+    def wait_reason(self, node, predicate, what, timeout=60):
+        """Polls `node` until predicate(node fields) holds; returns the fields."""
+        def check():
+            fields = self.rig.node(node)
+            return fields if predicate(fields) else None
+        return wait_for(check, timeout, f"{node}: {what}")
+
+    def test_xid_drains_and_clean_runs_resume(self):
+        rig = self.start_rig()
+        self.set_gpus("w-0", [healthy_gpu(0x3b), dict(healthy_gpu(0x3c), xid_events=[79])])
+        node = self.wait_reason("w-0", lambda n: n.get("Reason", "").startswith(XID_REASON),
+                                "drained with the XID reason")
+        self.assertIn("DRAIN", node["State"])
+        self.assertEqual(node["Reason"].split(" [")[0], XID_REASON)
+        # w-1 stays healthy all along.
+        self.assertNotIn("DRAIN", rig.node("w-1")["State"])
+
+        self.set_gpus("w-0", [healthy_gpu(0x3b), healthy_gpu(0x3c)])
+        self.wait_reason("w-0", lambda n: "DRAIN" not in n["State"], "resumed after clean runs")
+        self.assertGreaterEqual(self.clean_runs("w-0"), 2)
+
+    def test_admin_drain_is_never_resumed(self):
+        rig = self.start_rig()
+        rig.check_output(["scontrol", "update", "nodename=w-1", "state=drain",
+                          "reason=admin maintenance"])
+        start = self.clean_runs("w-1")
+        wait_for(lambda: self.clean_runs("w-1") >= start + 4, 60, "four clean runs on w-1")
+        node = rig.node("w-1")
+        self.assertIn("DRAIN", node["State"])
+        self.assertTrue(node["Reason"].startswith("admin maintenance"), node["Reason"])
+
+    def test_hanging_nvml_is_reported_and_the_run_ends(self):
+        rig = self.start_rig()
+        self.set_gpus("w-0", [healthy_gpu(0x3b),
+                              dict(healthy_gpu(0x3c), hang_in="nvmlDeviceGetRemappedRows")])
+        node = self.wait_reason(
+            "w-0", lambda n: "NVML call hung" in n.get("Reason", ""), "drained for a hung NVML call")
+        self.assertTrue(node["Reason"].startswith(
+            "[hardware] k8sbridge-health: NVML call hung: nvmlDeviceGetRemappedRows on GPU 1 "
+            "did not return within 2s"), node["Reason"])
+        # The program itself ended (the run after it happened and found the same).
+        start = self.clean_runs("w-0")
+        self.assertEqual(start, 0)
+        log = (rig.logdir / "slurmd-w-0.log").read_text()
+        self.assertNotIn("health_check killed by signal", log)
+
+    def test_infiniband_port_down_drains(self):
+        rig = self.start_rig()
+        self.set_ib_port("w-1", "1: DOWN", "3: Disabled")
+        node = self.wait_reason("w-1", lambda n: n.get("Reason", "").startswith(
+            "[hardware] k8sbridge-health: mlx5_0 port 1 state 1: DOWN"), "drained for the IB port")
+        self.assertIn("DRAIN", node["State"])
+        self.assertNotIn("DRAIN", rig.node("w-0")["State"])
+
+
+if __name__ == "__main__":
+    main()

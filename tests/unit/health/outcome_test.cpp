@@ -1,0 +1,88 @@
+#include <boost/test/unit_test.hpp>
+
+#include "health_fixture.h"
+#include "k8sbridge/health/outcome.h"
+
+using namespace k8sbridge::health;
+
+namespace {
+
+const std::vector<Finding> kXid = {{"gpu.xid", "GPU 3", "XID 79 (GPU has fallen off the bus)", Severity::kHardware}};
+const std::string kXidReason = "[hardware] k8sbridge-health: GPU 3 XID 79 (GPU has fallen off the bus)";
+
+// Runs the decide/apply loop `runs` times with the given findings.
+unsigned Run(RecordingSlurmNodes& slurm, const std::vector<Finding>& findings, unsigned clean,
+             unsigned resume_after = 2) {
+  Decision d = Decide(*slurm.Get("w-0"), findings, clean, resume_after);
+  BOOST_REQUIRE(Apply(d, "w-0", slurm).ok());
+  return d.clean_runs;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(outcome)
+
+BOOST_AUTO_TEST_CASE(failing_check_drains_with_owned_reason_once) {
+  RecordingSlurmNodes slurm({"w-0", false, "", "gpu:8"});
+  unsigned clean = Run(slurm, kXid, 0);
+  clean = Run(slurm, kXid, clean);
+  BOOST_REQUIRE_EQUAL(slurm.calls().size(), 1u);
+  BOOST_TEST(slurm.calls()[0] == "drain w-0: " + kXidReason);
+}
+
+BOOST_AUTO_TEST_CASE(resumes_own_drain_only_after_clean_runs) {
+  RecordingSlurmNodes slurm({"w-0", true, kXidReason, ""});
+  unsigned clean = Run(slurm, {}, 0, 3);
+  clean = Run(slurm, {}, clean, 3);
+  BOOST_TEST(slurm.calls().empty());
+  BOOST_TEST(slurm.node().drain);
+  clean = Run(slurm, {}, clean, 3);
+  BOOST_REQUIRE_EQUAL(slurm.calls().size(), 1u);
+  BOOST_TEST(slurm.calls()[0] == "resume w-0");
+  BOOST_TEST(clean == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(a_failure_restarts_the_clean_count) {
+  RecordingSlurmNodes slurm({"w-0", true, kXidReason, ""});
+  unsigned clean = Run(slurm, {}, 0, 2);
+  clean = Run(slurm, kXid, clean, 2);
+  BOOST_TEST(clean == 0u);
+  clean = Run(slurm, {}, clean, 2);
+  BOOST_TEST(slurm.calls().empty());
+  Run(slurm, {}, clean, 2);
+  BOOST_TEST(slurm.calls().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(admin_drain_is_never_touched) {
+  for (const char* reason : {"maintenance by alice", "[hardware] replace PSU", "k8sbridge: NotReady"}) {
+    RecordingSlurmNodes slurm({"w-0", true, reason, ""});
+    unsigned clean = 0;
+    for (int i = 0; i < 5; ++i) clean = Run(slurm, {}, clean);
+    Run(slurm, kXid, clean);
+    BOOST_TEST(slurm.calls().empty(), reason);
+    BOOST_TEST(slurm.node().reason == reason);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(own_reason_recognised) {
+  BOOST_TEST(IsOwnReason(kXidReason));
+  BOOST_TEST(IsOwnReason("k8sbridge-health: jail /jail not mounted"));
+  BOOST_TEST(!IsOwnReason("[hardware] xid 79 by admin"));
+  BOOST_TEST(!IsOwnReason("k8sbridge: pod evicted"));
+}
+
+BOOST_AUTO_TEST_CASE(state_survives_a_round_trip) {
+  TempDir d;
+  std::string path = (d.path / "sub" / "w-0.state").string();
+  auto fresh = LoadState(path);
+  BOOST_REQUIRE(fresh.ok());
+  BOOST_TEST(fresh->clean_runs == 0u);
+  BOOST_TEST(!fresh->has_kmsg_sequence);
+  BOOST_REQUIRE(SaveState(path, {3, 4242, true}).ok());
+  auto back = LoadState(path);
+  BOOST_TEST(back->clean_runs == 3u);
+  BOOST_TEST(back->kmsg_sequence == 4242u);
+  BOOST_TEST(back->has_kmsg_sequence);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
