@@ -1,0 +1,182 @@
+#!/usr/bin/python3
+"""Step launch cost of spank_jail, against no plugin and against Slurm's own
+job_container/tmpfs (the peer), measured in the same run on the test rig.
+
+Three one-node rigs run side by side, one per mode, each with one allocation
+(`salloc --no-shell`). The script then launches N `srun -N1 true` steps into
+each allocation, interleaving the modes round-robin (rotating which goes first),
+so a busy machine slows every mode alike instead of whichever ran last. It
+prints p50/p99 per step, what each plugin adds over no plugin at p50, and the
+ratio of spank_jail's addition to job_container/tmpfs's. It also prints the
+plugin's own time per step and per task, from its debug log lines, which is
+free of scheduling noise.
+
+    sudo /usr/bin/python3 bench/jail_bench.py [--steps 200] [--build-root BUILD]
+
+Needs root, the rig (tests/rig/), the cached jail (scripts/make-jail.sh) and a
+build of spank_jail.so and k8sbridge-jail-prepare. Goal (issue 7): spank_jail adds
+under 5 ms at p50 over no plugin, and no more than job_container/tmpfs adds.
+"""
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "rig"))
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+
+MODES = ("no plugin", "spank_jail", "job_container/tmpfs")
+
+
+def percentile(values, p):
+    values = sorted(values)
+    k = max(0, min(len(values) - 1, round(p / 100 * (len(values) - 1))))
+    return values[k]
+
+
+@contextlib.contextmanager
+def job_container_base(rig_id):
+    """BasePath for job_container/tmpfs, outside the rig's /tmp workdir (its
+    namespace files must sit on a mount of the node's own namespace); unmounted
+    and removed afterwards."""
+    base = Path(f"/run/k8sbridge-bench-{rig_id}")
+    base.mkdir()
+    try:
+        yield base
+    finally:
+        with open("/proc/self/mountinfo") as f:
+            points = [line.split()[4] for line in f if line.split()[4].startswith(str(base))]
+        for p in sorted(points, key=len, reverse=True):
+            subprocess.run(["umount", "-l", p], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def start_rig(stack, mode, fixture):
+    from jailtest import jail_rig
+    from k8sbridge_rig import NodeSpec, Rig
+    nodes = [NodeSpec("w-0", cpus=2)]
+    if mode == "spank_jail":
+        rig = jail_rig(fixture, nodes=nodes)
+    elif mode == "job_container/tmpfs":
+        rig = Rig(nodes=nodes, slurm_conf_extra="JobContainerType=job_container/tmpfs\n"
+                                                 "PrologFlags=Contain\n")
+        base = stack.enter_context(job_container_base(rig.id))
+        # Dirs= makes /var/tmp and /dev/shm private per job: the same work as
+        # spank_jail's private /tmp. /tmp itself must stay shared, because the
+        # rig keeps slurm.conf, the munge socket and the spool there.
+        rig.config.extra_files = {"job_container.conf":
+                                  f"AutoBasePath=true\nBasePath={base}\nDirs=/var/tmp,/dev/shm\n"}
+    else:
+        rig = Rig(nodes=nodes)
+    stack.enter_context(rig)
+    rig.wait_nodes_idle()
+    return rig
+
+
+def allocate(rig):
+    try:
+        r = rig.run(["salloc", "--no-shell", "-N1", "-n1"], timeout=30)
+    except subprocess.TimeoutExpired:
+        return None
+    m = re.search(r"Granted job allocation (\d+)", r.stderr + r.stdout)
+    return m.group(1) if m else None
+
+
+def start_allocated(stack, mode, fixture):
+    """A rig for `mode` with one allocation. job_container/tmpfs on this rig
+    sometimes fails to pin its namespace ("_create_ns: ns base mount failed:
+    Invalid argument") and the allocation never starts: that rig is torn down
+    and the mode retried on a fresh one."""
+    for attempt in range(3):
+        sub = contextlib.ExitStack()
+        try:
+            rig = start_rig(sub, mode, fixture)
+            job = allocate(rig)
+        except BaseException:
+            sub.close()
+            raise
+        if job is not None:
+            stack.enter_context(sub)
+            return rig, job
+        print(f"{mode}: allocation did not start (attempt {attempt + 1}); retrying on a new rig",
+              flush=True)
+        sub.close()
+    raise SystemExit(f"{mode}: no allocation after three rigs")
+
+
+def step(rig, job):
+    t0 = time.monotonic()
+    r = rig.run(["srun", f"--jobid={job}", "-N1", "-n1", "true"], cwd=rig.workdir, timeout=60)
+    elapsed = (time.monotonic() - t0) * 1000
+    return elapsed, r
+
+
+def plugin_cost(log):
+    text = log.read_text(errors="replace")
+    out = []
+    for what, pattern in (("init_post_opt (probe, checks, private /tmp)",
+                           r"step prepared in (\d+) us"),
+                          ("task_init_privileged (enter the jail)",
+                           r"entered the jail in (\d+) us")):
+        us = [int(v) for v in re.findall(pattern, text)]
+        if us:
+            out.append(f"  spank_jail {what}: p50 {statistics.median(us) / 1000:.2f} ms, "
+                       f"p99 {percentile(us, 99) / 1000:.2f} ms over {len(us)}")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--build-root",
+                    default=os.environ.get("K8SBRIDGE_BUILD_ROOT", str(ROOT / "build")))
+    args = ap.parse_args()
+    os.environ["K8SBRIDGE_BUILD_ROOT"] = args.build_root
+    from jailtest import JailFixture
+
+    times = {m: [] for m in MODES}
+    with contextlib.ExitStack() as stack:
+        fixture = stack.enter_context(JailFixture())
+        rigs, jobs = {}, {}
+        for m in MODES:
+            rigs[m], jobs[m] = start_allocated(stack, m, fixture)
+        for m in MODES:  # one warm-up step each (first-step costs: plugin loads, caches)
+            step(rigs[m], jobs[m])
+        for i in range(args.steps):
+            order = MODES[i % 3:] + MODES[:i % 3]
+            for m in order:
+                elapsed, r = step(rigs[m], jobs[m])
+                if r.returncode != 0:
+                    raise SystemExit(f"{m}: step {i} failed: {r.stderr[-1000:]}")
+                times[m].append(elapsed)
+        cost = plugin_cost(rigs["spank_jail"].logdir / "slurmd-w-0.log")
+        for m in MODES:
+            rigs[m].run(["scancel", jobs[m]])
+
+    base50 = statistics.median(times["no plugin"])
+    print(f"{args.steps} x `srun -N1 true` per mode, interleaved, one-node rigs; ms per step:")
+    print(f"{'mode':<22}{'p50':>9}{'p99':>9}{'p50 added':>12}")
+    for m in MODES:
+        t = times[m]
+        p50 = statistics.median(t)
+        print(f"{m:<22}{p50:>9.1f}{percentile(t, 99):>9.1f}{p50 - base50:>+12.1f}")
+    for line in cost:
+        print(line)
+    jail_add = statistics.median(times["spank_jail"]) - base50
+    peer_add = statistics.median(times["job_container/tmpfs"]) - base50
+    ratio = f"{jail_add / peer_add:.2f}" if peer_add > 0 else "n/a (the peer added nothing)"
+    print(f"spank_jail adds {jail_add:+.1f} ms at p50 (goal: under 5 ms); job_container/tmpfs "
+          f"adds {peer_add:+.1f} ms; spank_jail/tmpfs = {ratio} (goal: at most 1)")
+
+
+if __name__ == "__main__":
+    main()

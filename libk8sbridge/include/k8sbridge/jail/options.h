@@ -1,0 +1,63 @@
+// The spank_jail options an administrator writes in plugstack.conf:
+//
+//   required spank_jail.so jail=/srv/jail [binds=/scratch,/opt/a:/opt/b:ro] [tmp=private|jail]
+//            [tmp_base=DIR] [probe=etc/os-release] [probe_timeout=5s] [identity=files|none]
+//            [drain=yes|no] [allow_no_jail=yes|no]
+//
+// Parsing is pure so that every bad value gets a unit-tested message naming the
+// option and the fix.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "k8sbridge/status.h"
+
+namespace k8sbridge::jail {
+
+// One host path made visible inside the jail.
+struct Bind {
+  std::string source;  // absolute host path
+  std::string target;  // absolute path inside the jail (defaults to source)
+  bool read_only = false;
+  friend bool operator==(const Bind&, const Bind&) = default;
+};
+
+enum class TmpMode {
+  kPrivate,  // a fresh /tmp per job on the host under tmp_base, removed when the job ends
+  kJail,     // the jail's own /tmp, shared by every job (for jails that manage /tmp themselves)
+};
+
+enum class IdentityCheck {
+  kFiles,  // the job's uid must be in the jail's /etc/passwd
+  kNone,   // the jail resolves users some other way (e.g. sssd inside); not checked
+};
+
+struct Options {
+  std::string jail;
+  std::vector<Bind> binds;
+  TmpMode tmp = TmpMode::kPrivate;
+  std::string tmp_base = "/var/lib/k8sbridge/jail-tmp";
+  std::string probe = "etc/os-release";  // relative to the jail: proves it is mounted
+  std::chrono::milliseconds probe_timeout{5000};
+  IdentityCheck identity = IdentityCheck::kFiles;
+  bool drain = true;
+  bool allow_no_jail = false;
+};
+
+// Parses plugstack.conf arguments ("key=value" each). Errors name the argument.
+Result<Options> ParseOptions(const std::vector<std::string>& args);
+
+// "SRC[:DST][:ro]" entries separated by commas.
+Result<std::vector<Bind>> ParseBinds(std::string_view text);
+
+// "5", "5s", "1500ms": a probe deadline between 100 ms and 10 minutes.
+Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
+
+// Lexically normalizes an absolute path ("/a//b/./c/" -> "/a/b/c"). ".." is
+// refused rather than interpreted: option paths must say what they mean.
+Result<std::string> NormalizeAbsolute(std::string_view path, std::string_view what);
+
+}  // namespace k8sbridge::jail

@@ -1,0 +1,73 @@
+// Safe path handling for the jail: the jail root's ownership and mode, and path
+// resolution that can never leave the jail.
+//
+// A mount target is resolved with openat2(RESOLVE_BENEATH) from a descriptor of
+// the jail root, and the mount is then made onto /proc/self/fd/N. A symlink that
+// points out of the jail (absolute, or through "..") makes the resolution fail
+// instead of redirecting a root-owned bind onto the host, and nothing can swap a
+// path component between the check and the mount.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+
+#include "k8sbridge/status.h"
+
+namespace k8sbridge::jail {
+
+// Owns a file descriptor; closes it on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  // "/proc/self/fd/N": the path mount(2) takes for a resolved descriptor.
+  std::string ProcPath() const;
+
+ private:
+  int fd_ = -1;
+};
+
+// The jail root must be an existing directory owned by `owner` (root in
+// production) and writable by nobody else: otherwise a user could plant files
+// that every job on every node would trust.
+Status CheckJailRoot(const std::string& jail, uid_t owner = 0);
+
+// Opens the jail root (O_PATH, following symlinks in the host path to it).
+Result<UniqueFd> OpenJailRoot(const std::string& jail);
+
+// Resolves `path` (absolute inside the jail, or relative to it) beneath the jail
+// root descriptor and returns an O_PATH descriptor of it. Fails with
+// PermissionDenied when the path resolves through a symlink out of the jail,
+// NotFound when it does not exist. `jail_name` only feeds messages.
+Result<UniqueFd> OpenBeneath(int jail_fd, std::string_view path, std::string_view jail_name);
+
+// Like OpenBeneath, but creates missing directories (mode 0755, owned by the
+// caller) on the way; the last component is made a directory when
+// `last_is_file` is false, an empty file otherwise. Used for mount points the
+// jail does not have yet. Concurrent callers are safe (EEXIST is success).
+Result<UniqueFd> MakePathBeneath(int jail_fd, std::string_view path, bool last_is_file,
+                                 std::string_view jail_name);
+
+// Writes `contents` to `path` atomically (temporary file in the same directory,
+// fsync, rename): readers see the old or the new file, never a half-written one.
+Status WriteFileAtomic(const std::string& path, std::string_view contents, mode_t mode);
+
+// Reads a whole (small) file.
+Result<std::string> ReadFile(const std::string& path);
+
+}  // namespace k8sbridge::jail

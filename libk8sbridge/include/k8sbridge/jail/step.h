@@ -1,0 +1,140 @@
+// What spank_jail does in each Slurm context, with Slurm and the system behind
+// interfaces so the decisions are unit-tested. The plugin's ABI file
+// (plugins/spank_jail/spank_jail.cpp) reads Slurm's items into StepInfo and
+// calls these.
+//
+//   slurmstepd, init_post_opt (root, once per step):  JailStep::Prepare
+//   slurmstepd, task_init_privileged (root, per task): JailStep::EnterTask
+//   slurmstepd, task_init (the user, inside the jail): JailStep::CheckTaskUser
+//   slurmd, job_epilog (root, once per job and node):  JobEpilog
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "k8sbridge/jail/enter.h"
+#include "k8sbridge/jail/options.h"
+#include "k8sbridge/log.h"
+#include "k8sbridge/status.h"
+
+namespace k8sbridge::jail {
+
+// Special step ids (slurm.h).
+inline constexpr uint32_t kBatchStep = 0xfffffffb;
+inline constexpr uint32_t kExternStep = 0xfffffffc;
+inline constexpr uint32_t kInteractiveStep = 0xfffffffa;
+
+// Every drain reason spank_jail sets starts with this, so an operator (and
+// k8sbridge) can tell its drains from anyone else's.
+inline constexpr std::string_view kDrainPrefix = "spank_jail:";
+
+struct StepInfo {
+  uint32_t job_id = 0;
+  uint32_t step_id = 0;
+  uid_t uid = 0;
+  std::string user;                // resolved on the host; "uid N" when the host cannot
+  std::string node;                // this node's Slurm name
+  bool no_jail_requested = false;  // the user passed --no-jail (or its variable)
+};
+
+// The outside world the step logic touches.
+class JailSystem {
+ public:
+  virtual ~JailSystem() = default;
+  virtual Status Probe(const Options& o) = 0;
+  virtual Status CheckRoot(const Options& o) = 0;
+  // Every bind source exists on the host and every target outside the private
+  // /tmp exists in the jail without resolving through a symlink out of it.
+  virtual Status CheckBinds(const TaskPlan& plan) = 0;
+  virtual Status CreateTmp(const Options& o, const std::string& node, uint32_t job_id) = 0;
+  virtual Status RemoveTmp(const Options& o, const std::string& node, uint32_t job_id) = 0;
+  virtual Status Enter(const TaskPlan& plan) = 0;
+  // Runs inside the jail: is `uid` a user there?
+  virtual Status CheckUser(const Options& o, uid_t uid, const std::string& user) = 0;
+  virtual Status Drain(const std::string& node, const std::string& reason) = 0;
+};
+
+// The real system; draining goes through `drain` (the plugin passes one that
+// calls Slurm's API, which only exists inside Slurm's daemons).
+class RealJailSystem final : public JailSystem {
+ public:
+  using DrainFn = Status (*)(const std::string& node, const std::string& reason);
+  explicit RealJailSystem(DrainFn drain) : drain_(drain) {}
+  Status Probe(const Options& o) override;
+  Status CheckRoot(const Options& o) override;
+  Status CheckBinds(const TaskPlan& plan) override;
+  Status CreateTmp(const Options& o, const std::string& node, uint32_t job_id) override;
+  Status RemoveTmp(const Options& o, const std::string& node, uint32_t job_id) override;
+  Status Enter(const TaskPlan& plan) override;
+  Status CheckUser(const Options& o, uid_t uid, const std::string& user) override;
+  Status Drain(const std::string& node, const std::string& reason) override;
+
+ private:
+  DrainFn drain_;
+};
+
+// Records every call; each step can be told to fail.
+class FakeJailSystem final : public JailSystem {
+ public:
+  Status Probe(const Options&) override { return Record("probe", probe_result); }
+  Status CheckRoot(const Options&) override { return Record("check_root", root_result); }
+  Status CheckBinds(const TaskPlan&) override { return Record("check_binds", binds_result); }
+  Status CreateTmp(const Options&, const std::string& node, uint32_t job_id) override;
+  Status RemoveTmp(const Options&, const std::string& node, uint32_t job_id) override;
+  Status Enter(const TaskPlan& plan) override;
+  Status CheckUser(const Options&, uid_t uid, const std::string& user) override;
+  Status Drain(const std::string& node, const std::string& reason) override;
+
+  Status probe_result, root_result, binds_result, tmp_result, enter_result, user_result;
+  std::vector<std::string> calls;
+  std::vector<std::string> drains;  // "node: reason"
+  std::vector<TaskPlan> entered;
+
+ private:
+  Status Record(const std::string& call, const Status& result) {
+    calls.push_back(call);
+    return result;
+  }
+};
+
+class JailStep {
+ public:
+  JailStep(Options options, JailSystem& system, Logger& log)
+      : options_(std::move(options)), system_(system), log_(log) {}
+
+  // Decides whether this step is jailed and checks the jail. A broken jail
+  // (missing, unmounted, hung, unsafe) fails the step and drains the node; the
+  // extern step and an admin-allowed --no-jail leave the step on the host.
+  Status Prepare(const StepInfo& step);
+  // Moves the calling task into the jail (no-op when the step is not jailed).
+  Status EnterTask();
+  // Inside the jail, as the user: the user must exist there.
+  Status CheckTaskUser();
+
+  bool active() const { return active_; }
+  const TaskPlan& plan() const { return plan_; }
+  const Options& options() const { return options_; }
+
+ private:
+  Status FailNode(const StepInfo& step, const Status& why);
+  std::string JobTmpPathFor(const StepInfo& step) const;
+
+  Options options_;
+  JailSystem& system_;
+  Logger& log_;
+  bool active_ = false;
+  StepInfo step_;
+  TaskPlan plan_;
+};
+
+// Job end on a node: removes the job's private /tmp.
+Status JobEpilog(const Options& options, JailSystem& system, const std::string& node,
+                 uint32_t job_id, Logger& log);
+
+// "spank_jail: <message>", cut to what Slurm keeps in a node reason.
+std::string DrainReason(const Status& why);
+
+}  // namespace k8sbridge::jail

@@ -1,0 +1,218 @@
+#include "k8sbridge/jail/options.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace k8sbridge::jail {
+namespace {
+
+constexpr std::string_view kValidKeys =
+    "jail, binds, tmp, tmp_base, probe, probe_timeout, identity, drain, allow_no_jail";
+
+std::vector<std::string_view> Split(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    size_t pos = text.find(sep, start);
+    parts.push_back(text.substr(start, pos == std::string_view::npos ? pos : pos - start));
+    if (pos == std::string_view::npos)
+      break;
+    start = pos + 1;
+  }
+  return parts;
+}
+
+Result<bool> ParseBool(std::string_view key, std::string_view value) {
+  if (value == "yes" || value == "true" || value == "1")
+    return true;
+  if (value == "no" || value == "false" || value == "0")
+    return false;
+  return Status::InvalidArgument(
+      fmt::format("spank_jail option {}={}: expected yes or no", key, value));
+}
+
+}  // namespace
+
+Result<std::string> NormalizeAbsolute(std::string_view path, std::string_view what) {
+  if (path.empty() || path.front() != '/') {
+    return Status::InvalidArgument(
+        fmt::format("{} '{}' is not an absolute path: write it starting with '/'", what, path));
+  }
+  std::string out;
+  for (std::string_view part : Split(path, '/')) {
+    if (part.empty() || part == ".")
+      continue;
+    if (part == "..") {
+      return Status::InvalidArgument(
+          fmt::format("{} '{}' contains '..': write the path without it", what, path));
+    }
+    out += '/';
+    out += part;
+  }
+  return out.empty() ? std::string("/") : out;
+}
+
+Result<std::vector<Bind>> ParseBinds(std::string_view text) {
+  std::vector<Bind> binds;
+  if (text.empty())
+    return binds;
+  for (std::string_view entry : Split(text, ',')) {
+    if (entry.empty())
+      continue;
+    std::vector<std::string_view> fields = Split(entry, ':');
+    bool read_only = false;
+    if (fields.size() >= 2 && (fields.back() == "ro" || fields.back() == "rw")) {
+      read_only = fields.back() == "ro";
+      fields.pop_back();
+    }
+    if (fields.size() > 2) {
+      return Status::InvalidArgument(fmt::format(
+          "spank_jail option binds: entry '{}' has too many ':' fields: write SRC[:DST][:ro]",
+          entry));
+    }
+    auto source = NormalizeAbsolute(fields[0], "spank_jail binds source");
+    if (!source.ok())
+      return source.status();
+    auto target =
+        NormalizeAbsolute(fields.size() == 2 ? fields[1] : fields[0], "spank_jail binds target");
+    if (!target.ok())
+      return target.status();
+    if (*target == "/") {
+      return Status::InvalidArgument(fmt::format(
+          "spank_jail option binds: entry '{}' would cover the jail's root: bind to a directory "
+          "inside it",
+          entry));
+    }
+    if (*target == "/proc" || target->starts_with("/proc/")) {
+      return Status::InvalidArgument(fmt::format(
+          "spank_jail option binds: entry '{}' targets /proc, which every task gets fresh: "
+          "remove it",
+          entry));
+    }
+    binds.push_back(Bind{*source, *target, read_only});
+  }
+  return binds;
+}
+
+Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
+  std::string_view digits = text;
+  long multiplier = 1000;
+  if (digits.ends_with("ms")) {
+    digits.remove_suffix(2);
+    multiplier = 1;
+  } else if (digits.ends_with("s")) {
+    digits.remove_suffix(1);
+  }
+  long value = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) {
+    return Status::InvalidArgument(fmt::format(
+        "spank_jail option probe_timeout={}: expected a duration such as 5s or 1500ms", text));
+  }
+  std::chrono::milliseconds d(value * multiplier);
+  if (d < std::chrono::milliseconds(100) || d > std::chrono::minutes(10)) {
+    return Status::InvalidArgument(
+        fmt::format("spank_jail option probe_timeout={}: must be between 100ms and 600s", text));
+  }
+  return d;
+}
+
+Result<Options> ParseOptions(const std::vector<std::string>& args) {
+  Options o;
+  bool have_jail = false;
+  for (const std::string& arg : args) {
+    size_t eq = arg.find('=');
+    if (eq == std::string::npos) {
+      return Status::InvalidArgument(fmt::format(
+          "spank_jail argument '{}' is not key=value (valid keys: {})", arg, kValidKeys));
+    }
+    std::string_view key = std::string_view(arg).substr(0, eq);
+    std::string_view value = std::string_view(arg).substr(eq + 1);
+    if (key == "jail") {
+      auto path = NormalizeAbsolute(value, "spank_jail option jail");
+      if (!path.ok())
+        return path.status();
+      if (*path == "/") {
+        return Status::InvalidArgument(
+            "spank_jail option jail=/ is the host root: point it at the jail directory");
+      }
+      o.jail = *path;
+      have_jail = true;
+    } else if (key == "binds") {
+      auto binds = ParseBinds(value);
+      if (!binds.ok())
+        return binds.status();
+      o.binds.insert(o.binds.end(), binds->begin(), binds->end());
+    } else if (key == "tmp") {
+      if (value == "private") {
+        o.tmp = TmpMode::kPrivate;
+      } else if (value == "jail") {
+        o.tmp = TmpMode::kJail;
+      } else {
+        return Status::InvalidArgument(
+            fmt::format("spank_jail option tmp={}: expected private or jail", value));
+      }
+    } else if (key == "tmp_base") {
+      auto path = NormalizeAbsolute(value, "spank_jail option tmp_base");
+      if (!path.ok())
+        return path.status();
+      if (*path == "/" || *path == "/tmp") {
+        return Status::InvalidArgument(fmt::format(
+            "spank_jail option tmp_base={}: use a directory only root writes to, such as "
+            "/var/lib/k8sbridge/jail-tmp",
+            value));
+      }
+      o.tmp_base = *path;
+    } else if (key == "probe") {
+      if (value.empty() || value.front() == '/' || value.find("..") != std::string_view::npos) {
+        return Status::InvalidArgument(fmt::format(
+            "spank_jail option probe={}: expected a path relative to the jail without '..', "
+            "such as etc/os-release",
+            value));
+      }
+      o.probe = std::string(value);
+    } else if (key == "probe_timeout") {
+      auto d = ParseDuration(value);
+      if (!d.ok())
+        return d.status();
+      o.probe_timeout = *d;
+    } else if (key == "identity") {
+      if (value == "files") {
+        o.identity = IdentityCheck::kFiles;
+      } else if (value == "none") {
+        o.identity = IdentityCheck::kNone;
+      } else {
+        return Status::InvalidArgument(
+            fmt::format("spank_jail option identity={}: expected files or none", value));
+      }
+    } else if (key == "drain") {
+      auto b = ParseBool(key, value);
+      if (!b.ok())
+        return b.status();
+      o.drain = *b;
+    } else if (key == "allow_no_jail") {
+      auto b = ParseBool(key, value);
+      if (!b.ok())
+        return b.status();
+      o.allow_no_jail = *b;
+    } else {
+      return Status::InvalidArgument(
+          fmt::format("spank_jail: unknown option '{}' (valid keys: {})", key, kValidKeys));
+    }
+  }
+  if (!have_jail) {
+    return Status::InvalidArgument(
+        "spank_jail: no jail= option: add jail=/path/to/jail to its plugstack.conf line");
+  }
+  for (const Bind& b : o.binds) {
+    if (b.source == o.jail || b.source.starts_with(o.jail + "/")) {
+      return Status::InvalidArgument(fmt::format(
+          "spank_jail option binds: source {} lies inside the jail {}: bind host paths only",
+          b.source, o.jail));
+    }
+  }
+  return o;
+}
+
+}  // namespace k8sbridge::jail

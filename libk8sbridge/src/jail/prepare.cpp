@@ -1,0 +1,321 @@
+#include "k8sbridge/jail/prepare.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "k8sbridge/jail/paths.h"
+
+namespace k8sbridge::jail {
+namespace {
+
+constexpr std::string_view kUsage =
+    "usage: k8sbridge-jail-prepare --jail DIR [--slurm-prefix DIR] [--slurm-conf-dir DIR] "
+    "[--munge-dir DIR] [--gpu-lib FILE]... [--bind SRC[:DST][:ro]]... [--no-standard] "
+    "[--state-file FILE] [--lock-timeout SECONDS] [--undo]";
+
+std::string Unescape(std::string_view s) {
+  // mountinfo escapes space, tab, newline and backslash as \ooo (octal).
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
+      out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
+      i += 3;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+Result<std::string> RealPath(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf) == nullptr) {
+    int err = errno;
+    if (err == ENOENT)
+      return Status::NotFound(fmt::format("{} does not exist", path));
+    return Status::IoError(fmt::format("cannot resolve {}: {}", path, std::strerror(err)));
+  }
+  return std::string(buf);
+}
+
+// An exclusive flock on <jail>/.k8sbridge-prepare.lock, polled until a deadline.
+class JailLock {
+ public:
+  static Result<JailLock> Take(const std::string& jail, std::chrono::milliseconds timeout) {
+    std::string path = jail + "/.k8sbridge-prepare.lock";
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return Status::IoError(fmt::format("cannot open lock {}: {}", path, std::strerror(errno)));
+    }
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR) {
+        int err = errno;
+        ::close(fd);
+        return Status::IoError(fmt::format("cannot lock {}: {}", path, std::strerror(err)));
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        ::close(fd);
+        return Status::Timeout(fmt::format(
+            "another k8sbridge-jail-prepare held {} for over {} ms: is one stuck on a hung jail?",
+            path, timeout.count()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return JailLock(fd);
+  }
+  JailLock(JailLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  JailLock(const JailLock&) = delete;
+  ~JailLock() {
+    if (fd_ >= 0)
+      ::close(fd_);  // releases the flock
+  }
+
+ private:
+  explicit JailLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+}  // namespace
+
+Result<std::vector<std::string>> MountPoints() {
+  auto text = ReadFile("/proc/self/mountinfo");
+  if (!text.ok())
+    return text.status();
+  std::vector<std::string> points;
+  std::istringstream in(*text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, devno, root, point;
+    if (fields >> id >> parent >> devno >> root >> point)
+      points.push_back(Unescape(point));
+  }
+  return points;
+}
+
+Result<PrepareConfig> ParsePrepareArgs(const std::vector<std::string>& args, bool* undo) {
+  PrepareConfig c;
+  *undo = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string_view name) -> Result<std::string> {
+      if (i + 1 >= args.size()) {
+        return Status::InvalidArgument(fmt::format("{} needs a value\n{}", name, kUsage));
+      }
+      return args[++i];
+    };
+    auto path = [&](std::string_view name) -> Result<std::string> {
+      auto v = value(name);
+      if (!v.ok())
+        return v.status();
+      return NormalizeAbsolute(*v, fmt::format("k8sbridge-jail-prepare {}", name));
+    };
+    if (a == "--jail") {
+      auto v = path(a);
+      if (!v.ok())
+        return v.status();
+      c.jail = *v;
+    } else if (a == "--slurm-prefix") {
+      auto v = path(a);
+      if (!v.ok())
+        return v.status();
+      c.slurm_prefix = *v;
+    } else if (a == "--slurm-conf-dir") {
+      auto v = path(a);
+      if (!v.ok())
+        return v.status();
+      c.slurm_conf_dir = *v;
+    } else if (a == "--munge-dir") {
+      auto v = path(a);
+      if (!v.ok())
+        return v.status();
+      c.munge_dir = *v;
+    } else if (a == "--gpu-lib") {
+      auto v = path(a);
+      if (!v.ok())
+        return v.status();
+      c.gpu_libs.push_back(*v);
+    } else if (a == "--bind") {
+      auto v = value(a);
+      if (!v.ok())
+        return v.status();
+      auto binds = ParseBinds(*v);
+      if (!binds.ok())
+        return binds.status();
+      c.binds.insert(c.binds.end(), binds->begin(), binds->end());
+    } else if (a == "--no-standard") {
+      c.standard = false;
+    } else if (a == "--state-file") {
+      auto v = path(a);
+      if (!v.ok())
+        return v.status();
+      c.state_file = *v;
+    } else if (a == "--lock-timeout") {
+      auto v = value(a);
+      if (!v.ok())
+        return v.status();
+      auto d = ParseDuration(*v);
+      if (!d.ok()) {
+        return Status::InvalidArgument(
+            fmt::format("--lock-timeout {}: expected seconds such as 60", *v));
+      }
+      c.lock_timeout = *d;
+    } else if (a == "--undo") {
+      *undo = true;
+    } else {
+      return Status::InvalidArgument(fmt::format("unknown argument '{}'\n{}", a, kUsage));
+    }
+  }
+  if (c.jail.empty() || c.jail == "/") {
+    return Status::InvalidArgument(fmt::format("--jail DIR is required (not /)\n{}", kUsage));
+  }
+  if (c.state_file.empty())
+    c.state_file = DefaultStateFile(c.jail);
+  return c;
+}
+
+std::string DefaultStateFile(const std::string& jail) {
+  std::string name = jail;
+  std::replace(name.begin(), name.end(), '/', '_');
+  return "/run/k8sbridge/jail-prepare/" + name;
+}
+
+std::vector<PrepareMount> BuildPreparePlan(const PrepareConfig& c) {
+  std::vector<PrepareMount> plan;
+  auto same = [](const std::string& p, bool ro = false) { return Bind{p, p, ro}; };
+  if (c.standard) {
+    plan.push_back({same("/dev"), true, false});
+    plan.push_back({same("/sys"), true, false});
+    plan.push_back({same("/etc/hosts"), false, true});
+    plan.push_back({same("/etc/resolv.conf"), false, true});
+  }
+  if (!c.munge_dir.empty())
+    plan.push_back({same(c.munge_dir), false, true});
+  if (!c.slurm_prefix.empty())
+    plan.push_back({same(c.slurm_prefix, true), false, false});
+  if (!c.slurm_conf_dir.empty())
+    plan.push_back({same(c.slurm_conf_dir, true), false, true});
+  for (const std::string& lib : c.gpu_libs)
+    plan.push_back({same(lib, true), false, false});
+  for (const Bind& b : c.binds)
+    plan.push_back({b, true, false});
+  return plan;
+}
+
+Status PrepareJail(const PrepareConfig& c, Logger& log) {
+  if (Status s = CheckJailRoot(c.jail, 0); !s.ok())
+    return s;
+  auto jail_real = RealPath(c.jail);
+  if (!jail_real.ok())
+    return jail_real.status();
+  auto lock = JailLock::Take(*jail_real, c.lock_timeout);
+  if (!lock.ok())
+    return lock.status();
+  auto jail_fd = OpenJailRoot(*jail_real);
+  if (!jail_fd.ok())
+    return jail_fd.status();
+
+  std::vector<std::string> recorded;
+  if (auto old = ReadFile(c.state_file); old.ok()) {
+    std::istringstream in(*old);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty())
+        recorded.push_back(line);
+    }
+  }
+  for (const PrepareMount& m : BuildPreparePlan(c)) {
+    auto source = RealPath(m.bind.source);
+    if (!source.ok()) {
+      if (m.optional && source.status().code() == Status::Code::kNotFound) {
+        log.Info("skipping {}: not on this host", m.bind.source);
+        continue;
+      }
+      return source.status().WithContext("bind source");
+    }
+    struct stat st {};
+    if (::stat(source->c_str(), &st) != 0) {
+      return Status::IoError(fmt::format("cannot stat {}: {}", *source, std::strerror(errno)));
+    }
+    auto target = MakePathBeneath(jail_fd->get(), m.bind.target, !S_ISDIR(st.st_mode), c.jail);
+    if (!target.ok())
+      return target.status().WithContext("bind target");
+    // Where the target really is on the host (below the jail, by construction).
+    auto target_real = RealPath(target->ProcPath());
+    if (!target_real.ok())
+      return target_real.status();
+    auto points = MountPoints();
+    if (!points.ok())
+      return points.status();
+    if (std::find(points->begin(), points->end(), *target_real) != points->end()) {
+      log.Info("{} is already mounted: leaving it", *target_real);
+      continue;
+    }
+    unsigned long flags = MS_BIND | (m.recursive ? MS_REC : 0);
+    if (::mount(source->c_str(), target->ProcPath().c_str(), nullptr, flags, nullptr) != 0) {
+      return Status::IoError(
+          fmt::format("bind {} onto {}: {}", *source, *target_real, std::strerror(errno)));
+    }
+    recorded.push_back(*target_real);
+    if (m.bind.read_only &&
+        ::mount(nullptr, target_real->c_str(), nullptr,
+                MS_REMOUNT | MS_BIND | MS_RDONLY | (m.recursive ? MS_REC : 0), nullptr) != 0) {
+      return Status::IoError(
+          fmt::format("make {} read-only: {}", *target_real, std::strerror(errno)));
+    }
+    log.Info("bound {} onto {}{}", *source, *target_real, m.bind.read_only ? " (read-only)" : "");
+  }
+  std::string record;
+  for (const std::string& r : recorded)
+    record += r + "\n";
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(c.state_file).parent_path(), ec);
+  if (ec) {
+    return Status::IoError(
+        fmt::format("cannot create the directory of {}: {}", c.state_file, ec.message()));
+  }
+  return WriteFileAtomic(c.state_file, record, 0644);
+}
+
+Status UndoPrepare(const PrepareConfig& c, Logger& log) {
+  auto text = ReadFile(c.state_file);
+  if (!text.ok()) {
+    if (text.status().code() == Status::Code::kNotFound)
+      return Status::Ok();
+    return text.status();
+  }
+  std::vector<std::string> targets;
+  std::istringstream in(*text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty())
+      targets.push_back(line);
+  }
+  Status result;
+  for (auto it = targets.rbegin(); it != targets.rend(); ++it) {
+    if (::umount2(it->c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
+      result = Status::IoError(fmt::format("unmount {}: {}", *it, std::strerror(errno)));
+      log.Error("{}", result.message());
+    } else {
+      log.Info("unmounted {}", *it);
+    }
+  }
+  ::unlink(c.state_file.c_str());
+  return result;
+}
+
+}  // namespace k8sbridge::jail

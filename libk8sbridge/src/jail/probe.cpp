@@ -1,0 +1,211 @@
+#include "k8sbridge/jail/probe.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace k8sbridge::jail {
+namespace {
+
+// What the probing process reports: the step that failed and its errno.
+struct ProbeReport {
+  int stage;  // 0 ok, 1 stat(jail), 2 open(probe), 3 read(probe)
+  int err;
+};
+
+// Runs in the forked grandchild of a possibly multi-threaded process: only
+// async-signal-safe calls, no allocation.
+void ProbeAndReport(const char* jail, const char* probe_path, int fd) {
+  ProbeReport r{0, 0};
+  struct stat st;
+  if (::stat(jail, &st) != 0) {
+    r = {1, errno};
+  } else {
+    int pfd = ::open(probe_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (pfd < 0) {
+      r = {2, errno};
+    } else {
+      char c;
+      if (::read(pfd, &c, 1) < 0)
+        r = {3, errno};
+      ::close(pfd);
+    }
+  }
+  ssize_t ignored = ::write(fd, &r, sizeof r);
+  (void)ignored;
+}
+
+struct ProbeArgs {
+  const char* jail;
+  const char* probe_path;
+  int fd;
+};
+
+int ProbeMain(void* arg) {
+  auto* a = static_cast<ProbeArgs*>(arg);
+  ProbeAndReport(a->jail, a->probe_path, a->fd);
+  return 0;
+}
+
+constexpr size_t kProbeStack = 64 * 1024;
+
+// What a prober uses: its stack and its arguments. Freed only once the prober
+// has been reaped, since it shares our memory.
+struct Prober {
+  pid_t pid = -1;
+  void* stack = nullptr;
+  std::string jail;
+  std::string probe_path;
+  ProbeArgs args{};
+};
+
+// Probers we stopped waiting for (hung, or slow to exit), kept reachable and
+// reaped by later probes.
+std::mutex abandoned_mu;
+std::vector<Prober*>* abandoned = new std::vector<Prober*>();
+
+void Free(Prober* p) {
+  if (p->stack != nullptr)
+    ::munmap(p->stack, kProbeStack);
+  delete p;
+}
+
+bool Reap(Prober* p) {
+  int wstatus = 0;
+  return ::waitpid(p->pid, &wstatus, __WALL | WNOHANG) == p->pid;
+}
+
+void ReapAbandoned() {
+  std::lock_guard lock(abandoned_mu);
+  std::erase_if(*abandoned, [](Prober* p) {
+    if (!Reap(p))
+      return false;
+    Free(p);
+    return true;
+  });
+}
+
+}  // namespace
+
+Status ProbeJail(const std::string& jail, const std::string& probe_rel,
+                 std::chrono::milliseconds timeout) {
+  const std::string probe_path = jail + "/" + probe_rel;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    return Status::IoError(fmt::format("jail probe: pipe: {}", std::strerror(errno)));
+  }
+  // The prober shares our memory (CLONE_VM: no page tables to copy, a single
+  // scheduling hop) but is a process of its own, not one of our threads: if it
+  // hangs in the kernel on a dead file server, we stop waiting for it and it can
+  // never hold up slurmstepd's exit. Its exit signal is 0, so slurmstepd's own
+  // wait for its tasks never sees it.
+  ReapAbandoned();
+  auto* prober = new Prober();
+  prober->jail = jail;
+  prober->probe_path = probe_path;
+  prober->args = ProbeArgs{prober->jail.c_str(), prober->probe_path.c_str(), fds[1]};
+  prober->stack = ::mmap(nullptr, kProbeStack, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (prober->stack == MAP_FAILED) {
+    int err = errno;
+    prober->stack = nullptr;
+    Free(prober);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return Status::IoError(fmt::format("jail probe: mmap: {}", std::strerror(err)));
+  }
+  prober->pid =
+      ::clone(ProbeMain, static_cast<char*>(prober->stack) + kProbeStack, CLONE_VM, &prober->args);
+  if (prober->pid < 0) {
+    int err = errno;
+    Free(prober);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return Status::IoError(fmt::format("jail probe: clone: {}", std::strerror(err)));
+  }
+  ::close(fds[1]);
+
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  ProbeReport report{};
+  size_t got = 0;
+  Status result;
+  bool decided = false;
+  while (!decided) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      result = Status::Timeout(fmt::format(
+          "jail {} did not answer within {} ms (is its file server hung?)", jail, timeout.count()));
+      break;
+    }
+    struct pollfd p {
+      fds[0], POLLIN, 0
+    };
+    int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      result = Status::IoError(fmt::format("jail probe: poll: {}", std::strerror(errno)));
+      break;
+    }
+    if (n == 0)
+      continue;  // the deadline check above ends the loop
+    ssize_t r = ::read(fds[0], reinterpret_cast<char*>(&report) + got, sizeof report - got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) {
+      result = Status::Internal(
+          fmt::format("jail probe of {} ended without an answer (could not fork?)", jail));
+      break;
+    }
+    got += static_cast<size_t>(r);
+    if (got < sizeof report)
+      continue;
+    decided = true;
+    switch (report.stage) {
+      case 0:
+        result = Status::Ok();
+        break;
+      case 1:
+        result = Status::NotFound(fmt::format("jail {} is missing: {}: is the jail volume mounted?",
+                                              jail, std::strerror(report.err)));
+        break;
+      default:
+        result = Status::NotFound(fmt::format(
+            "jail {} looks unmounted or empty: {}: {}: mount the jail volume, or set probe= to a "
+            "file every jail has",
+            jail, probe_path, std::strerror(report.err)));
+        break;
+    }
+  }
+  ::close(fds[0]);
+  // Free the prober once it has exited; one that is hung (or not yet gone) is
+  // kept for a later probe to reap.
+  bool reaped = false;
+  if (decided) {
+    auto reap_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    while (!(reaped = Reap(prober)) && std::chrono::steady_clock::now() < reap_deadline) {
+      ::sched_yield();
+    }
+  }
+  if (reaped) {
+    Free(prober);
+  } else {
+    std::lock_guard lock(abandoned_mu);
+    abandoned->push_back(prober);
+  }
+  return result;
+}
+
+}  // namespace k8sbridge::jail

@@ -1,0 +1,195 @@
+#include "k8sbridge/jail/step.h"
+
+#include <unistd.h>
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "k8sbridge/jail/identity.h"
+#include "k8sbridge/jail/job_tmp.h"
+#include "k8sbridge/jail/paths.h"
+#include "k8sbridge/jail/probe.h"
+
+namespace k8sbridge::jail {
+
+// ---- RealJailSystem ----------------------------------------------------------
+
+Status RealJailSystem::Probe(const Options& o) {
+  return ProbeJail(o.jail, o.probe, o.probe_timeout);
+}
+Status RealJailSystem::CheckRoot(const Options& o) {
+  return CheckJailRoot(o.jail, 0);
+}
+Status RealJailSystem::CheckBinds(const TaskPlan& plan) {
+  auto jail_fd = OpenJailRoot(plan.jail);
+  if (!jail_fd.ok())
+    return jail_fd.status();
+  for (const TaskMount& m : plan.mounts) {
+    if (::access(m.source.c_str(), F_OK) != 0) {
+      return Status::NotFound(
+          fmt::format("bind source {} (for {}) does not exist on this node", m.source, m.target));
+    }
+    if (m.create_target || m.target == "/tmp")
+      continue;
+    auto target = OpenBeneath(jail_fd->get(), m.target, plan.jail);
+    if (!target.ok())
+      return target.status().WithContext(fmt::format("bind {}", m.source));
+  }
+  return Status::Ok();
+}
+Status RealJailSystem::CreateTmp(const Options& o, const std::string& node, uint32_t job_id) {
+  return CreateJobTmp(o.tmp_base, node, job_id);
+}
+Status RealJailSystem::RemoveTmp(const Options& o, const std::string& node, uint32_t job_id) {
+  return RemoveJobTmp(o.tmp_base, node, job_id);
+}
+Status RealJailSystem::Enter(const TaskPlan& plan) {
+  return EnterJail(plan);
+}
+Status RealJailSystem::CheckUser(const Options& o, uid_t uid, const std::string& user) {
+  return CheckUserInJail("/etc/passwd", uid, user, o.jail);
+}
+Status RealJailSystem::Drain(const std::string& node, const std::string& reason) {
+  if (drain_ == nullptr)
+    return Status::Unavailable("no way to drain nodes in this context");
+  return drain_(node, reason);
+}
+
+// ---- FakeJailSystem ----------------------------------------------------------
+
+Status FakeJailSystem::CreateTmp(const Options&, const std::string& node, uint32_t job_id) {
+  return Record(fmt::format("create_tmp {} {}", node, job_id), tmp_result);
+}
+Status FakeJailSystem::RemoveTmp(const Options&, const std::string& node, uint32_t job_id) {
+  return Record(fmt::format("remove_tmp {} {}", node, job_id), Status::Ok());
+}
+Status FakeJailSystem::Enter(const TaskPlan& plan) {
+  entered.push_back(plan);
+  return Record("enter", enter_result);
+}
+Status FakeJailSystem::CheckUser(const Options&, uid_t uid, const std::string& user) {
+  return Record(fmt::format("check_user {} {}", user, uid), user_result);
+}
+Status FakeJailSystem::Drain(const std::string& node, const std::string& reason) {
+  drains.push_back(fmt::format("{}: {}", node, reason));
+  return Record("drain", Status::Ok());
+}
+
+// ---- JailStep ----------------------------------------------------------------
+
+std::string DrainReason(const Status& why) {
+  std::string reason = fmt::format("{} {}", kDrainPrefix, why.message());
+  constexpr size_t kMax = 240;
+  if (reason.size() > kMax)
+    reason = reason.substr(0, kMax - 3) + "...";
+  return reason;
+}
+
+Status JailStep::FailNode(const StepInfo& step, const Status& why) {
+  log_.Error("job {} step {} on {}: {}", step.job_id, step.step_id, step.node, why.message());
+  if (options_.drain) {
+    std::string reason = DrainReason(why);
+    if (Status s = system_.Drain(step.node, reason); !s.ok()) {
+      log_.Error("could not drain {} ({}): {}", step.node, reason, s.message());
+    } else {
+      log_.Info("drained {}: {}", step.node, reason);
+    }
+  }
+  return why;
+}
+
+namespace {
+
+long MicrosSince(std::chrono::steady_clock::time_point start) {
+  return static_cast<long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::steady_clock::now() - start)
+                               .count());
+}
+
+}  // namespace
+
+Status JailStep::Prepare(const StepInfo& step) {
+  auto start = std::chrono::steady_clock::now();
+  step_ = step;
+  active_ = false;
+  if (step.step_id == kExternStep)
+    return Status::Ok();  // the extern step stays on the host
+  if (step.no_jail_requested) {
+    if (options_.allow_no_jail) {
+      log_.Info(
+          "job {} step {}: --no-jail requested and allowed by allow_no_jail=yes: "
+          "running on the host",
+          step.job_id, step.step_id);
+      return Status::Ok();
+    }
+    log_.Warning(
+        "job {} step {}: user {} asked for --no-jail, which the administrator has not "
+        "allowed (allow_no_jail=no): entering the jail anyway",
+        step.job_id, step.step_id, step.user);
+  }
+  // The probe runs first and alone may touch a hung jail; everything after it
+  // reads the jail only once it has answered.
+  if (Status s = system_.Probe(options_); !s.ok())
+    return FailNode(step, s);
+  long probe_us = MicrosSince(start);
+  if (Status s = system_.CheckRoot(options_); !s.ok())
+    return FailNode(step, s);
+  std::string job_tmp;
+  if (options_.tmp == TmpMode::kPrivate) {
+    if (Status s = system_.CreateTmp(options_, step.node, step.job_id); !s.ok()) {
+      return FailNode(step, s.WithContext("private /tmp"));
+    }
+    job_tmp = JobTmpPathFor(step);
+  }
+  TaskPlan plan = BuildTaskPlan(options_, job_tmp);
+  if (Status s = system_.CheckBinds(plan); !s.ok())
+    return FailNode(step, s);
+  plan_ = std::move(plan);
+  active_ = true;
+  // Read by bench/jail_bench.py: the plugin's own cost, free of scheduling noise.
+  log_.Debug("job {} step {}: jail checked and step prepared in {} us (probe {} us)", step.job_id,
+             step.step_id, MicrosSince(start), probe_us);
+  return Status::Ok();
+}
+
+std::string JailStep::JobTmpPathFor(const StepInfo& step) const {
+  return JobTmpPath(options_.tmp_base, step.node, step.job_id);
+}
+
+Status JailStep::EnterTask() {
+  if (!active_)
+    return Status::Ok();
+  auto start = std::chrono::steady_clock::now();
+  if (Status s = system_.Enter(plan_); !s.ok()) {
+    Status failed = s.WithContext(fmt::format("entering jail {} for job {} step {}", options_.jail,
+                                              step_.job_id, step_.step_id));
+    log_.Error("{}", failed.message());
+    return failed;
+  }
+  log_.Debug("job {} step {}: task entered the jail in {} us", step_.job_id, step_.step_id,
+             MicrosSince(start));
+  return Status::Ok();
+}
+
+Status JailStep::CheckTaskUser() {
+  if (!active_ || options_.identity == IdentityCheck::kNone)
+    return Status::Ok();
+  Status s = system_.CheckUser(options_, step_.uid, step_.user);
+  if (!s.ok())
+    log_.Error("{}", s.message());
+  return s;
+}
+
+Status JobEpilog(const Options& options, JailSystem& system, const std::string& node,
+                 uint32_t job_id, Logger& log) {
+  if (options.tmp != TmpMode::kPrivate)
+    return Status::Ok();
+  Status s = system.RemoveTmp(options, node, job_id);
+  if (!s.ok()) {
+    log.Error("job {}: cannot remove its private /tmp: {}", job_id, s.message());
+  }
+  return s;
+}
+
+}  // namespace k8sbridge::jail

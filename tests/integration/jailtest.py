@@ -1,0 +1,154 @@
+"""Shared set-up for the spank_jail integration tests.
+
+`JailFixture` gives a test its own view of the debootstrapped jail (Debian 13
+trixie, built and cached by scripts/make-jail.sh; the host is Debian 12): the
+cached rootfs is bound (privately) under /run/k8sbridge-jailtest-<id>/jail and
+prepared there with k8sbridge-jail-prepare, so a test can unmount or break its
+jail without touching the cache or any other test. Teardown undoes the
+preparation, unmounts everything under the fixture's directory and removes it
+only once nothing is mounted there any more, also when the test failed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+from rigtest import BUILD_ROOT, SOURCE_ROOT, Rig, RigError, wait_for  # noqa: F401
+from k8sbridge_rig import slurm_prefix  # noqa: E402  (rigtest puts tests/rig on sys.path)
+
+FIXTURE_PREFIX = "/run/k8sbridge-jailtest-"
+HOST_OS_RELEASE = Path("/etc/os-release")
+
+
+def os_release_id(text: str) -> str:
+    fields = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return fields.get("VERSION_CODENAME", "").strip('"') or fields.get("PRETTY_NAME", "")
+
+
+def plugin_path() -> Path:
+    return BUILD_ROOT / "plugins" / "spank_jail" / "spank_jail.so"
+
+
+def prepare_path() -> Path:
+    return BUILD_ROOT / "plugins" / "spank_jail" / "k8sbridge-jail-prepare"
+
+
+def cached_jail() -> Path:
+    """The debootstrapped jail; builds it (minutes, once) when it is not cached."""
+    out = subprocess.run([str(SOURCE_ROOT / "scripts" / "make-jail.sh")], check=True,
+                         capture_output=True, text=True).stdout
+    return Path(out.strip().splitlines()[-1])
+
+
+def mount_points() -> list[str]:
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            points.append(line.split()[4].encode().decode("unicode_escape"))
+    return points
+
+
+def mountinfo_lines(pid: str | int = "self") -> list[str]:
+    """/proc/PID/mountinfo without mount ids (those change with every mount)."""
+    with open(f"/proc/{pid}/mountinfo") as f:
+        return sorted(" ".join(line.split()[3:]) for line in f)
+
+
+def node_pid(rig: Rig, node: str) -> int:
+    """slurmd's pid: the rig execs it (nsenter, unshare, sh all exec), so the pid
+    of the process the rig started is slurmd's, in the node's mount namespace."""
+    return rig.workers[node].proc.pid
+
+
+class JailFixture:
+    def __init__(self, prepare: bool = True):
+        self.id = secrets.token_hex(3)
+        self.base = Path(f"{FIXTURE_PREFIX}{self.id}")
+        self.jail = self.base / "jail"
+        self.tmp_base = self.base / "tmp"
+        self.state_file = self.base / "prepare.state"
+        self.prepare = prepare
+        self.source = cached_jail()
+
+    def __enter__(self) -> "JailFixture":
+        try:
+            self.base.mkdir(mode=0o755)
+            self.jail.mkdir(mode=0o755)
+            self._run(["mount", "--bind", str(self.source), str(self.jail)])
+            self._run(["mount", "--make-rprivate", str(self.jail)])
+            if self.prepare:
+                self.run_prepare()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def run_prepare(self, *extra: str) -> subprocess.CompletedProcess:
+        return self._run([str(prepare_path()), "--jail", str(self.jail),
+                          "--slurm-prefix", str(slurm_prefix()),
+                          "--state-file", str(self.state_file), *extra])
+
+    def plugstack_line(self, rig: Rig, extra: str = "") -> str:
+        # The rig keeps slurm.conf, the munge socket and the spool under its
+        # workdir in /tmp: bind it into every task's private /tmp. srun inside
+        # the jail loads the plugin too, so it is copied there as well (in
+        # production it sits in Slurm's plugin directory, which is bound).
+        plugin = rig.workdir / "plugins" / "spank_jail.so"
+        plugin.parent.mkdir(exist_ok=True)
+        shutil.copy2(plugin_path(), plugin)
+        return (f"required {plugin} jail={self.jail} tmp_base={self.tmp_base} "
+                f"binds={rig.workdir} probe_timeout=3s {extra}").strip()
+
+    def job_tmp(self, node: str, job_id: int) -> Path:
+        return self.tmp_base / node / f"job{job_id}"
+
+    def unmount_jail(self, rig: Optional[Rig] = None, node: str = "") -> None:
+        """Makes the jail look like an unmounted volume, an empty directory: on the
+        host, or (with rig and node) in that node's own mount namespace."""
+        cmd = ["umount", "-R", "-l", str(self.jail)]
+        if rig is not None:
+            cmd = ["nsenter", f"--mount=/proc/{node_pid(rig, node)}/ns/mnt", *cmd]
+        self._run(cmd)
+
+    def close(self) -> None:
+        if self.state_file.exists():
+            subprocess.run([str(prepare_path()), "--jail", str(self.jail), "--undo",
+                            "--state-file", str(self.state_file)], capture_output=True)
+        root = str(self.base)
+        for point in sorted((p for p in mount_points() if p == root or p.startswith(root + "/")),
+                            key=len, reverse=True):
+            subprocess.run(["umount", "-l", point], capture_output=True)
+        left = [p for p in mount_points() if p == root or p.startswith(root + "/")]
+        if left:
+            # Never remove a directory that still has the cached jail bound in it.
+            raise RigError(f"mounts left under {root}, not removing it: {left}")
+        if self.base.exists():
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    @staticmethod
+    def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RigError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
+        return r
+
+
+def jail_rig(fixture: JailFixture, nodes=1, plugstack_extra: str = "", **kw) -> Rig:
+    """A rig (not started yet) whose plugstack.conf loads spank_jail for `fixture`."""
+    rig = Rig(nodes=nodes, **kw)
+    rig.config.plugstack_lines = [fixture.plugstack_line(rig, plugstack_extra)]
+    return rig
+
+
+def slurmd_log(rig: Rig, node: str) -> str:
+    p = rig.logdir / f"slurmd-{node}.log"
+    return p.read_text(errors="replace") if p.exists() else ""

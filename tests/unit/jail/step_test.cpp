@@ -1,0 +1,201 @@
+#include <boost/test/unit_test.hpp>
+
+#include "k8sbridge/jail/step.h"
+
+namespace k8sbridge::jail {
+namespace {
+
+Options TestOptions() {
+  Options o;
+  o.jail = "/srv/jail";
+  o.tmp_base = "/var/lib/jt";
+  o.binds = {Bind{"/scratch", "/scratch", false}, Bind{"/tmp/rig", "/tmp/rig", false}};
+  return o;
+}
+
+StepInfo Step(uint32_t step_id) {
+  StepInfo s;
+  s.job_id = 42;
+  s.step_id = step_id;
+  s.uid = 1000;
+  s.user = "alice";
+  s.node = "w-0";
+  return s;
+}
+
+BOOST_AUTO_TEST_SUITE(jail_step)
+
+BOOST_AUTO_TEST_CASE(batch_normal_and_interactive_steps_enter_the_jail) {
+  for (uint32_t id : {kBatchStep, kInteractiveStep, 0u, 3u}) {
+    FakeJailSystem sys;
+    RecordingLogger log;
+    JailStep step(TestOptions(), sys, log);
+    BOOST_REQUIRE(step.Prepare(Step(id)).ok());
+    BOOST_TEST(step.active());
+    BOOST_TEST(step.EnterTask().ok());
+    BOOST_TEST(step.CheckTaskUser().ok());
+    std::vector<std::string> want = {"probe",       "check_root", "create_tmp w-0 42",
+                                     "check_binds", "enter",      "check_user alice 1000"};
+    BOOST_TEST(sys.calls == want, boost::test_tools::per_element());
+    BOOST_REQUIRE(sys.entered.size() == 1u);
+    const TaskPlan& plan = sys.entered[0];
+    BOOST_TEST(plan.jail == "/srv/jail");
+    BOOST_REQUIRE(plan.mounts.size() == 3u);
+    BOOST_TEST((plan.mounts[0] == TaskMount{"/var/lib/jt/w-0/job42", "/tmp", false, false}));
+    BOOST_TEST((plan.mounts[1] == TaskMount{"/scratch", "/scratch", false, false}));
+    // Under the private /tmp the plugin may create the mount point.
+    BOOST_TEST((plan.mounts[2] == TaskMount{"/tmp/rig", "/tmp/rig", false, true}));
+    BOOST_TEST(sys.drains.empty());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(extern_step_stays_on_the_host) {
+  FakeJailSystem sys;
+  RecordingLogger log;
+  JailStep step(TestOptions(), sys, log);
+  BOOST_REQUIRE(step.Prepare(Step(kExternStep)).ok());
+  BOOST_TEST(!step.active());
+  BOOST_TEST(step.EnterTask().ok());
+  BOOST_TEST(sys.calls.empty());
+}
+
+BOOST_AUTO_TEST_CASE(no_jail_is_ignored_unless_the_admin_allows_it) {
+  StepInfo info = Step(0);
+  info.no_jail_requested = true;
+  {
+    FakeJailSystem sys;
+    RecordingLogger log;
+    JailStep step(TestOptions(), sys, log);
+    BOOST_REQUIRE(step.Prepare(info).ok());
+    BOOST_TEST(step.active());
+    BOOST_TEST(log.Contains("has not allowed", LogLevel::kWarning));
+    BOOST_TEST(step.EnterTask().ok());
+    BOOST_TEST(sys.entered.size() == 1u);
+  }
+  {
+    Options o = TestOptions();
+    o.allow_no_jail = true;
+    FakeJailSystem sys;
+    RecordingLogger log;
+    JailStep step(o, sys, log);
+    BOOST_REQUIRE(step.Prepare(info).ok());
+    BOOST_TEST(!step.active());
+    BOOST_TEST(step.EnterTask().ok());
+    BOOST_TEST(sys.entered.empty());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(broken_jail_fails_the_step_and_drains_the_node) {
+  FakeJailSystem sys;
+  sys.probe_result = Status::Timeout("jail /srv/jail did not answer within 5000 ms");
+  RecordingLogger log;
+  JailStep step(TestOptions(), sys, log);
+  Status s = step.Prepare(Step(kBatchStep));
+  BOOST_TEST((s.code() == Status::Code::kTimeout));
+  BOOST_TEST(!step.active());
+  BOOST_REQUIRE(sys.drains.size() == 1u);
+  BOOST_TEST(sys.drains[0] == "w-0: spank_jail: jail /srv/jail did not answer within 5000 ms");
+  // Nothing touched the jail after the probe failed.
+  BOOST_TEST((sys.calls == std::vector<std::string>{"probe", "drain"}),
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(unsafe_jail_is_refused_and_drains) {
+  FakeJailSystem sys;
+  sys.root_result = Status::PermissionDenied("jail /srv/jail is writable by others");
+  RecordingLogger log;
+  JailStep step(TestOptions(), sys, log);
+  BOOST_TEST(!step.Prepare(Step(0)).ok());
+  BOOST_TEST(sys.drains.size() == 1u);
+  BOOST_TEST(sys.drains[0].find("spank_jail: jail /srv/jail is writable by others") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(bind_escaping_the_jail_is_refused_and_drains) {
+  FakeJailSystem sys;
+  sys.binds_result = Status::PermissionDenied(
+      "bind /scratch: path /scratch in jail /srv/jail resolves through a symlink out of the jail");
+  RecordingLogger log;
+  JailStep step(TestOptions(), sys, log);
+  BOOST_TEST(!step.Prepare(Step(0)).ok());
+  BOOST_TEST(!step.active());
+  BOOST_REQUIRE(sys.drains.size() == 1u);
+  BOOST_TEST(sys.drains[0].find("symlink out of the jail") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(drain_can_be_turned_off) {
+  Options o = TestOptions();
+  o.drain = false;
+  FakeJailSystem sys;
+  sys.probe_result = Status::NotFound("jail looks unmounted");
+  RecordingLogger log;
+  JailStep step(o, sys, log);
+  BOOST_TEST(!step.Prepare(Step(0)).ok());
+  BOOST_TEST(sys.drains.empty());
+  BOOST_TEST(log.Contains("jail looks unmounted", LogLevel::kError));
+}
+
+BOOST_AUTO_TEST_CASE(unknown_user_fails_the_task_without_draining) {
+  FakeJailSystem sys;
+  sys.user_result = Status::NotFound("user alice (uid 1000) does not exist in jail /srv/jail");
+  RecordingLogger log;
+  JailStep step(TestOptions(), sys, log);
+  BOOST_REQUIRE(step.Prepare(Step(0)).ok());
+  BOOST_REQUIRE(step.EnterTask().ok());
+  Status s = step.CheckTaskUser();
+  BOOST_TEST(!s.ok());
+  BOOST_TEST(sys.drains.empty());
+  Options none = TestOptions();
+  none.identity = IdentityCheck::kNone;
+  FakeJailSystem sys2;
+  sys2.user_result = sys.user_result;
+  JailStep step2(none, sys2, log);
+  BOOST_REQUIRE(step2.Prepare(Step(0)).ok());
+  BOOST_TEST(step2.CheckTaskUser().ok());
+}
+
+BOOST_AUTO_TEST_CASE(failed_entry_names_jail_and_step) {
+  FakeJailSystem sys;
+  sys.enter_result = Status::NotFound("bind target /scratch does not exist in jail /srv/jail");
+  RecordingLogger log;
+  JailStep step(TestOptions(), sys, log);
+  BOOST_REQUIRE(step.Prepare(Step(5)).ok());
+  Status s = step.EnterTask();
+  BOOST_TEST(s.message().find("entering jail /srv/jail for job 42 step 5") != std::string::npos,
+             s.message());
+  BOOST_TEST(sys.drains.empty());
+}
+
+BOOST_AUTO_TEST_CASE(tmp_jail_mode_binds_no_private_tmp) {
+  Options o = TestOptions();
+  o.tmp = TmpMode::kJail;
+  FakeJailSystem sys;
+  RecordingLogger log;
+  JailStep step(o, sys, log);
+  BOOST_REQUIRE(step.Prepare(Step(0)).ok());
+  BOOST_REQUIRE(step.plan().mounts.size() == 2u);
+  BOOST_TEST(!step.plan().mounts[1].create_target);  // the jail's own /tmp is not ours
+  BOOST_TEST(JobEpilog(o, sys, "w-0", 42, log).ok());
+  BOOST_TEST((sys.calls == std::vector<std::string>{"probe", "check_root", "check_binds"}),
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(epilog_removes_the_private_tmp) {
+  FakeJailSystem sys;
+  RecordingLogger log;
+  BOOST_TEST(JobEpilog(TestOptions(), sys, "w-1", 9, log).ok());
+  BOOST_TEST((sys.calls == std::vector<std::string>{"remove_tmp w-1 9"}),
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(drain_reason_is_prefixed_and_bounded) {
+  BOOST_TEST(DrainReason(Status::NotFound("x")) == "spank_jail: x");
+  std::string r = DrainReason(Status::NotFound(std::string(1000, 'y')));
+  BOOST_TEST(r.size() == 240u);
+  BOOST_TEST(r.starts_with("spank_jail: "));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
+}  // namespace k8sbridge::jail
