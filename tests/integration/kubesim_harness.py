@@ -1,0 +1,145 @@
+"""Starts the kubesim command (the Kubernetes stand-in) for a test and talks to it.
+
+kubesim is test and demo infrastructure (docs/kubesim.md); it ships nowhere.
+"""
+
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent
+BUILD_ROOT = Path(os.environ.get("K8SBRIDGE_BUILD_ROOT", SOURCE_ROOT / "build"))
+KUBESIM = Path(os.environ.get("KUBESIM", BUILD_ROOT / "tests" / "kubesim" / "kubesim"))
+KUBECTL = "/usr/bin/kubectl"
+
+
+def wait_for(predicate, timeout=30.0, interval=0.05, what="condition"):
+    """Polls predicate until it returns something truthy; raises at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class KubeSim:
+    """One kubesim process with its own output directory; use as a context manager."""
+
+    def __init__(self, *args, https=True, scheduler=False):
+        """args go to the kubesim command. The scheduler is off unless asked for, so
+        that API tests see pods exactly as they created them."""
+        if not KUBESIM.exists():
+            raise RuntimeError(f"{KUBESIM} does not exist: build it with meson compile")
+        self.dir = Path(tempfile.mkdtemp(prefix="kubesim-test-"))
+        self.https = https
+        argv = [str(KUBESIM), "--out", str(self.dir)]
+        if not scheduler:
+            argv.append("--no-scheduler")
+        if not https:
+            argv.append("--http")
+        argv += list(args)
+        self.log = open(self.dir / "kubesim.log", "w")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: (self.dir / "ready").exists() or self.proc.poll() is not None,
+                     what="kubesim to write its ready file")
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kubesim exited: {(self.dir / 'kubesim.log').read_text()}")
+        except BaseException:
+            self.close()
+            raise
+        self.url = (self.dir / "endpoints").read_text().split()[0]
+        self.kubeconfig = str(self.dir / "kubeconfig")
+
+    @property
+    def token(self):
+        return (self.dir / "token").read_text().strip()
+
+    def ssl_context(self):
+        if not self.https:
+            return None
+        return ssl.create_default_context(cafile=str(self.dir / "ca.crt"))
+
+    def request(self, method, path, body=None, token=None, content_type="application/json",
+                timeout=30):
+        """Returns (status, headers, parsed JSON body or text) without raising on errors."""
+        data = None
+        if body is not None:
+            data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+            data = data.encode() if isinstance(data, str) else data
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {token if token is not None else self.token}")
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(req, context=self.ssl_context(), timeout=timeout) as r:
+                status, headers, raw = r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as e:
+            status, headers, raw = e.code, dict(e.headers), e.read()
+        try:
+            return status, headers, json.loads(raw)
+        except ValueError:
+            return status, headers, raw.decode(errors="replace")
+
+    def admin(self, method, what, body=None):
+        status, _, parsed = self.request(method, "/kubesim/" + what, body)
+        if status != 200:
+            raise AssertionError(f"admin {method} {what}: {status} {parsed}")
+        return parsed
+
+    def add_fault(self, **fault):
+        return self.admin("POST", "faults", fault)["id"]
+
+    def fault_hits(self, fault_id):
+        for f in self.admin("GET", "faults")["faults"]:
+            if f["id"] == fault_id:
+                return f["hits"]
+        return None  # used up and removed
+
+    def requests_log(self):
+        return self.admin("GET", "requests")["requests"]
+
+    def kubectl(self, *args, check=True, timeout=60, context=None):
+        argv = [KUBECTL, "--kubeconfig", self.kubeconfig]
+        if context:
+            argv += ["--context", context]
+        argv += list(args)
+        env = dict(os.environ, HOME=str(self.dir))  # kubectl's cache stays in the test dir
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
+                                 f"{result.stdout}{result.stderr}")
+        return result
+
+    def kubectl_json(self, *args, **kw):
+        return json.loads(self.kubectl(*args, "-o", "json", **kw).stdout)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        if os.environ.get("KUBESIM_KEEP_DIR"):
+            print(f"kubesim dir kept: {self.dir}")
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,186 @@
+"""Every fault kubesim can inject, each observed by a real client: kubectl, the Python
+client, or a plain HTTP connection where the fault is at the connection level."""
+
+import http.client
+import json
+import socket
+import sys
+import unittest
+import urllib.parse
+from pathlib import Path
+
+import urllib3
+from kubernetes import client, config, watch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kubesim_harness import KubeSim  # noqa: E402
+
+CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}}
+
+
+class Faults(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.sim = KubeSim("--fake-nodes", "2")
+        cls.api_client = config.new_client_from_config(config_file=cls.sim.kubeconfig)
+        cls.v1 = client.CoreV1Api(cls.api_client)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.api_client.close()
+        cls.sim.close()
+
+    def setUp(self):
+        self.sim.admin("DELETE", "faults")
+        self.sim.admin("DELETE", "requests")
+        for cm in self.v1.list_namespaced_config_map("default").items:
+            self.v1.delete_namespaced_config_map(cm.metadata.name, "default")
+
+    def tearDown(self):
+        self.sim.admin("DELETE", "faults")
+
+    def connection(self, timeout=10):
+        url = urllib.parse.urlsplit(self.sim.url)
+        return http.client.HTTPSConnection(url.hostname, url.port, timeout=timeout,
+                                           context=self.sim.ssl_context())
+
+    def raw(self, method, path, body=None, timeout=10):
+        conn = self.connection(timeout)
+        headers = {"Authorization": f"Bearer {self.sim.token}"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            body = json.dumps(body)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, dict(resp.getheaders()), resp.read()
+        finally:
+            conn.close()
+
+    def test_429_with_retry_after_and_client_retry(self):
+        fid = self.sim.add_fault(resource="pods", verb="list", type="status", code=429,
+                                 retryAfterSeconds=1, times=2)
+        status, headers, body = self.raw("GET", "/api/v1/namespaces/default/pods")
+        self.assertEqual(status, 429)
+        self.assertEqual(headers["Retry-After"], "1")
+        parsed = json.loads(body)
+        self.assertEqual((parsed["kind"], parsed["reason"], parsed["code"]),
+                         ("Status", "TooManyRequests", 429))
+        self.assertEqual(parsed["details"]["retryAfterSeconds"], 1)
+        # kubectl (client-go) honours Retry-After and retries: the command succeeds.
+        self.sim.kubectl("get", "pods")
+        self.assertIsNone(self.sim.fault_hits(fid))
+        codes = [r["code"] for r in self.sim.requests_log()
+                 if r["resource"] == "pods" and r["verb"] == "list"]
+        self.assertEqual(codes, [429, 429, 200])
+
+    def test_500_and_503(self):
+        self.sim.add_fault(resource="configmaps", verb="create", type="status", code=500)
+        with self.assertRaises(client.ApiException) as caught:
+            self.v1.create_namespaced_config_map("default", CM)
+        self.assertEqual(caught.exception.status, 500)
+        self.assertEqual(json.loads(caught.exception.body)["reason"], "InternalError")
+        self.assertEqual(self.v1.list_namespaced_config_map("default").items, [])
+        self.sim.admin("DELETE", "faults")
+        self.sim.add_fault(resource="nodes", verb="get", type="status", code=503,
+                           retryAfterSeconds=2)
+        with self.assertRaises(client.ApiException) as caught:
+            self.v1.read_node("node-0")
+        self.assertEqual(caught.exception.status, 503)
+        self.assertEqual(caught.exception.headers["Retry-After"], "2")
+        # Scoped to nodes/get: lists and other resources still work.
+        self.assertEqual(len(self.v1.list_node().items), 2)
+
+    def test_reset_before_commit(self):
+        fid = self.sim.add_fault(resource="configmaps", verb="create", type="reset-before",
+                                 times=1)
+        with self.assertRaises(ConnectionError):
+            self.raw("POST", "/api/v1/namespaces/default/configmaps", CM)
+        self.assertIsNone(self.sim.fault_hits(fid))
+        with self.assertRaises(client.ApiException) as caught:
+            self.v1.read_namespaced_config_map("cm", "default")
+        self.assertEqual(caught.exception.status, 404)  # nothing was written
+
+    def test_reset_after_commit(self):
+        self.sim.add_fault(resource="configmaps", verb="create", type="reset-after", times=1)
+        with self.assertRaises(ConnectionError):
+            self.raw("POST", "/api/v1/namespaces/default/configmaps", CM)
+        # The write happened although the client never got an answer.
+        self.assertEqual(self.v1.read_namespaced_config_map("cm", "default").data, {"a": "1"})
+        # A retried create then meets AlreadyExists, as against a real server.
+        with self.assertRaises(client.ApiException) as caught:
+            self.v1.create_namespaced_config_map("default", CM)
+        self.assertEqual(caught.exception.status, 409)
+
+    def test_stalled_watch(self):
+        rv = self.v1.list_namespaced_pod("default").metadata.resource_version
+        fid = self.sim.add_fault(resource="pods", verb="watch", type="stall")
+        conn = self.connection(timeout=1)
+        try:
+            conn.request("GET", f"/api/v1/namespaces/default/pods?watch=1&resourceVersion={rv}",
+                         headers={"Authorization": f"Bearer {self.sim.token}"})
+            resp = conn.getresponse()
+            self.assertEqual(resp.status, 200)  # headers arrive, then nothing
+            self.v1.create_namespaced_pod("default", {
+                "metadata": {"name": "stalled"},
+                "spec": {"containers": [{"name": "c", "image": "x"}]}})
+            with self.assertRaises((socket.timeout, TimeoutError)):
+                resp.readline()
+        finally:
+            conn.close()
+        self.assertEqual(self.sim.fault_hits(fid), 1)
+        # The Python client's read timeout fires the same way.
+        with self.assertRaises(urllib3.exceptions.ReadTimeoutError):
+            for _ in watch.Watch().stream(self.v1.list_namespaced_pod, "default",
+                                          resource_version=rv, timeout_seconds=60,
+                                          _request_timeout=(5, 1)):
+                self.fail("a stalled watch delivered an event")
+        # Lifted: the same watch now delivers.
+        self.sim.admin("DELETE", f"faults/{fid}")
+        w = watch.Watch()
+        for ev in w.stream(self.v1.list_namespaced_pod, "default", resource_version=rv,
+                           timeout_seconds=30):
+            self.assertEqual((ev["type"], ev["object"].metadata.name), ("ADDED", "stalled"))
+            w.stop()
+        self.v1.delete_namespaced_pod("stalled", "default")
+
+    def test_410_as_http_status_and_mid_stream(self):
+        self.sim.add_fault(resource="pods", verb="watch", type="status", code=410, times=1)
+        with self.assertRaises(client.ApiException) as caught:
+            for _ in watch.Watch().stream(self.v1.list_namespaced_pod, "default",
+                                          resource_version="1", timeout_seconds=5):
+                pass
+        self.assertEqual(caught.exception.status, 410)
+        self.sim.add_fault(resource="pods", verb="watch", type="watch-expire", times=1)
+        status, _, body = self.raw("GET", "/api/v1/namespaces/default/pods?watch=1")
+        self.assertEqual(status, 200)
+        events = [json.loads(line) for line in body.decode().splitlines()]
+        self.assertEqual(events[-1]["type"], "ERROR")
+        self.assertEqual((events[-1]["object"]["code"], events[-1]["object"]["reason"]),
+                         (410, "Expired"))
+
+    def test_latency(self):
+        fid = self.sim.add_fault(resource="nodes", verb="list", type="latency", latencyMs=3000)
+        # A client whose read timeout is shorter than the injected latency times out
+        # (urllib3 retries reads first, each retry meets the latency again).
+        with self.assertRaises((urllib3.exceptions.ReadTimeoutError,
+                                urllib3.exceptions.MaxRetryError)):
+            self.v1.list_node(_request_timeout=(5, 0.5))
+        self.assertGreaterEqual(self.sim.fault_hits(fid), 1)
+        self.sim.admin("DELETE", f"faults/{fid}")
+        self.assertEqual(len(self.v1.list_node(_request_timeout=(5, 0.5)).items), 2)
+
+    def test_wrong_token_is_401(self):
+        status, _, body = self.sim.request("GET", "/api/v1/nodes", token="wrong")
+        self.assertEqual(status, 401)
+        self.assertEqual((body["kind"], body["reason"], body["code"]),
+                         ("Status", "Unauthorized", 401))
+
+    def test_fault_admin_rejects_bad_input(self):
+        status, _, body = self.sim.request("POST", "/kubesim/faults", {"type": "explode"})
+        self.assertEqual(status, 400)
+        self.assertIn("explode", body["message"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

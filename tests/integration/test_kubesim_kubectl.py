@@ -1,0 +1,272 @@
+"""Conformance of the Kubernetes stand-in (kubesim) with the real kubectl 1.32.
+
+Every command is the real /usr/bin/kubectl against a kubesim started for the test
+over HTTPS with its generated CA and a bearer token from the written kubeconfig.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kubesim_harness import KUBECTL, KubeSim, wait_for  # noqa: E402
+
+POD_YAML = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels:
+    app: web
+spec:
+  containers:
+  - name: main
+    image: registry.example/web:1
+    command: ["sleep", "infinity"]
+"""
+
+BOUND_POD_YAML = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: bound
+spec:
+  nodeName: node-0
+  terminationGracePeriodSeconds: 30
+  containers:
+  - name: main
+    image: registry.example/web:1
+"""
+
+EVENT_YAML = """\
+apiVersion: v1
+kind: Event
+metadata:
+  name: web.kubesim1
+  namespace: default
+involvedObject:
+  kind: Pod
+  name: web
+  namespace: default
+reason: Pulled
+message: Container image pulled for the conformance test
+type: Normal
+source:
+  component: kubelet
+"""
+
+
+class LineReader:
+    """Collects a process's stdout lines in a thread so tests can wait for one."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.lines = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        for line in self.proc.stdout:
+            with self.lock:
+                self.lines.append(line.rstrip("\n"))
+
+    def seen(self, text):
+        with self.lock:
+            return any(text in line for line in self.lines)
+
+
+class KubectlConformance(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.sim = KubeSim("--fake-nodes", "4", "--gpus-per-node", "8")
+        cls.manifests = cls.sim.dir / "manifests"
+        cls.manifests.mkdir()
+        (cls.manifests / "pod.yaml").write_text(POD_YAML)
+        (cls.manifests / "bound.yaml").write_text(BOUND_POD_YAML)
+        (cls.manifests / "event.yaml").write_text(EVENT_YAML)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sim.close()
+
+    def k(self, *args, **kw):
+        return self.sim.kubectl(*args, **kw)
+
+    def test_01_apply_get_and_get_json(self):
+        out = self.k("apply", "-f", str(self.manifests / "pod.yaml")).stdout
+        self.assertIn("pod/web created", out)
+        out = self.k("apply", "-f", str(self.manifests / "pod.yaml")).stdout
+        self.assertIn("pod/web unchanged", out)
+        table = self.k("get", "pods").stdout
+        self.assertRegex(table, r"NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE")
+        self.assertRegex(table, r"web\s+0/1\s+Pending\s+0")
+        pod = self.sim.kubectl_json("get", "pod", "web")
+        self.assertEqual(pod["kind"], "Pod")
+        self.assertEqual(pod["metadata"]["labels"], {"app": "web"})
+        self.assertTrue(pod["metadata"]["uid"])
+        self.assertTrue(pod["metadata"]["creationTimestamp"])
+        self.assertIn("kubectl.kubernetes.io/last-applied-configuration",
+                      pod["metadata"]["annotations"])
+        nodes = self.sim.kubectl_json("get", "nodes")
+        self.assertEqual(nodes["kind"], "List")
+        self.assertEqual(sorted(n["metadata"]["name"] for n in nodes["items"]),
+                         ["node-0", "node-1", "node-2", "node-3"])
+        node0 = nodes["items"][0]
+        self.assertEqual(node0["status"]["allocatable"]["nvidia.com/gpu"], "8")
+        self.assertEqual(node0["metadata"]["labels"]["nvidia.com/gpu.product"],
+                         "NVIDIA-H100-80GB-HBM3")
+        self.assertIn("network.topology.nvidia.com/leaf", node0["metadata"]["labels"])
+        # A changed manifest applied again is patched (strategic merge, client side).
+        (self.manifests / "pod2.yaml").write_text(POD_YAML.replace("app: web", "app: web\n    v: two"))
+        self.assertIn("pod/web configured",
+                      self.k("apply", "-f", str(self.manifests / "pod2.yaml")).stdout)
+        self.assertEqual(self.sim.kubectl_json("get", "pod", "web")["metadata"]["labels"],
+                         {"app": "web", "v": "two"})
+
+    def test_02_get_watch_until_event(self):
+        self.k("apply", "-f", str(self.manifests / "pod.yaml"))
+        proc = subprocess.Popen(
+            [KUBECTL, "--kubeconfig", self.sim.kubeconfig, "get", "pods", "-w", "-o",
+             'jsonpath={.metadata.name} {.metadata.labels.stage}{"\\n"}'],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, HOME=str(self.sim.dir)))
+        try:
+            reader = LineReader(proc)
+            wait_for(lambda: reader.seen("web"), what="kubectl get -w to print the pod")
+            self.k("label", "pod", "web", "stage=go", "--overwrite")
+            wait_for(lambda: reader.seen("web go"), what="the label change in kubectl get -w")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=20)
+            proc.stdout.close()
+            proc.stderr.close()
+
+    def test_03_label_and_annotate(self):
+        self.k("apply", "-f", str(self.manifests / "pod.yaml"))
+        self.assertIn("pod/web labeled", self.k("label", "pod", "web", "tier=front").stdout)
+        self.assertIn("pod/web annotated",
+                      self.k("annotate", "pod", "web", "example.com/note=hello").stdout)
+        pod = self.sim.kubectl_json("get", "pod", "web")
+        self.assertEqual(pod["metadata"]["labels"]["tier"], "front")
+        self.assertEqual(pod["metadata"]["annotations"]["example.com/note"], "hello")
+        selected = self.k("get", "pods", "-l", "tier in (front,back),app", "-o", "name").stdout
+        self.assertEqual(selected.split(), ["pod/web"])
+        self.assertEqual(self.k("get", "pods", "-l", "tier!=front", "-o", "name").stdout, "")
+        self.k("label", "pod", "web", "tier-")
+        self.assertNotIn("tier", self.sim.kubectl_json("get", "pod", "web")["metadata"]["labels"])
+
+    def test_04_cordon_uncordon_taint(self):
+        self.assertIn("node/node-1 cordoned", self.k("cordon", "node-1").stdout)
+        self.assertTrue(self.sim.kubectl_json("get", "node", "node-1")["spec"]["unschedulable"])
+        self.assertRegex(self.k("get", "node", "node-1").stdout, r"Ready,SchedulingDisabled")
+        cordoned = self.k("get", "nodes", "--field-selector", "spec.unschedulable=true",
+                          "-o", "name").stdout.split()
+        self.assertEqual(cordoned, ["node/node-1"])
+        self.assertIn("node/node-1 uncordoned", self.k("uncordon", "node-1").stdout)
+        self.assertFalse(
+            self.sim.kubectl_json("get", "node", "node-1")["spec"].get("unschedulable", False))
+
+        self.assertIn("node/node-2 tainted",
+                      self.k("taint", "nodes", "node-2", "gpu=broken:NoSchedule").stdout)
+        self.k("taint", "nodes", "node-2", "maint=yes:NoExecute")
+        taints = self.sim.kubectl_json("get", "node", "node-2")["spec"]["taints"]
+        self.assertEqual(sorted((t["key"], t["value"], t["effect"]) for t in taints),
+                         [("gpu", "broken", "NoSchedule"), ("maint", "yes", "NoExecute")])
+        self.assertIn("node/node-2 untainted", self.k("taint", "nodes", "node-2", "gpu-").stdout)
+        taints = self.sim.kubectl_json("get", "node", "node-2")["spec"]["taints"]
+        self.assertEqual([t["key"] for t in taints], ["maint"])
+        self.k("taint", "nodes", "node-2", "maint-")
+        self.assertNotIn("taints", self.sim.kubectl_json("get", "node", "node-2")["spec"])
+
+    def test_05_delete_with_grace_period(self):
+        self.k("apply", "-f", str(self.manifests / "bound.yaml"))
+        self.k("delete", "pod", "bound", "--grace-period=3", "--wait=false")
+        pod = self.sim.kubectl_json("get", "pod", "bound")
+        self.assertIn("deletionTimestamp", pod["metadata"])
+        self.assertEqual(pod["metadata"]["deletionGracePeriodSeconds"], 3)
+        self.assertRegex(self.k("get", "pod", "bound").stdout, r"Terminating")
+        # Without a kubelet on node-0 the server finalizes after the grace period.
+        self.k("wait", "--for=delete", "pod/bound", "--timeout=60s")
+        result = self.k("get", "pod", "bound", check=False)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn('Error from server (NotFound): pods "bound" not found', result.stderr)
+        # An unbound pod goes at once, and kubectl's default wait returns.
+        self.k("apply", "-f", str(self.manifests / "pod.yaml"))
+        self.assertIn('pod "web" deleted', self.k("delete", "pod", "web", "--grace-period=5").stdout)
+
+    def test_06_get_events(self):
+        self.k("create", "-f", str(self.manifests / "event.yaml"))
+        out = self.k("get", "events").stdout
+        self.assertRegex(out, r"LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+MESSAGE")
+        self.assertRegex(out, r"Normal\s+Pulled\s+pod/web\s+Container image pulled")
+        by_field = self.k("get", "events", "--field-selector", "involvedObject.name=web,reason=Pulled",
+                          "-o", "name").stdout.split()
+        self.assertEqual(by_field, ["event/web.kubesim1"])
+        # The same event through events.k8s.io/v1.
+        ev = self.sim.kubectl_json("get", "events.v1.events.k8s.io", "web.kubesim1")
+        self.assertEqual(ev["apiVersion"], "events.k8s.io/v1")
+        self.assertEqual(ev["note"], "Container image pulled for the conformance test")
+        self.assertEqual(ev["regarding"]["name"], "web")
+
+    def test_07_create_existing_is_already_exists(self):
+        self.k("apply", "-f", str(self.manifests / "pod.yaml"))
+        result = self.k("create", "-f", str(self.manifests / "pod.yaml"), check=False)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn(f'Error from server (AlreadyExists): error when creating '
+                      f'"{self.manifests / "pod.yaml"}": pods "web" already exists', result.stderr)
+
+    def test_08_server_side_apply(self):
+        cm = self.manifests / "cm.yaml"
+        cm.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n"
+                      "data:\n  mode: fast\n")
+        self.assertIn("configmap/settings serverside-applied",
+                      self.k("apply", "--server-side", "-f", str(cm)).stdout)
+        cm.write_text(cm.read_text() + "  size: big\n")
+        self.k("apply", "--server-side", "-f", str(cm))
+        got = self.sim.kubectl_json("get", "configmap", "settings", "--show-managed-fields")
+        self.assertEqual(got["data"], {"mode": "fast", "size": "big"})
+        self.assertEqual(got["metadata"]["managedFields"][0]["manager"], "kubectl")
+
+    def test_09_auth_client_cert_and_token_rotation(self):
+        self.assertIn("node-0", self.k("get", "nodes", context="kubesim-cert").stdout)
+        token_file = self.sim.dir / "token"
+        old = token_file.read_text()
+        self.sim.admin("POST", "token", {"token": "rotated-token-1"})
+        denied = self.k("get", "nodes", check=False)
+        self.assertNotEqual(denied.returncode, 0)
+        self.assertIn("Unauthorized", denied.stderr)
+        token_file.write_text("rotated-token-1")  # the kubeconfig reads tokenFile
+        self.assertIn("node-0", self.k("get", "nodes").stdout)
+        # SIGHUP makes kubesim re-read its token file.
+        token_file.write_text(old)
+        self.sim.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: self.k("get", "nodes", check=False).returncode == 0,
+                 what="kubesim to accept the token file after SIGHUP")
+
+    def test_10_list_paging_and_discovery(self):
+        # kubectl's generators ("create configmap") send protobuf, which kubesim does not
+        # speak (docs/kubesim.md); manifests go as JSON.
+        for i in range(5):
+            cm = self.manifests / f"page-{i}.yaml"
+            cm.write_text(f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: page-{i}\n"
+                          f"data:\n  i: '{i}'\n")
+            self.k("create", "-f", str(cm))
+        out = self.k("get", "configmaps", "--chunk-size=2", "-o", "name").stdout.split()
+        self.assertEqual([n for n in out if n.startswith("configmap/page-")],
+                         [f"configmap/page-{i}" for i in range(5)])
+        resources = self.k("api-resources", "-o", "name").stdout.split()
+        for name in ["pods", "nodes", "namespaces", "configmaps", "secrets", "events",
+                     "events.events.k8s.io", "leases.coordination.k8s.io"]:
+            self.assertIn(name, resources)
+        version = json.loads(self.k("version", "-o", "json").stdout)
+        self.assertEqual(version["serverVersion"]["minor"], "32")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

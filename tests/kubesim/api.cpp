@@ -1,0 +1,1373 @@
+#include "api.h"
+
+#include <algorithm>
+#include <cctype>
+#include <ctime>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "patch.h"
+#include "selector.h"
+
+namespace kubesim {
+
+namespace {
+
+struct ResourceDef {
+  std::string group;
+  std::string version;
+  std::string resource;
+  std::string kind;
+  std::string singular;
+  bool namespaced;
+  std::vector<std::string> short_names;
+  std::vector<std::string> subresources;  // "status", "binding"
+};
+
+const std::vector<ResourceDef>& Resources() {
+  static const std::vector<ResourceDef> defs = {
+      {"", "v1", "pods", "Pod", "pod", true, {"po"}, {"status", "binding", "eviction"}},
+      {"", "v1", "nodes", "Node", "node", false, {"no"}, {"status"}},
+      {"", "v1", "namespaces", "Namespace", "namespace", false, {"ns"}, {"status"}},
+      {"", "v1", "configmaps", "ConfigMap", "configmap", true, {"cm"}, {}},
+      {"", "v1", "secrets", "Secret", "secret", true, {}, {}},
+      {"", "v1", "events", "Event", "event", true, {"ev"}, {}},
+      {"events.k8s.io", "v1", "events", "Event", "event", true, {"ev"}, {}},
+      {"coordination.k8s.io", "v1", "leases", "Lease", "lease", true, {}, {}},
+  };
+  return defs;
+}
+
+const ResourceDef* FindDef(const std::string& group, const std::string& version,
+                           const std::string& resource) {
+  for (const auto& d : Resources()) {
+    if (d.group == group && d.version == version && d.resource == resource)
+      return &d;
+  }
+  return nullptr;
+}
+
+std::string GroupVersion(const std::string& group, const std::string& version) {
+  return group.empty() ? version : group + "/" + version;
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t pos = s.find(sep, start);
+    if (pos == std::string::npos)
+      pos = s.size();
+    if (pos > start)
+      out.push_back(s.substr(start, pos - start));
+    start = pos + 1;
+  }
+  return out;
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+std::string PercentDecode(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() && HexDigit(s[i + 1]) >= 0 &&
+               HexDigit(s[i + 2]) >= 0) {
+      out += static_cast<char>(HexDigit(s[i + 1]) * 16 + HexDigit(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::string Hex(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s)
+    out += fmt::format("{:02x}", c);
+  return out;
+}
+
+std::optional<std::string> Unhex(const std::string& s) {
+  if (s.size() % 2 != 0)
+    return std::nullopt;
+  std::string out;
+  for (size_t i = 0; i < s.size(); i += 2) {
+    int a = HexDigit(s[i]), b = HexDigit(s[i + 1]);
+    if (a < 0 || b < 0)
+      return std::nullopt;
+    out += static_cast<char>(a * 16 + b);
+  }
+  return out;
+}
+
+bool Truthy(const std::map<std::string, std::string>& q, const char* key) {
+  auto it = q.find(key);
+  // Go's strconv.ParseBool spellings: the Python client sends "True".
+  static const std::set<std::string> yes = {"1", "t", "T", "true", "TRUE", "True"};
+  return it != q.end() && yes.count(it->second) != 0;
+}
+
+std::string QueryValue(const std::map<std::string, std::string>& q, const char* key) {
+  auto it = q.find(key);
+  return it == q.end() ? "" : it->second;
+}
+
+ApiResponse JsonResponse(int code, std::string body) {
+  ApiResponse r;
+  r.code = code;
+  r.body = std::move(body);
+  return r;
+}
+
+// core/v1 Event field <-> events.k8s.io/v1 Event field.
+const std::vector<std::pair<const char*, const char*>>& EventRenames() {
+  static const std::vector<std::pair<const char*, const char*>> renames = {
+      {"involvedObject", "regarding"},
+      {"message", "note"},
+      {"source", "deprecatedSource"},
+      {"firstTimestamp", "deprecatedFirstTimestamp"},
+      {"lastTimestamp", "deprecatedLastTimestamp"},
+      {"count", "deprecatedCount"},
+      {"reportingComponent", "reportingController"},
+  };
+  return renames;
+}
+
+void RenameMembers(rapidjson::Document& doc, bool to_events_v1) {
+  auto& alloc = doc.GetAllocator();
+  for (const auto& [core, v1] : EventRenames()) {
+    const char* from = to_events_v1 ? core : v1;
+    const char* to = to_events_v1 ? v1 : core;
+    auto it = doc.FindMember(from);
+    if (it == doc.MemberEnd())
+      continue;
+    rapidjson::Value v(it->value, alloc);
+    doc.RemoveMember(it);
+    if (doc.HasMember(to))
+      doc.RemoveMember(to);
+    doc.AddMember(rapidjson::Value(to, alloc), v, alloc);
+  }
+  doc.RemoveMember("apiVersion");
+  doc.AddMember("apiVersion", rapidjson::Value(to_events_v1 ? "events.k8s.io/v1" : "v1", alloc),
+                alloc);
+}
+
+bool ValidName(const std::string& name, const std::string& resource) {
+  if (name.empty() || name.size() > 253)
+    return false;
+  for (char c : name) {
+    bool ok = std::islower(static_cast<unsigned char>(c)) ||
+              std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.';
+    if (resource == "events" || resource == "leases")
+      ok = ok || c == ':';  // generated names
+    if (!ok)
+      return false;
+  }
+  return std::isalnum(static_cast<unsigned char>(name.front())) &&
+         std::isalnum(static_cast<unsigned char>(name.back()));
+}
+
+}  // namespace
+
+std::map<std::string, std::string> ParseQuery(const std::string& query) {
+  std::map<std::string, std::string> out;
+  for (const auto& pair : Split(query, '&')) {
+    size_t eq = pair.find('=');
+    if (eq == std::string::npos) {
+      out[PercentDecode(pair)] = "";
+    } else {
+      out[PercentDecode(pair.substr(0, eq))] = PercentDecode(pair.substr(eq + 1));
+    }
+  }
+  return out;
+}
+
+std::string StatusJson(int code, const std::string& reason, const std::string& message) {
+  return StatusResponse(code, reason, message).body;
+}
+
+ApiResponse StatusResponse(int code, const std::string& reason, const std::string& message,
+                           const std::string& kind, const std::string& name,
+                           const std::string& group) {
+  rapidjson::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  d.AddMember("kind", "Status", a);
+  d.AddMember("apiVersion", "v1", a);
+  d.AddMember("metadata", rapidjson::Value(rapidjson::kObjectType), a);
+  d.AddMember("status", rapidjson::Value(code < 300 ? "Success" : "Failure"), a);
+  d.AddMember("message", rapidjson::Value(message.c_str(), a), a);
+  if (!reason.empty())
+    d.AddMember("reason", rapidjson::Value(reason.c_str(), a), a);
+  if (!kind.empty() || !name.empty()) {
+    rapidjson::Value details(rapidjson::kObjectType);
+    if (!name.empty())
+      details.AddMember("name", rapidjson::Value(name.c_str(), a), a);
+    if (!group.empty())
+      details.AddMember("group", rapidjson::Value(group.c_str(), a), a);
+    if (!kind.empty())
+      details.AddMember("kind", rapidjson::Value(kind.c_str(), a), a);
+    d.AddMember("details", details, a);
+  }
+  d.AddMember("code", code, a);
+  return JsonResponse(code, ToJson(d));
+}
+
+bool WantsTable(const std::string& accept) {
+  return accept.find("as=Table") != std::string::npos;
+}
+
+namespace {
+
+std::optional<std::chrono::system_clock::time_point> ParseTimestamp(const std::string& s) {
+  std::tm tm{};
+  if (s.empty() || strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr)
+    return std::nullopt;
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
+}
+
+// kubectl's short human durations ("5s", "3m20s", "2h", "4d").
+std::string HumanAge(const std::string& timestamp, std::chrono::system_clock::time_point now) {
+  auto t = ParseTimestamp(timestamp);
+  if (!t)
+    return "<unknown>";
+  long long s = std::chrono::duration_cast<std::chrono::seconds>(now - *t).count();
+  if (s < 0)
+    s = 0;
+  if (s < 120)
+    return fmt::format("{}s", s);
+  long long m = s / 60, h = s / 3600, d = s / 86400;
+  if (m < 10)
+    return s % 60 == 0 ? fmt::format("{}m", m) : fmt::format("{}m{}s", m, s % 60);
+  if (h < 3)
+    return fmt::format("{}m", m);
+  if (h < 8)
+    return m % 60 == 0 ? fmt::format("{}h", h) : fmt::format("{}h{}m", h, m % 60);
+  if (h < 48)
+    return fmt::format("{}h", h);
+  if (d < 8)
+    return h % 24 == 0 ? fmt::format("{}d", d) : fmt::format("{}d{}h", d, h % 24);
+  return fmt::format("{}d", d);
+}
+
+struct Column {
+  const char* name;
+  const char* type;
+  const char* format;
+  int priority;
+};
+
+std::vector<Column> ColumnsFor(const std::string& resource) {
+  if (resource == "pods") {
+    return {{"Name", "string", "name", 0},
+            {"Ready", "string", "", 0},
+            {"Status", "string", "", 0},
+            {"Restarts", "string", "", 0},
+            {"Age", "string", "", 0},
+            {"IP", "string", "", 1},
+            {"Node", "string", "", 1},
+            {"Nominated Node", "string", "", 1},
+            {"Readiness Gates", "string", "", 1}};
+  }
+  if (resource == "nodes") {
+    return {{"Name", "string", "name", 0}, {"Status", "string", "", 0},
+            {"Roles", "string", "", 0},    {"Age", "string", "", 0},
+            {"Version", "string", "", 0},  {"Internal-IP", "string", "", 1}};
+  }
+  if (resource == "events") {
+    return {{"Last Seen", "string", "", 0},
+            {"Type", "string", "", 0},
+            {"Reason", "string", "", 0},
+            {"Object", "string", "", 0},
+            {"Message", "string", "", 0}};
+  }
+  if (resource == "namespaces") {
+    return {{"Name", "string", "name", 0}, {"Status", "string", "", 0}, {"Age", "string", "", 0}};
+  }
+  if (resource == "leases") {
+    return {{"Name", "string", "name", 0}, {"Holder", "string", "", 0}, {"Age", "string", "", 0}};
+  }
+  return {{"Name", "string", "name", 0}, {"Age", "string", "", 0}};
+}
+
+void AddCells(const std::string& resource, const rapidjson::Value& o, rapidjson::Value& cells,
+              rapidjson::Document::AllocatorType& a, std::chrono::system_clock::time_point now) {
+  auto str = [&](const std::string& v) { cells.PushBack(rapidjson::Value(v.c_str(), a), a); };
+  std::string name = GetString(o, "metadata.name");
+  std::string age = HumanAge(GetString(o, "metadata.creationTimestamp"), now);
+  if (resource == "pods") {
+    const rapidjson::Value* containers = Find(o, "spec.containers");
+    size_t total = containers != nullptr && containers->IsArray() ? containers->Size() : 0;
+    size_t ready = 0;
+    long long restarts = 0;
+    std::string status = GetString(o, "status.phase");
+    if (!GetString(o, "status.reason").empty())
+      status = GetString(o, "status.reason");
+    const rapidjson::Value* statuses = Find(o, "status.containerStatuses");
+    if (statuses != nullptr && statuses->IsArray()) {
+      for (const auto& cs : statuses->GetArray()) {
+        const rapidjson::Value* r = Find(cs, "ready");
+        if (r != nullptr && r->IsBool() && r->GetBool())
+          ++ready;
+        const rapidjson::Value* rc = Find(cs, "restartCount");
+        if (rc != nullptr && rc->IsInt64())
+          restarts += rc->GetInt64();
+        std::string waiting = GetString(cs, "state.waiting.reason");
+        std::string terminated = GetString(cs, "state.terminated.reason");
+        if (!waiting.empty())
+          status = waiting;
+        if (!terminated.empty() && status != "Running")
+          status = terminated;
+      }
+    }
+    if (Find(o, "metadata.deletionTimestamp") != nullptr)
+      status = "Terminating";
+    std::string node = GetString(o, "spec.nodeName");
+    std::string ip = GetString(o, "status.podIP");
+    std::string nominated = GetString(o, "status.nominatedNodeName");
+    str(name);
+    str(fmt::format("{}/{}", ready, total));
+    str(status);
+    str(std::to_string(restarts));
+    str(age);
+    str(ip.empty() ? "<none>" : ip);
+    str(node.empty() ? "<none>" : node);
+    str(nominated.empty() ? "<none>" : nominated);
+    str("<none>");
+  } else if (resource == "nodes") {
+    std::string ready = "Unknown";
+    const rapidjson::Value* conditions = Find(o, "status.conditions");
+    if (conditions != nullptr && conditions->IsArray()) {
+      for (const auto& c : conditions->GetArray()) {
+        if (GetString(c, "type") == "Ready") {
+          ready = GetString(c, "status") == "True" ? "Ready" : "NotReady";
+        }
+      }
+    }
+    const rapidjson::Value* unsched = Find(o, "spec.unschedulable");
+    if (unsched != nullptr && unsched->IsBool() && unsched->GetBool()) {
+      ready += ",SchedulingDisabled";
+    }
+    std::string internal_ip = "<none>";
+    const rapidjson::Value* addresses = Find(o, "status.addresses");
+    if (addresses != nullptr && addresses->IsArray()) {
+      for (const auto& ad : addresses->GetArray()) {
+        if (GetString(ad, "type") == "InternalIP")
+          internal_ip = GetString(ad, "address");
+      }
+    }
+    std::string version = GetString(o, "status.nodeInfo.kubeletVersion");
+    str(name);
+    str(ready);
+    str("<none>");
+    str(age);
+    str(version.empty() ? "<none>" : version);
+    str(internal_ip);
+  } else if (resource == "events") {
+    std::string last = GetString(o, "lastTimestamp");
+    if (last.empty())
+      last = GetString(o, "series.lastObservedTime");
+    if (last.empty())
+      last = GetString(o, "eventTime");
+    if (last.empty())
+      last = GetString(o, "metadata.creationTimestamp");
+    std::string kind = GetString(o, "involvedObject.kind");
+    for (auto& ch : kind)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    str(HumanAge(last, now));
+    str(GetString(o, "type"));
+    str(GetString(o, "reason"));
+    str(kind + "/" + GetString(o, "involvedObject.name"));
+    str(GetString(o, "message"));
+  } else if (resource == "namespaces") {
+    str(name);
+    str(GetString(o, "status.phase"));
+    str(age);
+  } else if (resource == "leases") {
+    std::string holder = GetString(o, "spec.holderIdentity");
+    str(name);
+    str(holder.empty() ? "<none>" : holder);
+    str(age);
+  } else {
+    str(name);
+    str(age);
+  }
+}
+
+}  // namespace
+
+std::string RenderTable(const std::string& resource, const std::string& group,
+                        const std::vector<const rapidjson::Value*>& objects,
+                        const std::string& resource_version, const std::string& continue_token,
+                        bool with_columns, std::chrono::system_clock::time_point now) {
+  rapidjson::Document d(rapidjson::kObjectType);
+  auto& a = d.GetAllocator();
+  d.AddMember("kind", "Table", a);
+  d.AddMember("apiVersion", "meta.k8s.io/v1", a);
+  rapidjson::Value meta(rapidjson::kObjectType);
+  if (!resource_version.empty()) {
+    meta.AddMember("resourceVersion", rapidjson::Value(resource_version.c_str(), a), a);
+  }
+  if (!continue_token.empty()) {
+    meta.AddMember("continue", rapidjson::Value(continue_token.c_str(), a), a);
+  }
+  d.AddMember("metadata", meta, a);
+  rapidjson::Value columns(rapidjson::kArrayType);
+  if (with_columns) {
+    for (const auto& c : ColumnsFor(resource)) {
+      rapidjson::Value col(rapidjson::kObjectType);
+      col.AddMember("name", rapidjson::StringRef(c.name), a);
+      col.AddMember("type", rapidjson::StringRef(c.type), a);
+      col.AddMember("format", rapidjson::StringRef(c.format), a);
+      col.AddMember("description", "", a);
+      col.AddMember("priority", c.priority, a);
+      columns.PushBack(col, a);
+    }
+  }
+  d.AddMember("columnDefinitions", columns, a);
+  rapidjson::Value rows(rapidjson::kArrayType);
+  for (const rapidjson::Value* o : objects) {
+    rapidjson::Value row(rapidjson::kObjectType);
+    rapidjson::Value cells(rapidjson::kArrayType);
+    AddCells(resource, *o, cells, a, now);
+    row.AddMember("cells", cells, a);
+    rapidjson::Document rendered;
+    rendered.Parse(RenderObject(*o, group).c_str());
+    row.AddMember("object", rapidjson::Value(rendered, a), a);
+    rows.PushBack(row, a);
+  }
+  d.AddMember("rows", rows, a);
+  return ToJson(d);
+}
+
+std::string RenderObject(const rapidjson::Value& stored, const std::string& group) {
+  if (group != "events.k8s.io")
+    return ToJson(stored);
+  rapidjson::Document doc;
+  doc.CopyFrom(stored, doc.GetAllocator());
+  RenameMembers(doc, true);
+  return ToJson(doc);
+}
+
+bool Api::ResolveRoute(const ApiRequest& request, Route& route, ApiResponse& error) const {
+  auto segs = Split(request.path, '/');
+  auto not_found = [&]() {
+    error = StatusResponse(404, "NotFound", "the server could not find the requested resource");
+    return false;
+  };
+  route = Route{};
+  size_t i;
+  if (segs.size() >= 2 && segs[0] == "api" && segs[1] == "v1") {
+    route.version = "v1";
+    i = 2;
+  } else if (segs.size() >= 3 && segs[0] == "apis") {
+    route.group = segs[1];
+    route.version = segs[2];
+    i = 3;
+  } else {
+    return true;  // discovery, version, health: Handle decides
+  }
+  std::vector<std::string> rest(segs.begin() + i, segs.end());
+  if (rest.empty())
+    return true;
+  if (rest.size() >= 3 && rest[0] == "namespaces" &&
+      FindDef(route.group, route.version, rest[2]) != nullptr &&
+      FindDef(route.group, route.version, rest[2])->namespaced) {
+    route.ns = rest[1];
+    rest.erase(rest.begin(), rest.begin() + 2);
+  }
+  const ResourceDef* def = FindDef(route.group, route.version, rest[0]);
+  if (def == nullptr)
+    return not_found();
+  route.resource = rest[0];
+  if (rest.size() >= 2)
+    route.name = rest[1];
+  if (rest.size() >= 3) {
+    route.subresource = rest[2];
+    if (std::find(def->subresources.begin(), def->subresources.end(), route.subresource) ==
+        def->subresources.end()) {
+      return not_found();
+    }
+  }
+  if (rest.size() > 3)
+    return not_found();
+  const std::string& m = request.method;
+  bool named = !route.name.empty();
+  if (m == "GET") {
+    route.verb = Truthy(request.query, "watch") ? "watch" : (named ? "get" : "list");
+  } else if (m == "POST" && !named) {
+    route.verb = "create";
+  } else if (m == "POST" && (route.subresource == "binding" || route.subresource == "eviction")) {
+    route.verb = "create";
+  } else if (m == "PUT" && named) {
+    route.verb = "update";
+  } else if (m == "PATCH" && named) {
+    route.verb = "patch";
+  } else if (m == "DELETE") {
+    route.verb = named ? "delete" : "deletecollection";
+  } else {
+    error = StatusResponse(405, "MethodNotAllowed",
+                           fmt::format("the server does not allow this method on the requested "
+                                       "resource"));
+    return false;
+  }
+  if ((route.subresource == "binding" || route.subresource == "eviction") &&
+      route.verb != "create") {
+    error = StatusResponse(405, "MethodNotAllowed",
+                           "the server does not allow this method on the requested resource");
+    return false;
+  }
+  return true;
+}
+
+ApiResponse Api::Discovery(const std::string& path) const {
+  auto resource_list = [&](const std::string& group, const std::string& version) {
+    rapidjson::Document d(rapidjson::kObjectType);
+    auto& a = d.GetAllocator();
+    d.AddMember("kind", "APIResourceList", a);
+    d.AddMember("apiVersion", "v1", a);
+    d.AddMember("groupVersion", rapidjson::Value(GroupVersion(group, version).c_str(), a), a);
+    rapidjson::Value list(rapidjson::kArrayType);
+    for (const auto& def : Resources()) {
+      if (def.group != group || def.version != version)
+        continue;
+      auto add = [&](const std::string& name, const std::string& singular, const std::string& kind,
+                     std::vector<const char*> verbs, bool with_names) {
+        rapidjson::Value r(rapidjson::kObjectType);
+        r.AddMember("name", rapidjson::Value(name.c_str(), a), a);
+        r.AddMember("singularName", rapidjson::Value(singular.c_str(), a), a);
+        r.AddMember("namespaced", def.namespaced, a);
+        r.AddMember("kind", rapidjson::Value(kind.c_str(), a), a);
+        rapidjson::Value v(rapidjson::kArrayType);
+        for (const char* verb : verbs)
+          v.PushBack(rapidjson::Value(verb, a), a);
+        r.AddMember("verbs", v, a);
+        if (with_names && !def.short_names.empty()) {
+          rapidjson::Value sn(rapidjson::kArrayType);
+          for (const auto& s : def.short_names)
+            sn.PushBack(rapidjson::Value(s.c_str(), a), a);
+          r.AddMember("shortNames", sn, a);
+        }
+        if (with_names && def.resource == "pods") {
+          rapidjson::Value cats(rapidjson::kArrayType);
+          cats.PushBack("all", a);
+          r.AddMember("categories", cats, a);
+        }
+        list.PushBack(r, a);
+      };
+      add(def.resource, def.singular, def.kind,
+          {"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"},
+          true);
+      for (const auto& sub : def.subresources) {
+        if (sub == "binding") {
+          add(def.resource + "/binding", "", "Binding", {"create"}, false);
+        } else if (sub == "eviction") {
+          add(def.resource + "/eviction", "", "Eviction", {"create"}, false);
+          // The Eviction kind comes from policy/v1; kubectl drain looks for this.
+          auto& eviction = list[list.Size() - 1];
+          eviction.AddMember("group", "policy", a);
+          eviction.AddMember("version", "v1", a);
+        } else {
+          add(def.resource + "/" + sub, "", def.kind, {"get", "patch", "update"}, false);
+        }
+      }
+    }
+    d.AddMember("resources", list, a);
+    return JsonResponse(200, ToJson(d));
+  };
+  if (path == "/api" || path == "/api/") {
+    return JsonResponse(200,
+                        R"({"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":)"
+                        R"([{"clientCIDR":"0.0.0.0/0","serverAddress":"127.0.0.1:443"}]})");
+  }
+  if (path == "/api/v1")
+    return resource_list("", "v1");
+  if (path == "/apis" || path == "/apis/") {
+    rapidjson::Document d(rapidjson::kObjectType);
+    auto& a = d.GetAllocator();
+    d.AddMember("kind", "APIGroupList", a);
+    d.AddMember("apiVersion", "v1", a);
+    rapidjson::Value groups(rapidjson::kArrayType);
+    std::set<std::string> seen;
+    for (const auto& def : Resources()) {
+      if (def.group.empty() || !seen.insert(def.group).second)
+        continue;
+      rapidjson::Value g(rapidjson::kObjectType);
+      g.AddMember("name", rapidjson::Value(def.group.c_str(), a), a);
+      rapidjson::Value gv(rapidjson::kObjectType);
+      gv.AddMember("groupVersion",
+                   rapidjson::Value(GroupVersion(def.group, def.version).c_str(), a), a);
+      gv.AddMember("version", rapidjson::Value(def.version.c_str(), a), a);
+      rapidjson::Value versions(rapidjson::kArrayType);
+      versions.PushBack(rapidjson::Value(gv, a), a);
+      g.AddMember("versions", versions, a);
+      g.AddMember("preferredVersion", gv, a);
+      groups.PushBack(g, a);
+    }
+    d.AddMember("groups", groups, a);
+    return JsonResponse(200, ToJson(d));
+  }
+  auto segs = Split(path, '/');
+  if (segs.size() == 3 && segs[0] == "apis") {
+    for (const auto& def : Resources()) {
+      if (def.group == segs[1] && def.version == segs[2])
+        return resource_list(segs[1], segs[2]);
+    }
+  }
+  if (segs.size() == 2 && segs[0] == "apis") {
+    for (const auto& def : Resources()) {
+      if (def.group == segs[1]) {
+        std::string gv = GroupVersion(def.group, def.version);
+        return JsonResponse(
+            200, fmt::format(R"({{"kind":"APIGroup","apiVersion":"v1","name":"{}","versions":)"
+                             R"([{{"groupVersion":"{}","version":"{}"}}],"preferredVersion":)"
+                             R"({{"groupVersion":"{}","version":"{}"}}}})",
+                             def.group, gv, def.version, gv, def.version));
+      }
+    }
+  }
+  // OpenAPI v3: only what kubectl needs to see that the server does field validation
+  // (the PATCH operations with their fieldValidation parameter); no schemas.
+  if (path == "/openapi/v3" || path == "/openapi/v3/") {
+    std::set<std::string> gvs;
+    for (const auto& def : Resources())
+      gvs.insert(GroupVersion(def.group, def.version));
+    std::string paths;
+    for (const auto& gv : gvs) {
+      std::string p = gv == "v1" ? "api/v1" : "apis/" + gv;
+      if (!paths.empty())
+        paths += ",";
+      paths += fmt::format(R"("{}":{{"serverRelativeURL":"/openapi/v3/{}?hash=kubesim"}})", p, p);
+    }
+    return JsonResponse(200, "{\"paths\":{" + paths + "}}");
+  }
+  if (path.rfind("/openapi/v3/", 0) == 0) {
+    std::string gv_path = path.substr(std::string("/openapi/v3/").size());
+    std::string paths;
+    for (const auto& def : Resources()) {
+      std::string p =
+          def.group.empty() ? "api/" + def.version : "apis/" + def.group + "/" + def.version;
+      if (p != gv_path)
+        continue;
+      std::string gvk = fmt::format(
+          R"("x-kubernetes-group-version-kind":{{"group":"{}","version":"{}","kind":"{}"}})",
+          def.group, def.version, def.kind);
+      std::string params =
+          R"("parameters":[{"name":"fieldValidation","in":"query","schema":{"type":"string"}},)"
+          R"({"name":"fieldManager","in":"query","schema":{"type":"string"}},)"
+          R"({"name":"dryRun","in":"query","schema":{"type":"string"}}])";
+      std::string base =
+          "/" + p + (def.namespaced ? "/namespaces/{namespace}/" : "/") + def.resource;
+      if (!paths.empty())
+        paths += ",";
+      paths += fmt::format(
+          R"("{}":{{"post":{{{},{}}}}},"{}/{{name}}":{{"put":{{{},{}}},"patch":{{{},{}}}}})", base,
+          gvk, params, base, gvk, params, gvk, params);
+    }
+    if (paths.empty()) {
+      return StatusResponse(404, "NotFound", "the server could not find the requested resource");
+    }
+    return JsonResponse(
+        200,
+        R"({"openapi":"3.0.0","info":{"title":"Kubernetes","version":"v1.32.0-kubesim"},"paths":{)" +
+            paths + "}}");
+  }
+  if (path == "/version" || path == "/version/") {
+    return JsonResponse(
+        200, R"({"major":"1","minor":"32","gitVersion":"v1.32.0-kubesim","gitCommit":"kubesim",)"
+             R"("gitTreeState":"clean","buildDate":"2026-01-01T00:00:00Z","goVersion":"go1.23",)"
+             R"("compiler":"gc","platform":"linux/amd64"})");
+  }
+  if (path == "/healthz" || path == "/livez" || path == "/readyz") {
+    ApiResponse r = JsonResponse(200, "ok");
+    r.content_type = "text/plain";
+    return r;
+  }
+  return StatusResponse(404, "NotFound", "the server could not find the requested resource");
+}
+
+ApiResponse Api::ErrorFromStatus(const Status& status, const Route& route) const {
+  const ResourceDef* def = FindDef(route.group, route.version, route.resource);
+  std::string kind = route.resource;
+  std::string group = route.group;
+  switch (status.code()) {
+    case Status::Code::kNotFound:
+      return StatusResponse(404, "NotFound", status.message(), kind, route.name, group);
+    case Status::Code::kAlreadyExists:
+      return StatusResponse(409, "AlreadyExists", status.message(), kind, route.name, group);
+    case Status::Code::kConflict:
+      return StatusResponse(409, "Conflict", status.message(), kind, route.name, group);
+    case Status::Code::kExpired:
+      return StatusResponse(410, "Expired", status.message());
+    case Status::Code::kInvalidArgument:
+      return StatusResponse(
+          422, "Invalid",
+          fmt::format("{} \"{}\" is invalid: {}", def != nullptr ? def->kind : kind, route.name,
+                      status.message()),
+          def != nullptr ? def->kind : kind, route.name, group);
+    default:
+      return StatusResponse(500, "InternalError", status.message());
+  }
+}
+
+ApiResponse Api::Handle(const ApiRequest& request, const Route& route) {
+  if (request.content_type.find("protobuf") != std::string::npos) {
+    // No protobuf here: client-go then retries the request as JSON.
+    return StatusResponse(415, "UnsupportedMediaType",
+                          fmt::format("the body of the request was in an unknown format - "
+                                      "accepted media types include: application/json, "
+                                      "application/yaml"));
+  }
+  if (route.resource.empty()) {
+    if (request.method != "GET") {
+      return StatusResponse(405, "MethodNotAllowed",
+                            "the server does not allow this method on the requested resource");
+    }
+    return Discovery(request.path);
+  }
+  if (route.verb == "get")
+    return Get(route, WantsTable(request.accept));
+  if (route.verb == "list")
+    return List(request, route);
+  if (route.verb == "create")
+    return Create(request, route);
+  if (route.verb == "update")
+    return Update(request, route);
+  if (route.verb == "patch")
+    return Patch(request, route);
+  if (route.verb == "delete")
+    return Delete(request, route);
+  if (route.verb == "deletecollection")
+    return DeleteCollection(request, route);
+  return StatusResponse(405, "MethodNotAllowed", "watch must be streamed");
+}
+
+ApiResponse Api::Get(const Route& route, bool table) {
+  auto obj = store_.Get(route.resource, route.ns, route.name);
+  if (!obj.ok())
+    return ErrorFromStatus(obj.status(), route);
+  if (table) {
+    return JsonResponse(200, RenderTable(route.resource, route.group, {obj->get()}, "", "", true,
+                                         store_.clock().WallNow()));
+  }
+  return JsonResponse(200, RenderObject(**obj, route.group));
+}
+
+namespace {
+
+struct Selectors {
+  LabelSelector labels;
+  FieldSelector fields;
+  bool Matches(const rapidjson::Value& v) const { return labels.Matches(v) && fields.Matches(v); }
+};
+
+// Parses labelSelector and fieldSelector; nullopt with `error` set on a bad one.
+std::optional<Selectors> ParseSelectors(const ApiRequest& request, const Route& route,
+                                        ApiResponse& error) {
+  auto labels = LabelSelector::Parse(QueryValue(request.query, "labelSelector"));
+  if (!labels.ok()) {
+    error = StatusResponse(400, "BadRequest", labels.status().message());
+    return std::nullopt;
+  }
+  std::string field_text = QueryValue(request.query, "fieldSelector");
+  if (!route.name.empty()) {
+    field_text = field_text.empty() ? "metadata.name=" + route.name
+                                    : field_text + ",metadata.name=" + route.name;
+  }
+  auto fields = FieldSelector::Parse(route.resource, field_text);
+  if (!fields.ok()) {
+    error = StatusResponse(400, "BadRequest", fields.status().message());
+    return std::nullopt;
+  }
+  return Selectors{std::move(*labels), std::move(*fields)};
+}
+
+std::string ListKind(const Route& route) {
+  const ResourceDef* def = FindDef(route.group, route.version, route.resource);
+  return (def != nullptr ? def->kind : std::string("Unknown")) + "List";
+}
+
+}  // namespace
+
+ApiResponse Api::List(const ApiRequest& request, const Route& route) {
+  ApiResponse error;
+  auto selectors = ParseSelectors(request, route, error);
+  if (!selectors)
+    return error;
+  size_t limit = 0;
+  std::string limit_text = QueryValue(request.query, "limit");
+  if (!limit_text.empty()) {
+    if (limit_text.find_first_not_of("0123456789") != std::string::npos) {
+      return StatusResponse(400, "BadRequest", fmt::format("invalid limit \"{}\"", limit_text));
+    }
+    limit = std::stoull(limit_text);
+  }
+  // The continue token: the list's RV and the last key handed out, hex-encoded.
+  uint64_t list_rv = 0;
+  std::string after_key;
+  std::string cont = QueryValue(request.query, "continue");
+  if (!cont.empty()) {
+    auto decoded = Unhex(cont);
+    size_t bar = decoded ? decoded->find('|') : std::string::npos;
+    if (bar == std::string::npos) {
+      return StatusResponse(400, "BadRequest", "continue key is not valid: not a kubesim token");
+    }
+    list_rv = std::strtoull(decoded->substr(0, bar).c_str(), nullptr, 10);
+    after_key = decoded->substr(bar + 1);
+    if (list_rv < store_.OldestResumableResourceVersion()) {
+      return StatusResponse(
+          410, "Expired",
+          "The provided continue parameter is too old to display a consistent list result. You "
+          "can start a new list without the continue parameter.");
+    }
+  }
+  ListResult result = store_.List(route.resource, route.ns,
+                                  [&](const rapidjson::Value& v) { return selectors->Matches(v); });
+  if (list_rv == 0)
+    list_rv = result.resource_version;
+  std::string body = fmt::format(R"({{"kind":"{}","apiVersion":"{}","metadata":{{)",
+                                 ListKind(route), GroupVersion(route.group, route.version));
+  std::string items;
+  std::vector<const rapidjson::Value*> page;
+  size_t emitted = 0;
+  size_t remaining = 0;
+  std::string last_key;
+  for (const auto& obj : result.items) {
+    std::string key =
+        GetString(*obj, "metadata.namespace") + "/" + GetString(*obj, "metadata.name");
+    if (!after_key.empty() && key <= after_key)
+      continue;
+    if (limit != 0 && emitted == limit) {
+      ++remaining;
+      continue;
+    }
+    if (emitted != 0)
+      items += ",";
+    items += RenderObject(*obj, route.group);
+    page.push_back(obj.get());
+    ++emitted;
+    last_key = key;
+  }
+  if (WantsTable(request.accept)) {
+    return JsonResponse(
+        200, RenderTable(route.resource, route.group, page, std::to_string(list_rv),
+                         remaining != 0 ? Hex(fmt::format("{}|{}", list_rv, last_key)) : "", true,
+                         store_.clock().WallNow()));
+  }
+  body += fmt::format(R"("resourceVersion":"{}")", list_rv);
+  if (remaining != 0) {
+    body += fmt::format(R"(,"continue":"{}","remainingItemCount":{})",
+                        Hex(fmt::format("{}|{}", list_rv, last_key)), remaining);
+  }
+  body += "},\"items\":[" + items + "]}";
+  return JsonResponse(200, body);
+}
+
+namespace {
+
+// Records `manager` in metadata.managedFields (one entry per manager and operation).
+// Field ownership itself is not tracked (docs/kubesim.md).
+void RecordManager(rapidjson::Document& doc, const std::string& manager, const char* operation,
+                   const std::string& api_version, const std::string& now) {
+  if (manager.empty())
+    return;
+  auto& a = doc.GetAllocator();
+  rapidjson::Value entry(rapidjson::kObjectType);
+  entry.AddMember("manager", rapidjson::Value(manager.c_str(), a), a);
+  entry.AddMember("operation", rapidjson::StringRef(operation), a);
+  entry.AddMember("apiVersion", rapidjson::Value(api_version.c_str(), a), a);
+  entry.AddMember("time", rapidjson::Value(now.c_str(), a), a);
+  entry.AddMember("fieldsType", "FieldsV1", a);
+  entry.AddMember("fieldsV1", rapidjson::Value(rapidjson::kObjectType), a);
+  rapidjson::Value* mf = const_cast<rapidjson::Value*>(Find(doc, "metadata.managedFields"));
+  if (mf == nullptr || !mf->IsArray()) {
+    SetMember(doc, "metadata.managedFields", rapidjson::Value(rapidjson::kArrayType));
+    mf = &doc["metadata"]["managedFields"];
+  }
+  for (rapidjson::SizeType i = 0; i < mf->Size(); ++i) {
+    if (GetString((*mf)[i], "manager") == manager &&
+        GetString((*mf)[i], "operation") == operation) {
+      mf->Erase(mf->Begin() + i);
+      break;
+    }
+  }
+  mf->PushBack(entry, a);
+}
+
+}  // namespace
+
+namespace {
+
+// Parses a request body (JSON, or YAML for apply and for YAML content types).
+Result<std::unique_ptr<rapidjson::Document>> ParseBody(const ApiRequest& request) {
+  if (request.content_type.find("yaml") != std::string::npos)
+    return YamlToJson(request.body);
+  return ParseJson(request.body);
+}
+
+ApiResponse BadBody(const Status& s) {
+  return StatusResponse(400, "BadRequest", s.message());
+}
+
+}  // namespace
+
+ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
+  auto parsed = ParseBody(request);
+  if (!parsed.ok())
+    return BadBody(parsed.status());
+  rapidjson::Document& doc = **parsed;
+  if (!doc.IsObject())
+    return BadBody(Status::InvalidArgument("the body is not a JSON object"));
+  if (route.subresource == "binding") {
+    std::string target = GetString(doc, "target.name");
+    if (target.empty()) {
+      return StatusResponse(
+          422, "Invalid",
+          fmt::format("Binding \"{}\" is invalid: target.name: Required value", route.name));
+    }
+    auto bound = store_.BindPod(route.ns, route.name, target);
+    if (!bound.ok())
+      return ErrorFromStatus(bound.status(), route);
+    return StatusResponse(201, "", "", "", "");
+  }
+  if (route.subresource == "eviction") {
+    // No PodDisruptionBudgets here: an eviction always succeeds. As in Kubernetes the
+    // pod first gets DisruptionTarget=True, then is deleted with the eviction's options.
+    DeleteOptions options;
+    const rapidjson::Value* grace = Find(doc, "deleteOptions.gracePeriodSeconds");
+    if (grace != nullptr && grace->IsInt64())
+      options.grace_period_seconds = grace->GetInt64();
+    std::string uid = GetString(doc, "deleteOptions.preconditions.uid");
+    if (!uid.empty())
+      options.precondition_uid = uid;
+    std::string now = store_.NowTimestamp();
+    auto marked = store_.Mutate("pods", route.ns, route.name, [&](rapidjson::Document& pod) {
+      SetCondition(pod, "DisruptionTarget", "True", "EvictionByEvictionAPI",
+                   "Eviction API: evicting", now);
+      return Status::Ok();
+    });
+    if (!marked.ok())
+      return ErrorFromStatus(marked.status(), route);
+    auto deleted = store_.Delete("pods", route.ns, route.name, options);
+    if (!deleted.ok())
+      return ErrorFromStatus(deleted.status(), route);
+    return StatusResponse(201, "", "", "", "");
+  }
+  const ResourceDef* def = FindDef(route.group, route.version, route.resource);
+  std::string body_ns = GetString(doc, "metadata.namespace");
+  if (def->namespaced && !route.ns.empty() && !body_ns.empty() && body_ns != route.ns) {
+    return StatusResponse(400, "BadRequest",
+                          "the namespace of the provided object does not match the namespace sent "
+                          "on the request");
+  }
+  std::string kind = GetString(doc, "kind");
+  if (!kind.empty() && kind != def->kind) {
+    return StatusResponse(
+        400, "BadRequest",
+        fmt::format("the kind of the provided object ({}) does not match the resource {} ({})",
+                    kind, route.resource, def->kind));
+  }
+  if (route.group == "events.k8s.io")
+    RenameMembers(doc, false);
+  std::string name = GetString(doc, "metadata.name");
+  Route named = route;
+  named.name = name;
+  if (!name.empty() && !ValidName(name, route.resource)) {
+    return ErrorFromStatus(
+        Status::InvalidArgument(fmt::format(
+            "metadata.name: Invalid value: \"{}\": a lowercase RFC 1123 subdomain must consist of "
+            "lower case alphanumeric characters, '-' or '.', and must start and end with an "
+            "alphanumeric character",
+            name)),
+        named);
+  }
+  if (route.resource == "pods") {
+    const rapidjson::Value* containers = Find(doc, "spec.containers");
+    if (containers == nullptr || !containers->IsArray() || containers->Empty()) {
+      return ErrorFromStatus(Status::InvalidArgument("spec.containers: Required value"), named);
+    }
+    for (const auto& c : containers->GetArray()) {
+      if (GetString(c, "name").empty()) {
+        return ErrorFromStatus(Status::InvalidArgument("spec.containers[0].name: Required value"),
+                               named);
+      }
+    }
+  }
+  auto& a = doc.GetAllocator();
+  if (doc.HasMember("apiVersion"))
+    doc.RemoveMember("apiVersion");
+  doc.AddMember(
+      "apiVersion",
+      rapidjson::Value(
+          route.group == "events.k8s.io" ? "v1" : GroupVersion(route.group, route.version).c_str(),
+          a),
+      a);
+  if (!doc.HasMember("kind"))
+    doc.AddMember("kind", rapidjson::Value(def->kind.c_str(), a), a);
+  if (Find(doc, "metadata.resourceVersion") != nullptr)
+    doc["metadata"].RemoveMember("resourceVersion");
+  RecordManager(doc, QueryValue(request.query, "fieldManager"),
+                request.content_type.find("apply-patch") != std::string::npos ? "Apply" : "Update",
+                GroupVersion(route.group, route.version), store_.NowTimestamp());
+  if (Truthy(request.query, "dryRun") || QueryValue(request.query, "dryRun") == "All") {
+    return JsonResponse(201, RenderObject(doc, route.group));
+  }
+  auto created = store_.Create(route.resource, route.ns, std::move(doc));
+  if (!created.ok())
+    return ErrorFromStatus(created.status(), named);
+  return JsonResponse(201, RenderObject(**created, route.group));
+}
+
+ApiResponse Api::Update(const ApiRequest& request, const Route& route) {
+  auto parsed = ParseBody(request);
+  if (!parsed.ok())
+    return BadBody(parsed.status());
+  rapidjson::Document& doc = **parsed;
+  if (!doc.IsObject())
+    return BadBody(Status::InvalidArgument("the body is not a JSON object"));
+  std::string name = GetString(doc, "metadata.name");
+  if (!name.empty() && name != route.name) {
+    return StatusResponse(400, "BadRequest",
+                          "the name of the object does not match the name on the URL");
+  }
+  if (route.group == "events.k8s.io")
+    RenameMembers(doc, false);
+  auto updated = store_.Update(route.resource, route.ns, route.name, std::move(doc),
+                               route.subresource == "status");
+  if (!updated.ok())
+    return ErrorFromStatus(updated.status(), route);
+  return JsonResponse(200, RenderObject(**updated, route.group));
+}
+
+ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
+  std::string type = request.content_type.substr(0, request.content_type.find(';'));
+  while (!type.empty() && type.back() == ' ')
+    type.pop_back();
+  bool apply = type == "application/apply-patch+yaml";
+  if (type != "application/merge-patch+json" && type != "application/json-patch+json" &&
+      type != "application/strategic-merge-patch+json" && !apply) {
+    return StatusResponse(415, "UnsupportedMediaType",
+                          fmt::format("the body of the request was in an unknown format - accepted "
+                                      "media types include: application/json-patch+json, "
+                                      "application/merge-patch+json, application/apply-patch+yaml, "
+                                      "application/strategic-merge-patch+json"));
+  }
+  std::string manager = QueryValue(request.query, "fieldManager");
+  if (apply && manager.empty()) {
+    return StatusResponse(422, "Invalid",
+                          "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: "
+                          "is required for apply patch");
+  }
+  auto patch = apply ? YamlToJson(request.body) : ParseJson(request.body);
+  if (!patch.ok())
+    return BadBody(patch.status());
+  rapidjson::Document& p = **patch;
+  if (route.group == "events.k8s.io" && p.IsObject())
+    RenameMembers(p, false);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    auto current = store_.Get(route.resource, route.ns, route.name);
+    if (!current.ok()) {
+      if (apply && current.status().code() == Status::Code::kNotFound && p.IsObject()) {
+        ApiRequest create = request;
+        create.content_type = "application/json; apply-patch";  // Create records "Apply"
+        rapidjson::Document copy;
+        copy.CopyFrom(p, copy.GetAllocator());
+        if (route.group == "events.k8s.io")
+          RenameMembers(copy, true);
+        create.body = ToJson(copy);
+        Route r = route;
+        r.verb = "create";
+        r.name.clear();
+        return Create(create, r);
+      }
+      return ErrorFromStatus(current.status(), route);
+    }
+    std::string base_rv = GetString(**current, "metadata.resourceVersion");
+    auto next = Clone(**current);
+    auto& a = next->GetAllocator();
+    Status s;
+    if (type == "application/json-patch+json") {
+      s = ApplyJsonPatch(*next, p);
+      if (s.code() == Status::Code::kConflict) {
+        return StatusResponse(422, "Invalid", s.message(), route.resource, route.name, route.group);
+      }
+    } else if (type == "application/merge-patch+json") {
+      if (!p.IsObject())
+        s = Status::InvalidArgument("a merge patch must be a JSON object");
+      if (s.ok())
+        ApplyMergePatch(*next, p, a);
+    } else {
+      if (!p.IsObject())
+        s = Status::InvalidArgument("a strategic merge patch must be an object");
+      if (s.ok())
+        s = ApplyStrategicMergePatch(*next, p, a);
+    }
+    if (!s.ok())
+      return StatusResponse(422, "Invalid", s.message(), route.resource, route.name);
+    if (!next->IsObject())
+      return StatusResponse(422, "Invalid", "the patch removed the object");
+    RecordManager(*next, manager, apply ? "Apply" : "Update",
+                  GroupVersion(route.group, route.version), store_.NowTimestamp());
+    // A resourceVersion put in by the patch is a precondition; otherwise retry races.
+    std::string patched_rv = GetString(*next, "metadata.resourceVersion");
+    bool client_precondition = patched_rv != base_rv;
+    if (!client_precondition)
+      SetMember(*next, "metadata.resourceVersion", rapidjson::Value(base_rv.c_str(), a));
+    auto updated = store_.Update(route.resource, route.ns, route.name, std::move(*next),
+                                 route.subresource == "status");
+    if (updated.ok())
+      return JsonResponse(200, RenderObject(**updated, route.group));
+    if (updated.status().code() == Status::Code::kConflict && !client_precondition)
+      continue;
+    return ErrorFromStatus(updated.status(), route);
+  }
+  return StatusResponse(409, "Conflict", "the object kept changing during the patch; try again",
+                        route.resource, route.name);
+}
+
+namespace {
+
+// DeleteOptions from the body and from the query (the query wins, as in Kubernetes).
+Result<std::pair<DeleteOptions, bool /*orphan_dependents_false*/>> ParseDeleteOptions(
+    const ApiRequest& request) {
+  DeleteOptions options;
+  bool accepted = false;
+  if (!request.body.empty()) {
+    auto parsed = ParseJson(request.body);
+    if (!parsed.ok())
+      return parsed.status();
+    const rapidjson::Value& d = **parsed;
+    if (d.IsObject()) {
+      if (d.HasMember("gracePeriodSeconds") && d["gracePeriodSeconds"].IsInt64()) {
+        options.grace_period_seconds = d["gracePeriodSeconds"].GetInt64();
+      }
+      std::string uid = GetString(d, "preconditions.uid");
+      if (!uid.empty())
+        options.precondition_uid = uid;
+      std::string rv = GetString(d, "preconditions.resourceVersion");
+      if (!rv.empty())
+        options.precondition_resource_version = rv;
+      const rapidjson::Value* orphan = Find(d, "orphanDependents");
+      if (orphan != nullptr && orphan->IsBool() && !orphan->GetBool())
+        accepted = true;
+    }
+  }
+  std::string grace = QueryValue(request.query, "gracePeriodSeconds");
+  if (!grace.empty()) {
+    char* end = nullptr;
+    long long g = std::strtoll(grace.c_str(), &end, 10);
+    if (end == grace.c_str() || *end != '\0') {
+      return Status::InvalidArgument(
+          fmt::format("gracePeriodSeconds \"{}\" is not a number", grace));
+    }
+    options.grace_period_seconds = g;
+  }
+  if (QueryValue(request.query, "orphanDependents") == "false")
+    accepted = true;
+  return std::make_pair(options, accepted);
+}
+
+}  // namespace
+
+ApiResponse Api::Delete(const ApiRequest& request, const Route& route) {
+  auto options = ParseDeleteOptions(request);
+  if (!options.ok())
+    return BadBody(options.status());
+  auto deleted = store_.Delete(route.resource, route.ns, route.name, options->first);
+  if (!deleted.ok())
+    return ErrorFromStatus(deleted.status(), route);
+  // Kubernetes answers 202 only for a pending delete with orphanDependents=false.
+  int code = (!deleted->removed && options->second) ? 202 : 200;
+  if (route.resource == "pods" || route.resource == "namespaces") {
+    return JsonResponse(code, RenderObject(*deleted->object, route.group));
+  }
+  ApiResponse r = StatusResponse(code, "", "", route.resource, route.name, route.group);
+  // Success Status carries the uid of what was deleted, as Kubernetes' does.
+  auto doc = ParseJson(r.body);
+  if (doc.ok()) {
+    SetMember(**doc, "details.uid",
+              rapidjson::Value(GetString(*deleted->object, "metadata.uid").c_str(),
+                               (*doc)->GetAllocator()));
+    r.body = ToJson(**doc);
+  }
+  return r;
+}
+
+ApiResponse Api::DeleteCollection(const ApiRequest& request, const Route& route) {
+  ApiResponse error;
+  auto selectors = ParseSelectors(request, route, error);
+  if (!selectors)
+    return error;
+  auto options = ParseDeleteOptions(request);
+  if (!options.ok())
+    return BadBody(options.status());
+  ListResult result = store_.List(route.resource, route.ns,
+                                  [&](const rapidjson::Value& v) { return selectors->Matches(v); });
+  std::string items;
+  for (const auto& obj : result.items) {
+    auto deleted = store_.Delete(route.resource, GetString(*obj, "metadata.namespace"),
+                                 GetString(*obj, "metadata.name"), options->first);
+    if (!deleted.ok())
+      continue;  // raced with another delete
+    if (!items.empty())
+      items += ",";
+    items += RenderObject(*deleted->object, route.group);
+  }
+  return JsonResponse(
+      200, fmt::format(R"({{"kind":"{}","apiVersion":"{}","metadata":{{}},"items":[{}]}})",
+                       ListKind(route), GroupVersion(route.group, route.version), items));
+}
+
+void Api::Watch(const ApiRequest& request, const Route& route, const WatchHooks& hooks) {
+  ApiResponse error;
+  auto selectors = ParseSelectors(request, route, error);
+  if (!selectors)
+    return hooks.fail(error);
+  std::string rv_text = QueryValue(request.query, "resourceVersion");
+  bool bookmarks = Truthy(request.query, "allowWatchBookmarks");
+  bool initial_events_end = Truthy(request.query, "sendInitialEvents") && bookmarks;
+  long long timeout_seconds = 1800;
+  std::string timeout_text = QueryValue(request.query, "timeoutSeconds");
+  if (!timeout_text.empty())
+    timeout_seconds = std::strtoll(timeout_text.c_str(), nullptr, 10);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
+
+  const ResourceDef* def = FindDef(route.group, route.version, route.resource);
+  const bool table = WantsTable(request.accept);
+  bool columns_sent = false;
+  auto event_line = [&](const char* type, const rapidjson::Value& object) {
+    std::string rendered;
+    if (table) {
+      // The first event carries the column definitions, as in Kubernetes.
+      rendered = RenderTable(route.resource, route.group, {&object}, "", "", !columns_sent,
+                             store_.clock().WallNow());
+      columns_sent = true;
+    } else {
+      rendered = RenderObject(object, route.group);
+    }
+    return fmt::format(R"({{"type":"{}","object":{}}})", type, rendered) + "\n";
+  };
+  auto bookmark_line = [&](uint64_t rv, bool initial_end) {
+    std::string annotations =
+        initial_end ? R"(,"annotations":{"k8s.io/initial-events-end":"true"})" : "";
+    return fmt::format(
+               R"({{"type":"BOOKMARK","object":{{"kind":"{}","apiVersion":"{}","metadata":{{"resourceVersion":"{}"{}}}}}}})",
+               def->kind, GroupVersion(route.group, route.version), rv, annotations) +
+           "\n";
+  };
+
+  std::vector<std::string> backlog;
+  std::unique_ptr<Watcher> watcher;
+  if (rv_text.empty() || rv_text == "0") {
+    ListResult initial = store_.List(
+        route.resource, route.ns, [&](const rapidjson::Value& v) { return selectors->Matches(v); });
+    for (const auto& obj : initial.items)
+      backlog.push_back(event_line("ADDED", *obj));
+    auto w = store_.Watch(route.resource, route.ns, initial.resource_version);
+    if (!w.ok())
+      return hooks.fail(ErrorFromStatus(w.status(), route));
+    watcher = std::move(*w);
+    if (initial_events_end)
+      backlog.push_back(bookmark_line(initial.resource_version, true));
+  } else {
+    if (rv_text.find_first_not_of("0123456789") != std::string::npos) {
+      return hooks.fail(StatusResponse(400, "BadRequest",
+                                       fmt::format("invalid resource version \"{}\"", rv_text)));
+    }
+    auto w = store_.Watch(route.resource, route.ns, std::strtoull(rv_text.c_str(), nullptr, 10));
+    if (!w.ok())
+      return hooks.fail(ErrorFromStatus(w.status(), route));
+    watcher = std::move(*w);
+  }
+  hooks.begin();
+  for (const auto& line : backlog) {
+    if (!hooks.write(line))
+      return;
+  }
+  auto translate = [&](const Change& c) -> std::string {
+    bool now_matches = c.type != ChangeType::kDeleted && selectors->Matches(*c.object);
+    bool was_matching = c.previous != nullptr && selectors->Matches(*c.previous);
+    switch (c.type) {
+      case ChangeType::kAdded:
+        return now_matches ? event_line("ADDED", *c.object) : "";
+      case ChangeType::kModified:
+        if (now_matches && was_matching)
+          return event_line("MODIFIED", *c.object);
+        if (now_matches)
+          return event_line("ADDED", *c.object);
+        if (was_matching)
+          return event_line("DELETED", *c.object);
+        return "";
+      case ChangeType::kDeleted:
+        return selectors->Matches(*c.object) ? event_line("DELETED", *c.object) : "";
+    }
+    return "";
+  };
+  if (hooks.expire_after_backlog) {
+    // Hand out what has happened already, then the mid-stream 410.
+    while (true) {
+      auto next = watcher->Next(std::chrono::milliseconds(0));
+      if (!next.ok() || !next->has_value())
+        break;
+      std::string line = translate(**next);
+      if (!line.empty() && !hooks.write(line))
+        return;
+    }
+    hooks.write(fmt::format(R"({{"type":"ERROR","object":{}}})",
+                            StatusJson(410, "Expired",
+                                       fmt::format("too old resource version: {} ({})",
+                                                   rv_text.empty() ? "0" : rv_text,
+                                                   store_.CurrentResourceVersion()))) +
+                "\n");
+    return;
+  }
+  auto last_sent = std::chrono::steady_clock::now();
+  while (!hooks.stopping()) {
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline)
+      return;
+    if (hooks.stalled()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    auto wait = std::min<std::chrono::steady_clock::duration>(deadline - now,
+                                                              std::chrono::milliseconds(200));
+    auto next = watcher->Next(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
+    if (!next.ok()) {
+      hooks.write(fmt::format(R"({{"type":"ERROR","object":{}}})",
+                              StatusJson(410, "Expired", next.status().message())) +
+                  "\n");
+      return;
+    }
+    if (next->has_value()) {
+      std::string line = translate(**next);
+      if (line.empty())
+        continue;
+      if (!hooks.write(line))
+        return;
+      last_sent = std::chrono::steady_clock::now();
+    } else if (bookmarks &&
+               std::chrono::steady_clock::now() - last_sent >= hooks.bookmark_interval) {
+      if (!hooks.write(bookmark_line(watcher->position(), false)))
+        return;
+      last_sent = std::chrono::steady_clock::now();
+    }
+  }
+}
+
+}  // namespace kubesim

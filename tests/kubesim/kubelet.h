@@ -1,0 +1,172 @@
+// The kubesim kubelet: runs the pods bound to the stand-in's fake nodes as real
+// processes, each in its own network, UTS and mount namespace with an address on a
+// bridge, and reports them back the way a kubelet does. It also keeps each node's
+// Ready condition and heartbeat current, and offers the fault scenarios tests need.
+//
+// kubesim is test and demo infrastructure (docs/kubesim.md); it ships nowhere.
+//
+// Differences from a real kubelet (documented in docs/kubesim.md): images are recorded,
+// never pulled, and the command runs from the host's filesystem; only the first
+// container of a pod runs (init containers are not run); every pod behaves as with
+// restartPolicy Never; there are no probes, cgroups or resource limits; OOMKilled is
+// reported for a SIGKILL that the kubelet did not send.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <rapidjson/document.h>
+
+#include "k8sbridge/log.h"
+#include "kubelet_net.h"
+#include "store.h"
+
+namespace kubesim {
+
+// Annotations through which a client (kubectl annotate) triggers the fault scenarios.
+// On a node: "NotReady" makes the node stop reporting (as if its kubelet died).
+inline constexpr const char* kFaultAnnotation = "kubesim.k8sbridge.io/fault";
+// On a pod: evict it (DisruptionTarget, then delete); the value is the grace period in
+// seconds, or empty for the pod's own.
+inline constexpr const char* kEvictAnnotation = "kubesim.k8sbridge.io/evict";
+// On a pod, before it starts: its start fails with this message (reason StartError).
+inline constexpr const char* kFailStartAnnotation = "kubesim.k8sbridge.io/fail-start";
+
+struct KubeletOptions {
+  std::vector<std::string> nodes;  // the fake nodes this kubelet runs
+  // The bridge and network of this stand-in: pick different ones for stand-ins that run
+  // side by side (the Slurm test rig uses 10.231.x.x).
+  std::string bridge = "ksim0";
+  std::string pod_network = "10.232.0.0/24";
+  // The kubesim-podrun program; "" = next to the running executable.
+  std::string podrun_path;
+  // emptyDir, configMap and secret volumes and container logs live under
+  // <state_dir>/<bridge>/pods/<uid>/.
+  std::string state_dir = "/run/kubesim";
+  // Given to every container as KUBERNETES_SERVICE_HOST/_PORT when not empty.
+  std::string service_host;
+  std::string service_port;
+  std::chrono::milliseconds heartbeat{10000};
+  std::chrono::milliseconds poll{100};
+};
+
+// Pure pieces of the kubelet, exposed for unit tests.
+namespace kubelet_internal {
+// Expands $(VAR) from `env` the way Kubernetes does: $$ is a literal $, unknown
+// references stay as written.
+std::string ExpandVars(const std::string& text, const std::map<std::string, std::string>& env);
+// The value of a fieldRef ("metadata.name", "metadata.labels['k']", "status.podIP", ...),
+// or kInvalidArgument naming the unsupported path.
+Result<std::string> FieldRef(const rapidjson::Value& pod, const std::string& path,
+                             const std::string& pod_ip, const std::string& host_ip);
+// Container reason for a wait status: "Completed" (exit 0), "Error", "OOMKilled" (a
+// SIGKILL the kubelet did not send); the exit code is 128+signal for a signal.
+struct ExitInfo {
+  int exit_code = 0;
+  std::string reason;
+};
+ExitInfo DescribeExit(int wait_status, bool killed_by_kubelet);
+}  // namespace kubelet_internal
+
+class Kubelet {
+ public:
+  Kubelet(Store& store, k8sbridge::Logger& log, KubeletOptions options);
+  ~Kubelet();
+  Kubelet(const Kubelet&) = delete;
+  Kubelet& operator=(const Kubelet&) = delete;
+
+  // Creates the bridge, registers the nodes with the store (so terminating pods wait
+  // for this kubelet), marks them Ready and starts the loop.
+  Status Start();
+  // Stops every pod (SIGTERM, 2 s, SIGKILL), removes their namespaces, veths and
+  // volumes, the bridge, and unregisters the nodes.
+  void Stop();
+
+  // ---- Fault scenarios (also reachable through the annotations above) -------------
+  // The node's kubelet "stops": no heartbeat, no pod status, no starts or deletions.
+  // The node gets what the node lifecycle controller writes: Ready=Unknown (reason
+  // NodeStatusUnknown) and the node.kubernetes.io/unreachable NoSchedule and NoExecute
+  // taints; its pods get Ready=False. Pods keep running.
+  Status SetNodeNotReady(const std::string& node);
+  // Undoes SetNodeNotReady: Ready=True, taints removed, pods reported again.
+  Status SetNodeReady(const std::string& node);
+  // Eviction: DisruptionTarget=True (reason EvictionByEvictionAPI), then a delete with
+  // `grace_seconds` (or the pod's own grace period).
+  Status EvictPod(const std::string& ns, const std::string& name,
+                  std::optional<int64_t> grace_seconds);
+  // Cordon (spec.unschedulable) and taints, as kubectl cordon/taint would write them.
+  Status CordonNode(const std::string& node, bool unschedulable);
+  Status AddTaint(const std::string& node, const std::string& key, const std::string& value,
+                  const std::string& effect);
+  Status RemoveTaint(const std::string& node, const std::string& key);
+
+  // Drives one iteration of the loop (tests that do not Start() the thread).
+  void Tick();
+
+ private:
+  struct RunningPod {
+    std::string ns, name, uid, node, container, image;
+    pid_t pid = -1;
+    int status_fd = -1;  // read end of kubesim-podrun's status pipe; -1 once read
+    std::string status_text;
+    uint32_t ip = 0;
+    std::string veth;
+    uint64_t netns_inode = 0;
+    enum class State { kStarting, kRunning, kExited } state = State::kStarting;
+    std::string started_at, finished_at;
+    int exit_code = 0;
+    std::string reason, message;
+    bool term_sent = false, kill_sent = false;
+    std::chrono::steady_clock::time_point kill_at;
+    bool object_gone = false;
+    std::string reported;  // signature of the last status written
+  };
+
+  void Loop();
+  void TickLocked();
+  void StopAllPodsLocked();
+  void StartPod(const rapidjson::Value& pod);
+  void FailStart(RunningPod& rp, const std::string& reason, const std::string& message);
+  void PollPod(RunningPod& rp);
+  void BeginTermination(RunningPod& rp, int64_t grace_seconds);
+  void KillEverything(RunningPod& rp);
+  void ReleaseNetwork(RunningPod& rp);
+  void ReportStatus(RunningPod& rp);
+  void Heartbeat(const std::string& node);
+  std::string HostIP(const std::string& node) const;
+  std::string PodDir(const std::string& uid) const;
+  bool NodeReady(const std::string& node) const { return not_ready_.count(node) == 0; }
+  Status SetNodeNotReadyLocked(const std::string& node);
+  Status SetNodeReadyLocked(const std::string& node);
+
+  Store& store_;
+  k8sbridge::Logger& log_;
+  KubeletOptions options_;
+  PodNetwork network_;
+  Status options_status_;
+  std::optional<IpAllocator> ips_;
+  std::string podrun_path_;
+  uint64_t host_netns_inode_ = 0;
+
+  std::recursive_mutex mu_;
+  std::map<std::string, RunningPod> pods_;  // by uid
+  std::set<std::string> not_ready_;
+  std::set<std::string> evicting_;  // uids
+  std::map<std::string, std::chrono::steady_clock::time_point> last_heartbeat_;
+  bool started_ = false;
+
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace kubesim

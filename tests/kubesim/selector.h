@@ -1,0 +1,51 @@
+// Label and field selectors as the Kubernetes API parses them.
+// kubesim is test and demo infrastructure (docs/kubesim.md); it ships nowhere.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <rapidjson/document.h>
+
+#include "k8sbridge/status.h"
+
+namespace kubesim {
+
+using k8sbridge::Result;
+
+struct Requirement {
+  enum class Op { kEquals, kNotEquals, kIn, kNotIn, kExists, kDoesNotExist };
+  std::string key;
+  Op op;
+  std::vector<std::string> values;
+};
+
+// A parsed labelSelector: every requirement must hold. Empty matches everything.
+class LabelSelector {
+ public:
+  // "a=b,c!=d,e in (x,y),f notin (z),g,!h"; kInvalidArgument names the bad part.
+  static Result<LabelSelector> Parse(const std::string& text);
+  bool Matches(const rapidjson::Value& object) const;  // reads metadata.labels
+  const std::vector<Requirement>& requirements() const { return requirements_; }
+
+ private:
+  std::vector<Requirement> requirements_;
+};
+
+// A parsed fieldSelector for one resource: only the fields Kubernetes supports for
+// that kind ("field label not supported: X" otherwise), with =, == and !=.
+class FieldSelector {
+ public:
+  static Result<FieldSelector> Parse(const std::string& resource, const std::string& text);
+  bool Matches(const rapidjson::Value& object) const;
+
+ private:
+  struct Term {
+    std::string path;  // where the value lives in the stored (core/v1) object
+    bool equals;
+    std::string value;
+  };
+  std::vector<Term> terms_;
+};
+
+}  // namespace kubesim

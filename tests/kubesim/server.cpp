@@ -1,0 +1,717 @@
+#include "server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+namespace kubesim {
+
+namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = boost::asio::ip::tcp;
+
+Result<Fault> ParseFault(const std::string& json) {
+  auto doc = ParseJson(json);
+  if (!doc.ok())
+    return doc.status().WithContext("fault");
+  const rapidjson::Value& d = **doc;
+  if (!d.IsObject())
+    return Status::InvalidArgument("a fault is a JSON object");
+  Fault f;
+  if (d.HasMember("resource"))
+    f.resource = GetString(d, "resource");
+  if (d.HasMember("verb"))
+    f.verb = GetString(d, "verb");
+  std::string type = GetString(d, "type");
+  static const std::map<std::string, Fault::Type> types = {
+      {"status", Fault::Type::kStatus},
+      {"reset-before", Fault::Type::kResetBefore},
+      {"reset-after", Fault::Type::kResetAfter},
+      {"stall", Fault::Type::kStall},
+      {"watch-expire", Fault::Type::kWatchExpire},
+      {"latency", Fault::Type::kLatency}};
+  auto it = types.find(type);
+  if (it == types.end()) {
+    return Status::InvalidArgument(
+        fmt::format("fault type \"{}\" is unknown: use status, reset-before, reset-after, stall, "
+                    "watch-expire or latency",
+                    type));
+  }
+  f.type = it->second;
+  auto get_int = [&](const char* key, int& out) {
+    if (d.HasMember(key) && d[key].IsInt())
+      out = d[key].GetInt();
+  };
+  get_int("code", f.code);
+  get_int("retryAfterSeconds", f.retry_after_seconds);
+  get_int("latencyMs", f.latency_ms);
+  get_int("times", f.times);
+  if (f.type == Fault::Type::kStatus && (f.code < 400 || f.code > 599)) {
+    return Status::InvalidArgument(fmt::format("fault code {} is not an HTTP error", f.code));
+  }
+  return f;
+}
+
+namespace {
+
+const char* ReasonFor(int code) {
+  switch (code) {
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Expired";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    case 504:
+      return "Timeout";
+    default:
+      return "";
+  }
+}
+
+std::string FaultTypeName(Fault::Type t) {
+  switch (t) {
+    case Fault::Type::kStatus:
+      return "status";
+    case Fault::Type::kResetBefore:
+      return "reset-before";
+    case Fault::Type::kResetAfter:
+      return "reset-after";
+    case Fault::Type::kStall:
+      return "stall";
+    case Fault::Type::kWatchExpire:
+      return "watch-expire";
+    case Fault::Type::kLatency:
+      return "latency";
+  }
+  return "";
+}
+
+// True when the peer has closed its side (so an idle watch can end).
+bool PeerClosed(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Impl(Store& s, ServerOptions o, k8sbridge::Logger& l)
+      : store(s), api(s), options(std::move(o)), log(l), token(options.token) {}
+
+  Store& store;
+  Api api;
+  ServerOptions options;
+  k8sbridge::Logger& log;
+
+  net::io_context io;  // only for sockets; every socket is used synchronously
+  std::unique_ptr<ssl::context> tls_context;
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
+  std::vector<std::pair<std::string, uint16_t>> endpoints;
+  std::vector<std::thread> threads;  // acceptors and the reaper
+  std::atomic<bool> stopping{false};
+
+  mutable std::mutex mu;
+  std::condition_variable sessions_done;
+  int active_sessions = 0;
+  // Session threads are joined (not detached) so that none outlives Stop; finished
+  // ones are reaped at the next accept.
+  struct SessionThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<SessionThread> session_threads;
+  std::set<int> session_fds;
+  std::string token;
+  std::vector<Fault> faults;
+  int next_fault_id = 1;
+  std::map<std::string, AdminHandler> admin_handlers;
+  std::deque<std::string> request_log;  // JSON lines
+
+  // Binds and listens on "HOST:PORT"; the caller starts the accept thread.
+  Result<uint16_t> Bind(const std::string& spec) {
+    size_t colon = spec.rfind(':');
+    if (colon == std::string::npos) {
+      return Status::InvalidArgument(fmt::format(
+          "listen address \"{}\" needs a port: use HOST:PORT (port 0 picks one)", spec));
+    }
+    std::string host = spec.substr(0, colon);
+    if (host.size() > 1 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    beast::error_code ec;
+    auto address = net::ip::make_address(host, ec);
+    if (ec) {
+      return Status::InvalidArgument(
+          fmt::format("listen address \"{}\": \"{}\" is not an IP address", spec, host));
+    }
+    int port = std::atoi(spec.substr(colon + 1).c_str());
+    auto acceptor = std::make_unique<tcp::acceptor>(io);
+    tcp::endpoint ep(address, static_cast<uint16_t>(port));
+    acceptor->open(ep.protocol(), ec);
+    if (!ec)
+      acceptor->set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec)
+      acceptor->bind(ep, ec);
+    if (!ec)
+      acceptor->listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return Status::Unavailable(fmt::format("cannot listen on {}: {}", spec, ec.message()));
+    }
+    endpoints.emplace_back(host, acceptor->local_endpoint().port());
+    acceptors.push_back(std::move(acceptor));
+    return endpoints.back().second;
+  }
+
+  // ---- faults ------------------------------------------------------------------------
+  // Sleeps for every matching latency fault, then takes (and counts) the first other
+  // matching fault.
+  std::optional<Fault> TakeFault(const Route& route) {
+    int latency = 0;
+    std::optional<Fault> taken;
+    {
+      std::lock_guard lock(mu);
+      std::string resource = route.resource;
+      std::string full = route.subresource.empty() ? resource : resource + "/" + route.subresource;
+      for (auto it = faults.begin(); it != faults.end();) {
+        bool match = (it->resource == "*" || it->resource == full ||
+                      (it->resource == resource && route.subresource.empty())) &&
+                     (it->verb == "*" || it->verb == route.verb);
+        bool applies = match;
+        if (it->type == Fault::Type::kWatchExpire || it->type == Fault::Type::kStall) {
+          applies = match && (route.verb == "watch" || it->type == Fault::Type::kStall);
+        }
+        if (applies && it->type == Fault::Type::kLatency) {
+          latency += it->latency_ms;
+          ++it->hits;
+        } else if (applies && !taken) {
+          ++it->hits;
+          taken = *it;
+        }
+        if (applies && it->times != 0 && it->hits >= it->times) {
+          it = faults.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (latency > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(latency));
+    return taken;
+  }
+
+  bool FaultActive(int id) {
+    std::lock_guard lock(mu);
+    for (const auto& f : faults) {
+      if (f.id == id)
+        return true;
+    }
+    return false;
+  }
+
+  void LogRequest(const ApiRequest& req, const Route& route, int code, const std::string& fault) {
+    rapidjson::Document d(rapidjson::kObjectType);
+    auto& a = d.GetAllocator();
+    d.AddMember("method", rapidjson::Value(req.method.c_str(), a), a);
+    d.AddMember("path", rapidjson::Value(req.path.c_str(), a), a);
+    d.AddMember("verb", rapidjson::Value(route.verb.c_str(), a), a);
+    d.AddMember("resource", rapidjson::Value(route.resource.c_str(), a), a);
+    d.AddMember("code", code, a);
+    d.AddMember("fault", rapidjson::Value(fault.c_str(), a), a);
+    std::lock_guard lock(mu);
+    request_log.push_back(ToJson(d));
+    while (request_log.size() > 2000)
+      request_log.pop_front();
+  }
+
+  // ---- admin API -----------------------------------------------------------------------
+  ApiResponse Admin(const ApiRequest& req) {
+    std::string sub = req.path.substr(std::string("/kubesim/").size());
+    auto ok_json = [](std::string body) {
+      ApiResponse r;
+      r.body = std::move(body);
+      return r;
+    };
+    if (sub == "faults" && req.method == "GET") {
+      std::string items;
+      std::lock_guard lock(mu);
+      for (const auto& f : faults) {
+        if (!items.empty())
+          items += ",";
+        items += fmt::format(
+            R"({{"id":{},"resource":"{}","verb":"{}","type":"{}","code":{},"retryAfterSeconds":{},"latencyMs":{},"times":{},"hits":{}}})",
+            f.id, f.resource, f.verb, FaultTypeName(f.type), f.code, f.retry_after_seconds,
+            f.latency_ms, f.times, f.hits);
+      }
+      return ok_json("{\"faults\":[" + items + "]}");
+    }
+    if (sub == "faults" && req.method == "POST") {
+      auto f = ParseFault(req.body);
+      if (!f.ok())
+        return StatusResponse(400, "BadRequest", f.status().message());
+      std::lock_guard lock(mu);
+      f->id = next_fault_id++;
+      faults.push_back(*f);
+      log.Info("fault {} added: {} {} {}", f->id, f->resource, f->verb, FaultTypeName(f->type));
+      return ok_json(fmt::format(R"({{"id":{}}})", f->id));
+    }
+    if (sub == "faults" && req.method == "DELETE") {
+      std::lock_guard lock(mu);
+      faults.clear();
+      return ok_json("{}");
+    }
+    if (sub.rfind("faults/", 0) == 0 && req.method == "DELETE") {
+      int id = std::atoi(sub.substr(7).c_str());
+      std::lock_guard lock(mu);
+      std::erase_if(faults, [&](const Fault& f) { return f.id == id; });
+      return ok_json("{}");
+    }
+    if (sub == "token" && req.method == "POST") {
+      auto d = ParseJson(req.body);
+      std::string t = d.ok() ? GetString(**d, "token") : "";
+      if (t.empty())
+        return StatusResponse(400, "BadRequest", "body must be {\"token\":\"...\"}");
+      std::lock_guard lock(mu);
+      token = t;
+      log.Info("bearer token rotated");
+      return ok_json("{}");
+    }
+    if (sub == "compact" && req.method == "POST") {
+      store.CompactHistory();
+      return ok_json(fmt::format(R"({{"resourceVersion":"{}"}})", store.CurrentResourceVersion()));
+    }
+    if (sub == "requests" && req.method == "GET") {
+      std::lock_guard lock(mu);
+      std::string items;
+      for (const auto& line : request_log) {
+        if (!items.empty())
+          items += ",";
+        items += line;
+      }
+      return ok_json("{\"requests\":[" + items + "]}");
+    }
+    if (sub == "requests" && req.method == "DELETE") {
+      std::lock_guard lock(mu);
+      request_log.clear();
+      return ok_json("{}");
+    }
+    AdminHandler handler;
+    {
+      std::lock_guard lock(mu);
+      for (const auto& [prefix, h] : admin_handlers) {
+        if (sub.rfind(prefix, 0) == 0)
+          handler = h;
+      }
+    }
+    if (handler)
+      return handler(req);
+    return StatusResponse(404, "NotFound", fmt::format("no admin endpoint {}", req.path));
+  }
+
+  // ---- one connection -----------------------------------------------------------------
+  template <class Stream>
+  void Session(Stream& stream, tcp::socket& raw, const std::string& cert_user) {
+    beast::flat_buffer buffer;
+    while (!stopping) {
+      http::request_parser<http::string_body> parser;
+      parser.body_limit(64 * 1024 * 1024);
+      beast::error_code ec;
+      http::read(stream, buffer, parser, ec);
+      if (ec)
+        return;
+      if (!HandleOne(stream, raw, parser.get(), cert_user))
+        return;
+    }
+  }
+
+  template <class Stream>
+  bool Reply(Stream& stream, const http::request<http::string_body>& req, const ApiResponse& r) {
+    http::response<http::string_body> res{static_cast<http::status>(r.code), req.version()};
+    res.set(http::field::content_type, r.content_type);
+    for (const auto& [k, v] : r.headers)
+      res.set(k, v);
+    res.keep_alive(req.keep_alive());
+    res.body() = r.body;
+    res.prepare_payload();
+    beast::error_code ec;
+    http::write(stream, res, ec);
+    return !ec && req.keep_alive();
+  }
+
+  static void Reset(tcp::socket& raw) {
+    beast::error_code ec;
+    raw.set_option(net::socket_base::linger(true, 0), ec);
+    ::shutdown(raw.native_handle(), SHUT_RDWR);
+    raw.close(ec);
+  }
+
+  template <class Stream>
+  bool HandleOne(Stream& stream, tcp::socket& raw, const http::request<http::string_body>& hreq,
+                 const std::string& cert_user) {
+    ApiRequest req;
+    req.method = std::string(hreq.method_string());
+    std::string target(hreq.target());
+    size_t q = target.find('?');
+    req.path = target.substr(0, q);
+    if (q != std::string::npos)
+      req.query = ParseQuery(target.substr(q + 1));
+    req.content_type = std::string(hreq[http::field::content_type]);
+    req.accept = std::string(hreq[http::field::accept]);
+    req.body = hreq.body();
+
+    // Authentication: the bearer token or a client certificate from the test CA.
+    std::string auth(hreq[http::field::authorization]);
+    bool exempt = req.path == "/version" || req.path == "/healthz" || req.path == "/livez" ||
+                  req.path == "/readyz";
+    std::string current_token;
+    {
+      std::lock_guard lock(mu);
+      current_token = token;
+    }
+    if (!cert_user.empty()) {
+      req.user = cert_user;
+    } else if (!current_token.empty() && auth == "Bearer " + current_token) {
+      req.user = "kubesim-admin";
+    }
+    if (req.user.empty() && !exempt && !current_token.empty()) {
+      LogRequest(req, Route{}, 401, "");
+      return Reply(stream, hreq, StatusResponse(401, "Unauthorized", "Unauthorized"));
+    }
+    if (req.path.rfind("/kubesim/", 0) == 0)
+      return Reply(stream, hreq, Admin(req));
+
+    Route route;
+    ApiResponse error;
+    if (!api.ResolveRoute(req, route, error)) {
+      LogRequest(req, route, error.code, "");
+      return Reply(stream, hreq, error);
+    }
+    std::optional<Fault> fault;
+    if (!route.resource.empty())
+      fault = TakeFault(route);
+    std::string fault_name = fault ? FaultTypeName(fault->type) : "";
+    if (fault && fault->type == Fault::Type::kStatus) {
+      ApiResponse r = StatusResponse(fault->code, ReasonFor(fault->code),
+                                     fmt::format("kubesim injected fault: HTTP {}", fault->code));
+      if (fault->retry_after_seconds > 0 && (fault->code == 429 || fault->code >= 500)) {
+        r.headers.emplace_back("Retry-After", std::to_string(fault->retry_after_seconds));
+        auto d = ParseJson(r.body);
+        if (d.ok()) {
+          SetMember(**d, "details.retryAfterSeconds", rapidjson::Value(fault->retry_after_seconds));
+          r.body = ToJson(**d);
+        }
+      }
+      LogRequest(req, route, fault->code, fault_name);
+      return Reply(stream, hreq, r);
+    }
+    if (fault && fault->type == Fault::Type::kResetBefore) {
+      LogRequest(req, route, 0, fault_name);
+      Reset(raw);
+      return false;
+    }
+    if (fault && fault->type == Fault::Type::kStall && route.verb != "watch") {
+      int id = fault->id;
+      while (!stopping && FaultActive(id)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    if (route.verb == "watch") {
+      int stall_id = (fault && fault->type == Fault::Type::kStall) ? fault->id : 0;
+      if (fault && fault->type == Fault::Type::kResetAfter) {
+        LogRequest(req, route, 0, fault_name);
+        Reset(raw);
+        return false;
+      }
+      bool streamed = false;
+      bool alive = true;
+      Api::WatchHooks hooks;
+      hooks.expire_after_backlog = fault && fault->type == Fault::Type::kWatchExpire;
+      hooks.bookmark_interval = options.bookmark_interval;
+      hooks.fail = [&](const ApiResponse& r) {
+        LogRequest(req, route, r.code, fault_name);
+        alive = Reply(stream, hreq, r);
+      };
+      http::response<http::empty_body> res{http::status::ok, hreq.version()};
+      http::response_serializer<http::empty_body> serializer{res};
+      hooks.begin = [&]() {
+        streamed = true;
+        LogRequest(req, route, 200, fault_name);
+        res.set(http::field::content_type, "application/json");
+        res.set(http::field::transfer_encoding, "chunked");
+        res.chunked(true);
+        res.keep_alive(hreq.keep_alive());
+        beast::error_code ec;
+        http::write_header(stream, serializer, ec);
+        if (ec)
+          alive = false;
+      };
+      hooks.write = [&](const std::string& chunk) {
+        if (!alive)
+          return false;
+        beast::error_code ec;
+        net::write(stream, http::make_chunk(net::buffer(chunk)), ec);
+        if (ec)
+          alive = false;
+        return alive;
+      };
+      int fd = raw.native_handle();
+      hooks.stopping = [&]() { return stopping.load() || !alive || PeerClosed(fd); };
+      hooks.stalled = [&]() { return stall_id != 0 && FaultActive(stall_id); };
+      api.Watch(req, route, hooks);
+      if (!streamed)
+        return alive;
+      if (!alive || stopping)
+        return false;
+      beast::error_code ec;
+      net::write(stream, http::make_chunk_last(), ec);
+      return !ec && hreq.keep_alive();
+    }
+    ApiResponse r = api.Handle(req, route);
+    if (fault && fault->type == Fault::Type::kResetAfter) {
+      LogRequest(req, route, r.code, fault_name);
+      Reset(raw);
+      return false;
+    }
+    LogRequest(req, route, r.code, fault_name);
+    return Reply(stream, hreq, r);
+  }
+
+  void RunSession(tcp::socket socket) {
+    int fd = socket.native_handle();
+    {
+      std::lock_guard lock(mu);
+      session_fds.insert(fd);
+    }
+    beast::error_code ec;
+    socket.set_option(tcp::no_delay(true), ec);
+    if (tls_context) {
+      beast::ssl_stream<tcp::socket&> stream(socket, *tls_context);
+      stream.handshake(ssl::stream_base::server, ec);
+      if (!ec) {
+        std::string cert_user;
+        X509* peer = SSL_get1_peer_certificate(stream.native_handle());
+        if (peer != nullptr) {
+          if (SSL_get_verify_result(stream.native_handle()) == X509_V_OK) {
+            char cn[256] = "";
+            X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, cn, sizeof cn);
+            cert_user = cn;
+          }
+          X509_free(peer);
+        }
+        Session(stream, socket, cert_user);
+      }
+    } else {
+      Session(socket, socket, "");
+    }
+    {
+      // Forget the descriptor before closing it: its number may be reused at once.
+      std::lock_guard lock(mu);
+      session_fds.erase(fd);
+    }
+    socket.close(ec);
+    std::lock_guard lock(mu);
+    --active_sessions;
+    sessions_done.notify_all();
+  }
+
+  void AcceptLoop(tcp::acceptor* acceptor) {
+    while (!stopping) {
+      beast::error_code ec;
+      tcp::socket socket(io);
+      acceptor->accept(socket, ec);
+      if (ec) {
+        if (stopping)
+          return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      std::vector<std::thread> finished;
+      {
+        std::lock_guard lock(mu);
+        ++active_sessions;
+        for (auto it = session_threads.begin(); it != session_threads.end();) {
+          if (it->done->load()) {
+            finished.push_back(std::move(it->thread));
+            it = session_threads.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        auto done = std::make_shared<std::atomic<bool>>(false);
+        session_threads.push_back(
+            SessionThread{std::thread([this, done, socket = std::move(socket)]() mutable {
+                            RunSession(std::move(socket));
+                            done->store(true);
+                          }),
+                          done});
+      }
+      for (auto& t : finished)
+        t.join();
+    }
+  }
+};
+
+Server::Server(Store& store, ServerOptions options, k8sbridge::Logger& log)
+    : impl_(std::make_unique<Impl>(store, std::move(options), log)), store_(store) {}
+
+Server::~Server() {
+  Stop();
+}
+
+Status Server::Start() {
+  Impl& s = *impl_;
+  if (s.options.tls) {
+    s.tls_context = std::make_unique<ssl::context>(ssl::context::tls_server);
+    beast::error_code ec;
+    s.tls_context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                               ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                               ssl::context::no_tlsv1_1);
+    s.tls_context->use_certificate_chain(net::buffer(s.options.tls->server_cert_pem), ec);
+    if (!ec) {
+      s.tls_context->use_private_key(net::buffer(s.options.tls->server_key_pem), ssl::context::pem,
+                                     ec);
+    }
+    if (!ec)
+      s.tls_context->add_certificate_authority(net::buffer(s.options.tls->ca_cert_pem), ec);
+    if (ec)
+      return Status::Internal(fmt::format("TLS setup: {}", ec.message()));
+    // Ask for a client certificate but do not require one (bearer tokens also work).
+    s.tls_context->set_verify_mode(ssl::verify_peer);
+    s.tls_context->set_verify_callback([](bool, ssl::verify_context&) { return true; });
+    // With client certificates requested, OpenSSL refuses to resume a TLS session
+    // unless the server names a session-id context, and real clients (libcurl) resume.
+    static const unsigned char kSessionContext[] = "kubesim";
+    SSL_CTX_set_session_id_context(s.tls_context->native_handle(), kSessionContext,
+                                   sizeof kSessionContext - 1);
+  }
+  for (const auto& spec : s.options.listen) {
+    auto bound = s.Bind(spec);
+    if (!bound.ok())
+      return bound.status();
+  }
+  for (auto& a : s.acceptors)
+    s.threads.emplace_back(&Impl::AcceptLoop, &s, a.get());
+  s.threads.emplace_back([&s]() {
+    while (!s.stopping) {
+      s.store.ReapExpired();
+      std::unique_lock lock(s.mu);
+      s.sessions_done.wait_for(lock, s.options.reap_interval, [&] { return s.stopping.load(); });
+    }
+  });
+  return Status::Ok();
+}
+
+void Server::Stop() {
+  Impl& s = *impl_;
+  if (s.stopping.exchange(true))
+    return;
+  for (auto& a : s.acceptors)
+    ::shutdown(a->native_handle(), SHUT_RDWR);
+  {
+    std::lock_guard lock(s.mu);
+    for (int fd : s.session_fds)
+      ::shutdown(fd, SHUT_RDWR);
+    s.sessions_done.notify_all();
+  }
+  for (auto& t : s.threads)
+    t.join();
+  s.threads.clear();
+  std::unique_lock lock(s.mu);
+  // Sessions accepted while stopping may register late: shut those down too.
+  while (!s.sessions_done.wait_for(lock, std::chrono::milliseconds(50), [&] {
+    for (int fd : s.session_fds)
+      ::shutdown(fd, SHUT_RDWR);
+    return s.active_sessions == 0;
+  })) {
+  }
+  std::vector<Impl::SessionThread> sessions = std::move(s.session_threads);
+  lock.unlock();
+  for (auto& session : sessions)
+    session.thread.join();
+  for (auto& a : s.acceptors) {
+    beast::error_code ec;
+    a->close(ec);
+  }
+}
+
+Result<uint16_t> Server::Listen(const std::string& spec) {
+  Impl& s = *impl_;
+  if (s.stopping)
+    return Status::Unavailable("the server is stopping");
+  auto port = s.Bind(spec);
+  if (!port.ok())
+    return port;
+  s.threads.emplace_back(&Impl::AcceptLoop, &s, s.acceptors.back().get());
+  return port;
+}
+
+std::vector<std::pair<std::string, uint16_t>> Server::endpoints() const {
+  return impl_->endpoints;
+}
+
+int Server::AddFault(Fault fault) {
+  std::lock_guard lock(impl_->mu);
+  fault.id = impl_->next_fault_id++;
+  fault.hits = 0;
+  impl_->faults.push_back(fault);
+  return fault.id;
+}
+
+void Server::RemoveFault(int id) {
+  std::lock_guard lock(impl_->mu);
+  std::erase_if(impl_->faults, [&](const Fault& f) { return f.id == id; });
+}
+
+void Server::ClearFaults() {
+  std::lock_guard lock(impl_->mu);
+  impl_->faults.clear();
+}
+
+std::vector<Fault> Server::faults() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->faults;
+}
+
+void Server::SetToken(const std::string& token) {
+  std::lock_guard lock(impl_->mu);
+  impl_->token = token;
+}
+
+std::string Server::token() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->token;
+}
+
+void Server::AddAdminHandler(const std::string& prefix, AdminHandler handler) {
+  std::lock_guard lock(impl_->mu);
+  impl_->admin_handlers[prefix] = std::move(handler);
+}
+
+}  // namespace kubesim

@@ -1,0 +1,35 @@
+// Helpers shared by the kubesim unit tests.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <boost/test/unit_test.hpp>
+
+#include "store.h"
+
+namespace kubesim::testing {
+
+inline rapidjson::Document Json(const std::string& text) {
+  auto parsed = ParseJson(text);
+  BOOST_REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString() + " in " + text);
+  rapidjson::Document doc;
+  doc.Swap(**parsed);
+  return doc;
+}
+
+inline rapidjson::Document PodJson(const std::string& name, const std::string& extra_meta = "",
+                                   const std::string& node = "") {
+  std::string spec = R"("containers":[{"name":"c","image":"x"}])";
+  if (!node.empty())
+    spec += R"(,"nodeName":")" + node + "\"";
+  return Json(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name + "\"" + extra_meta +
+              R"(},"spec":{)" + spec + "}}");
+}
+
+inline void CreateNamespace(Store& store, const std::string& name) {
+  auto r = store.Create("namespaces", "", Json(R"({"metadata":{"name":")" + name + "\"}}"));
+  BOOST_REQUIRE(r.ok());
+}
+
+}  // namespace kubesim::testing
