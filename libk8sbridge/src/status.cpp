@@ -34,7 +34,9 @@ Status Status::WithContext(std::string_view context) const {
   std::string msg(context);
   msg += ": ";
   msg += message_;
-  return Status(code_, std::move(msg));
+  Status out(code_, std::move(msg));
+  out.api_error_ = api_error_;
+  return out;
 }
 
 }  // namespace k8sbridge

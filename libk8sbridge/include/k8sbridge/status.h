@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cassert>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,11 @@
 #include <variant>
 
 namespace k8sbridge {
+
+// Details of a failed Kubernetes API call (HTTP code, Status reason, details,
+// Retry-After), defined in k8sbridge/kube/api_error.h. A Status from the Kubernetes
+// client carries one; every other Status has none.
+struct ApiError;
 
 class Status {
  public:
@@ -60,6 +66,14 @@ class Status {
   // the file, node or object a lower-level error was about.
   Status WithContext(std::string_view context) const;
 
+  // The Kubernetes API error behind this Status, or nullptr.
+  const ApiError* api_error() const { return api_error_.get(); }
+  Status WithApiError(std::shared_ptr<const ApiError> error) const {
+    Status copy = *this;
+    copy.api_error_ = std::move(error);
+    return copy;
+  }
+
   friend bool operator==(const Status& a, const Status& b) {
     return a.code_ == b.code_ && a.message_ == b.message_;
   }
@@ -69,6 +83,7 @@ class Status {
 
   Code code_ = Code::kOk;
   std::string message_;
+  std::shared_ptr<const ApiError> api_error_;
 };
 
 std::string_view CodeName(Status::Code code);

@@ -1,0 +1,79 @@
+// Where the API server is and how to authenticate: from a kubeconfig (KUBECONFIG
+// may list several files, first one to set a key wins) or from the pod's service
+// account (in-cluster). Every error names the file, the field and what is wrong.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "k8sbridge/status.h"
+
+namespace k8sbridge::kube {
+
+// users[].user.exec: a client.authentication.k8s.io/v1 credential plugin.
+struct ExecConfig {
+  std::string command;  // resolved against the kubeconfig's directory if relative with a '/'
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string api_version = "client.authentication.k8s.io/v1";
+  std::string source;  // "<file>: users[<name>].exec", for error messages
+  bool empty() const { return command.empty(); }
+};
+
+struct Config {
+  std::string server;  // https://host:port, no trailing slash
+  std::string tls_server_name;
+  bool insecure_skip_tls_verify = false;
+  std::string ca_file;  // PEM file, or
+  std::string ca_pem;   // PEM text (certificate-authority-data)
+  std::string client_cert_file, client_cert_pem;
+  std::string client_key_file, client_key_pem;
+  std::string token;       // static bearer token
+  std::string token_file;  // re-read at least every minute and on a 401
+  ExecConfig exec;
+  std::string namespace_ = "default";
+  std::string source;  // what this config came from, for messages
+};
+
+// Parses one kubeconfig document. `file` is used in messages and to resolve
+// relative paths. Used by LoadKubeconfig and by the fuzz target.
+struct KubeconfigFile {
+  std::string file;
+  std::string current_context;
+  struct Cluster {
+    std::string server, ca_file, ca_pem, tls_server_name;
+    bool insecure = false;
+  };
+  struct User {
+    std::string cert_file, cert_pem, key_file, key_pem, token, token_file;
+    ExecConfig exec;
+  };
+  struct Context {
+    std::string cluster, user, namespace_;
+  };
+  std::map<std::string, Cluster> clusters;
+  std::map<std::string, User> users;
+  std::map<std::string, Context> contexts;
+};
+Result<KubeconfigFile> ParseKubeconfig(std::string_view yaml, std::string_view file);
+
+// Loads kubeconfig files (in order; first to set a key wins) and resolves
+// `context` (empty: current-context). With no files, uses $KUBECONFIG, else
+// ~/.kube/config.
+Result<Config> LoadKubeconfig(const std::vector<std::string>& files, std::string_view context = "");
+// Splits a KUBECONFIG value on ':'.
+std::vector<std::string> SplitKubeconfigEnv(std::string_view value);
+
+// In-cluster: KUBERNETES_SERVICE_HOST/_PORT and the service account directory.
+// `sa_dir` is /var/run/secrets/kubernetes.io/serviceaccount outside tests.
+Result<Config> InClusterConfig(
+    std::string_view host, std::string_view port,
+    std::string_view sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+Result<Config> InClusterConfigFromEnv();
+
+// Decodes base64 (the *-data fields); errors name `what`.
+Result<std::string> DecodeBase64(std::string_view in, std::string_view what);
+
+}  // namespace k8sbridge::kube

@@ -1,0 +1,73 @@
+// events.k8s.io/v1 Event recorder. Best effort: Record() only queues (dropping
+// when the queue is full) and never waits for the network; a background thread
+// sends. A repeat of the same event (same object, type, reason, action, note)
+// within the series window is folded into the first one's series
+// {count, lastObservedTime} instead of creating another Event.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "k8sbridge/kube/client.h"
+
+namespace k8sbridge::kube {
+
+struct ObjectReference {
+  std::string api_version, kind, namespace_, name, uid;
+  static ObjectReference Of(const Object& o);
+};
+
+struct EventRecorderOptions {
+  std::string reporting_controller = "k8sbridge";  // e.g. k8sbridge.io/reconciler
+  std::string reporting_instance;                  // e.g. host name
+  std::string default_namespace = "default";       // for cluster-scoped objects (nodes)
+  size_t queue_capacity = 1000;
+  std::chrono::seconds series_window{360};  // client-go folds repeats within 6 minutes
+  bool start_thread = true;                 // false: tests call ProcessPending()
+};
+
+class EventRecorder {
+ public:
+  EventRecorder(Client& client, EventRecorderOptions options);
+  ~EventRecorder();
+  // type: "Normal" or "Warning". Never blocks on the network; the note is cut to 1 kB.
+  void Record(const ObjectReference& regarding, std::string_view type, std::string_view reason,
+              std::string_view action, std::string_view note);
+  // Sends everything queued (on the caller's thread); returns how many were sent.
+  size_t ProcessPending();
+  // Waits (real time, bounded) until the queue is empty; for orderly shutdown.
+  void Flush(std::chrono::milliseconds timeout);
+  uint64_t dropped() const;
+  uint64_t failed() const;
+
+ private:
+  struct Pending {
+    ObjectReference regarding;
+    std::string type, reason, action, note;
+    Clock::Wall::time_point when;
+  };
+  struct Series {
+    std::string name, namespace_;
+    int64_t count = 1;
+    Clock::Steady::time_point last;
+  };
+  void Send(const Pending& p);
+  void Loop();
+
+  Client& client_;
+  EventRecorderOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<Pending> queue_;
+  bool stopping_ = false;
+  bool busy_ = false;
+  uint64_t dropped_ = 0, failed_ = 0, sequence_ = 0;
+  std::map<std::string, Series> series_;  // only touched by the sending thread
+  std::thread thread_;
+};
+
+}  // namespace k8sbridge::kube

@@ -1,0 +1,135 @@
+// HTTP for the Kubernetes client, behind an interface: CurlTransport talks to a
+// real server, FakeTransport answers from a script and records every request, so
+// retry, back-off and relist logic is tested deterministically without a server.
+//
+// Thread safety: Transport::Do may be called from many threads at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "k8sbridge/status.h"
+
+namespace k8sbridge::kube {
+
+// Cancels calls in flight and the sleeps between retries. Cheap to copy; all
+// copies share the flag.
+class CancelToken {
+ public:
+  CancelToken() : flag_(std::make_shared<std::atomic<bool>>(false)) {}
+  void Cancel() const { flag_->store(true); }
+  bool cancelled() const { return flag_->load(); }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> flag_;
+};
+
+struct TlsSettings {
+  bool insecure_skip_verify = false;
+  std::string ca_file, ca_pem;
+  std::string client_cert_file, client_cert_pem;
+  std::string client_key_file, client_key_pem;
+  std::string tls_server_name;  // verify the server certificate against this name
+};
+
+struct HttpRequest {
+  std::string method = "GET";
+  std::string url;  // absolute: https://host:port/path?query
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  std::chrono::milliseconds connect_timeout{10'000};
+  std::chrono::milliseconds timeout{30'000};  // whole request, including a watch stream
+  const CancelToken* cancel = nullptr;
+  // Per-request client certificate (from an exec plugin); overrides TlsSettings.
+  std::string client_cert_pem, client_key_pem;
+  // When set and the answer is 2xx, the body is handed over as it arrives instead of
+  // being kept; return false to stop reading. Non-2xx bodies are always kept.
+  std::function<bool(std::string_view)> on_body;
+};
+
+struct HttpResponse {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names in lower case
+  std::string body;
+  std::string Header(const std::string& lower_name) const {
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? "" : it->second;
+  }
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // A failed Status means no complete answer: kUnavailable (connection refused,
+  // reset, TLS handshake), kTimeout, kCancelled, kInvalidArgument (bad TLS files).
+  virtual Result<HttpResponse> Do(const HttpRequest& request) = 0;
+};
+
+// libcurl. Connection reuse: easy handles (each with its connection cache) are
+// pooled and reused. HTTP/2 is negotiated by ALPN on https. No global state
+// besides curl_global_init, done once and never undone (see docs/client.md).
+class CurlTransport final : public Transport {
+ public:
+  explicit CurlTransport(TlsSettings tls, std::string user_agent = "k8sbridge/0.1");
+  ~CurlTransport() override;
+  CurlTransport(const CurlTransport&) = delete;
+  CurlTransport& operator=(const CurlTransport&) = delete;
+  Result<HttpResponse> Do(const HttpRequest& request) override;
+
+ private:
+  void* TakeHandle();
+  void ReturnHandle(void* handle);
+  TlsSettings tls_;
+  std::string user_agent_;
+  std::mutex mu_;
+  std::vector<void*> idle_;
+};
+
+// Scripted answers, in order, for tests. Each request pops the next answer; when
+// none is left, `fallback` answers, else the request fails with kCancelled and
+// `on_exhausted` runs (tests use it to stop a loop).
+class FakeTransport final : public Transport {
+ public:
+  struct Answer {
+    Status error;  // if not OK, Do returns it
+    int status = 200;
+    std::map<std::string, std::string> headers;
+    std::vector<std::string> chunks;  // body, delivered chunk by chunk
+    std::function<void()> before;     // runs when this answer is taken
+  };
+  struct Recorded {
+    std::string method, url, body;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string Header(std::string_view name) const;
+    std::chrono::milliseconds timeout, connect_timeout;
+  };
+
+  static Answer Json(int status, std::string body, std::map<std::string, std::string> headers = {});
+  static Answer Stream(std::vector<std::string> chunks);
+  static Answer Error(Status status);
+
+  void Push(Answer answer);
+  void SetFallback(std::function<Answer(const Recorded&)> fallback);
+  void SetOnExhausted(std::function<void()> fn);
+  std::vector<Recorded> requests() const;
+  size_t pending() const;
+
+  Result<HttpResponse> Do(const HttpRequest& request) override;
+
+ private:
+  mutable std::mutex mu_;
+  std::deque<Answer> answers_;
+  std::vector<Recorded> requests_;
+  std::function<Answer(const Recorded&)> fallback_;
+  std::function<void()> on_exhausted_;
+};
+
+}  // namespace k8sbridge::kube

@@ -1,0 +1,644 @@
+#include "k8sbridge/kube/client.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include <fmt/format.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace k8sbridge::kube {
+
+namespace {
+
+std::string Escape(std::string_view in) {
+  std::string out;
+  for (unsigned char c : in) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+void AddQuery(std::string& path, std::string_view key, std::string_view value) {
+  if (value.empty())
+    return;
+  path += path.find('?') == std::string::npos ? '?' : '&';
+  path += key;
+  path += '=';
+  path += Escape(value);
+}
+
+std::optional<std::chrono::seconds> ParseRetryAfter(const std::string& value) {
+  if (value.empty())
+    return std::nullopt;
+  char* end = nullptr;
+  long v = std::strtol(value.c_str(), &end, 10);
+  if (end == value.c_str() || v < 0)
+    return std::nullopt;  // HTTP-date form: not sent by Kubernetes
+  return std::chrono::seconds(v);
+}
+
+bool IsRead(std::string_view verb) {
+  return verb == "GET" || verb == "LIST" || verb == "WATCH";
+}
+
+}  // namespace
+
+// ---- metrics ----------------------------------------------------------------
+
+void CountingMetrics::RequestDone(std::string_view verb, int code,
+                                  Clock::Steady::duration latency) {
+  std::lock_guard lock(mu_);
+  auto key = std::make_pair(std::string(verb), code);
+  ++count_[key];
+  latency_[key] += latency;
+}
+void CountingMetrics::WatchRestarted(std::string_view, std::string_view reason) {
+  std::lock_guard lock(mu_);
+  ++restarts_[std::string(reason)];
+}
+int64_t CountingMetrics::Requests(std::string_view verb, int code) const {
+  std::lock_guard lock(mu_);
+  auto it = count_.find({std::string(verb), code});
+  return it == count_.end() ? 0 : it->second;
+}
+Clock::Steady::duration CountingMetrics::Latency(std::string_view verb, int code) const {
+  std::lock_guard lock(mu_);
+  auto it = latency_.find({std::string(verb), code});
+  return it == latency_.end() ? Clock::Steady::duration{} : it->second;
+}
+int64_t CountingMetrics::WatchRestarts(std::string_view reason) const {
+  std::lock_guard lock(mu_);
+  auto it = restarts_.find(std::string(reason));
+  return it == restarts_.end() ? 0 : it->second;
+}
+std::map<std::pair<std::string, int>, int64_t> CountingMetrics::requests() const {
+  std::lock_guard lock(mu_);
+  return count_;
+}
+
+// ---- rate limiter -----------------------------------------------------------
+
+RateLimiter::RateLimiter(double qps, int burst, Clock& clock)
+    : qps_(qps),
+      burst_(std::max(1, burst)),
+      tokens_(std::max(1, burst)),
+      last_(clock.Now()),
+      clock_(clock) {}
+
+Clock::Steady::duration RateLimiter::Reserve() {
+  if (qps_ <= 0)
+    return {};
+  std::lock_guard lock(mu_);
+  auto now = clock_.Now();
+  double elapsed = std::chrono::duration<double>(now - last_).count();
+  if (elapsed > 0) {
+    tokens_ = std::min(burst_, tokens_ + elapsed * qps_);
+    last_ = now;
+  }
+  tokens_ -= 1;  // may go negative: a reservation of a future token
+  if (tokens_ >= 0)
+    return {};
+  return std::chrono::duration_cast<Clock::Steady::duration>(
+      std::chrono::duration<double>(-tokens_ / qps_));
+}
+
+// ---- helpers ----------------------------------------------------------------
+
+std::string_view ContentType(PatchType type) {
+  switch (type) {
+    case PatchType::kMerge:
+      return "application/merge-patch+json";
+    case PatchType::kJson:
+      return "application/json-patch+json";
+    case PatchType::kStrategicMerge:
+      return "application/strategic-merge-patch+json";
+    case PatchType::kApply:
+      return "application/apply-patch+yaml";
+  }
+  return "application/merge-patch+json";
+}
+
+std::string_view EventTypeName(EventType type) {
+  switch (type) {
+    case EventType::kAdded:
+      return "ADDED";
+    case EventType::kModified:
+      return "MODIFIED";
+    case EventType::kDeleted:
+      return "DELETED";
+    case EventType::kBookmark:
+      return "BOOKMARK";
+    case EventType::kError:
+      return "ERROR";
+  }
+  return "?";
+}
+
+Result<WatchEvent> WatchDecoder::ParseLine(std::string_view line) {
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseIterativeFlag>(line.data(), line.size());
+  if (doc.HasParseError() || !doc.IsObject()) {
+    return Status::InvalidArgument(
+        fmt::format("watch stream: line is not a JSON object: {:.200}", line));
+  }
+  auto type = doc.FindMember("type");
+  auto object = doc.FindMember("object");
+  if (type == doc.MemberEnd() || !type->value.IsString()) {
+    return Status::InvalidArgument("watch stream: event without a type");
+  }
+  if (object == doc.MemberEnd() || !object->value.IsObject()) {
+    return Status::InvalidArgument("watch stream: event without an object");
+  }
+  std::string_view t(type->value.GetString(), type->value.GetStringLength());
+  WatchEvent ev{EventType::kAdded, Object::FromValue(object->value)};
+  if (t == "ADDED") {
+    ev.type = EventType::kAdded;
+  } else if (t == "MODIFIED") {
+    ev.type = EventType::kModified;
+  } else if (t == "DELETED") {
+    ev.type = EventType::kDeleted;
+  } else if (t == "BOOKMARK") {
+    ev.type = EventType::kBookmark;
+  } else if (t == "ERROR") {
+    ev.type = EventType::kError;
+  } else {
+    return Status::InvalidArgument(
+        fmt::format("watch stream: unknown event type {:?}", std::string(t.substr(0, 40))));
+  }
+  return ev;
+}
+
+Status WatchDecoder::Feed(std::string_view data,
+                          const std::function<bool(WatchEvent&&)>& on_event) {
+  buffer_.append(data);
+  size_t start = 0;
+  Status result;
+  for (;;) {
+    size_t nl = buffer_.find('\n', start);
+    if (nl == std::string::npos)
+      break;
+    std::string_view line(buffer_.data() + start, nl - start);
+    start = nl + 1;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' '))
+      line.remove_suffix(1);
+    if (line.empty())
+      continue;
+    auto ev = ParseLine(line);
+    if (!ev.ok()) {
+      result = ev.status();
+      break;
+    }
+    if (!on_event(std::move(*ev)))
+      break;
+  }
+  buffer_.erase(0, start);
+  if (result.ok() && buffer_.size() > kMaxLine) {
+    result = Status::InvalidArgument("watch stream: line longer than 64 MiB");
+  }
+  if (!result.ok())
+    buffer_.clear();
+  return result;
+}
+
+Status WatchDecoder::Finish(const std::function<bool(WatchEvent&&)>& on_event) {
+  std::string rest;
+  rest.swap(buffer_);
+  while (!rest.empty() && (rest.back() == '\r' || rest.back() == ' ' || rest.back() == '\n'))
+    rest.pop_back();
+  if (rest.empty())
+    return Status::Ok();
+  // Servers end every event with a newline, but a last event without one is whole JSON.
+  auto ev = ParseLine(rest);
+  if (!ev.ok())
+    return Status::Unavailable("watch stream: cut off in the middle of an event");
+  on_event(std::move(*ev));
+  return Status::Ok();
+}
+
+// ---- client -----------------------------------------------------------------
+
+Result<std::unique_ptr<Client>> Client::Create(const Config& config, ClientOptions options) {
+  if (config.server.empty())
+    return Status::InvalidArgument(config.source + ": no server");
+  TlsSettings tls;
+  tls.insecure_skip_verify = config.insecure_skip_tls_verify;
+  tls.ca_file = config.ca_file;
+  tls.ca_pem = config.ca_pem;
+  tls.client_cert_file = config.client_cert_file;
+  tls.client_cert_pem = config.client_cert_pem;
+  tls.client_key_file = config.client_key_file;
+  tls.client_key_pem = config.client_key_pem;
+  tls.tls_server_name = config.tls_server_name;
+  auto transport = std::make_shared<CurlTransport>(tls, options.user_agent);
+  auto client = std::make_unique<Client>(config, std::move(transport), options);
+  if (config.insecure_skip_tls_verify) {
+    client->logger().Warning(
+        "kube: {}: insecure-skip-tls-verify is set: the server's certificate is NOT checked, so "
+        "anyone on the path can impersonate it; set certificate-authority instead",
+        config.source);
+  }
+  return client;
+}
+
+Client::Client(const Config& config, std::shared_ptr<Transport> transport, ClientOptions options)
+    : config_(config),
+      transport_(std::move(transport)),
+      options_(options),
+      clock_(options.clock ? options.clock : &RealClock::Instance()),
+      logger_(options.logger ? options.logger : &null_logger_),
+      credentials_(std::make_unique<Credentials>(
+          config, *clock_, *logger_,
+          options.runner ? *options.runner : RealCommandRunner::Instance(),
+          options.token_file_max_age)),
+      limiter_(options.qps, options.burst, *clock_) {}
+
+std::string Client::Path(const Resource& r, std::string_view ns, std::string_view name) {
+  std::string path(r.api_path);
+  if (r.namespaced && !ns.empty())
+    path += fmt::format("/namespaces/{}", Escape(ns));
+  path += '/';
+  path += r.plural;
+  if (!name.empty()) {
+    path += '/';
+    path += Escape(name);
+  }
+  return path;
+}
+
+bool Client::SleepCancellable(Clock::Steady::duration d, const CallOptions& call) {
+  // Sleep in slices so that a cancellation is noticed within 100 ms.
+  const auto slice = std::chrono::milliseconds(100);
+  while (d > Clock::Steady::duration::zero()) {
+    if (call.cancel && call.cancel->cancelled())
+      return false;
+    auto step = std::min<Clock::Steady::duration>(d, slice);
+    clock_->SleepFor(step);
+    d -= step;
+  }
+  return !(call.cancel && call.cancel->cancelled());
+}
+
+Result<HttpResponse> Client::Send(std::string_view verb, std::string_view method,
+                                  const std::string& path, std::string_view body,
+                                  std::string_view content_type, const CallOptions& call,
+                                  const std::function<bool(std::string_view)>& on_body,
+                                  std::chrono::milliseconds stream_timeout) {
+  bool retried_unauthorized = false;
+  std::chrono::milliseconds conn_backoff{800};
+  for (int attempt = 0;; ++attempt) {
+    if (call.cancel && call.cancel->cancelled()) {
+      return Status::Cancelled(fmt::format("{} {}: cancelled", method, path));
+    }
+    if (!SleepCancellable(limiter_.Reserve(), call)) {
+      return Status::Cancelled(fmt::format("{} {}: cancelled", method, path));
+    }
+    auto auth = credentials_->Get();
+    if (!auth.ok())
+      return auth.status().WithContext(fmt::format("{} {}", method, path));
+
+    HttpRequest req;
+    req.method = std::string(method);
+    req.url = config_.server + path;
+    req.body = std::string(body);
+    req.connect_timeout = options_.connect_timeout;
+    req.timeout = stream_timeout.count() > 0 ? stream_timeout
+                                             : call.timeout.value_or(options_.request_timeout);
+    req.cancel = call.cancel;
+    req.on_body = on_body;
+    req.headers.emplace_back("Accept", "application/json");
+    if (!content_type.empty())
+      req.headers.emplace_back("Content-Type", std::string(content_type));
+    if (!auth->bearer.empty())
+      req.headers.emplace_back("Authorization", "Bearer " + auth->bearer);
+    req.client_cert_pem = auth->client_cert_pem;
+    req.client_key_pem = auth->client_key_pem;
+
+    const auto sent = clock_->Now();
+    auto resp = transport_->Do(req);
+    const auto latency = clock_->Now() - sent;
+    if (options_.metrics)
+      options_.metrics->RequestDone(verb, resp.ok() ? resp->status : 0, latency);
+
+    const bool more = attempt < options_.max_retries;
+    if (!resp.ok()) {
+      // A write may have reached the server before the connection broke: only reads
+      // are safe to send again.
+      if (resp.status().code() == Status::Code::kUnavailable && IsRead(verb) && more) {
+        logger_->Info("kube: {} {}: {}; retrying in {} ms", method, path, resp.status().message(),
+                      conn_backoff.count());
+        if (!SleepCancellable(conn_backoff, call)) {
+          return Status::Cancelled(fmt::format("{} {}: cancelled while waiting to retry after: {}",
+                                               method, path, resp.status().message()));
+        }
+        conn_backoff = std::min(conn_backoff * 2, std::chrono::milliseconds(30'000));
+        continue;
+      }
+      return resp.status().WithApiError(std::make_shared<const ApiError>());
+    }
+    const int code = resp->status;
+    if (code == 401 && !retried_unauthorized) {
+      retried_unauthorized = true;
+      if (credentials_->OnUnauthorized(sent)) {
+        logger_->Info("kube: {} {}: 401 Unauthorized; retrying with fresh credentials", method,
+                      path);
+        continue;
+      }
+    }
+    if ((code == 429 || code >= 500) && more) {
+      if (auto retry_after = ParseRetryAfter(resp->Header("retry-after"))) {
+        auto delay = std::min(*retry_after, options_.max_retry_after);
+        logger_->Info("kube: {} {}: HTTP {}; retrying after {} s (Retry-After)", method, path, code,
+                      delay.count());
+        if (!SleepCancellable(delay, call)) {
+          return Status::Cancelled(fmt::format(
+              "{} {}: cancelled while waiting to retry after HTTP {}", method, path, code));
+        }
+        continue;
+      }
+    }
+    return resp;
+  }
+}
+
+namespace {
+Status FailureOf(std::string_view method, const std::string& path, const HttpResponse& resp) {
+  ApiError error = ParseApiError(resp.status, resp.body);
+  error.retry_after = ParseRetryAfter(resp.Header("retry-after"));
+  return ApiFailure(method, path, std::move(error));
+}
+}  // namespace
+
+Result<HttpResponse> Client::Request(std::string_view method, std::string_view path,
+                                     std::string_view body, std::string_view content_type,
+                                     const CallOptions& call) {
+  return Send(method, method, std::string(path), body, content_type, call);
+}
+
+Result<Object> Client::ObjectCall(std::string_view verb, std::string_view method,
+                                  const std::string& path, std::string_view body,
+                                  std::string_view content_type, const CallOptions& call) {
+  auto resp = Send(verb, method, path, body, content_type, call);
+  if (!resp.ok())
+    return resp.status();
+  if (resp->status < 200 || resp->status >= 300)
+    return FailureOf(method, path, *resp);
+  if (resp->body.empty())
+    return Object();
+  auto obj = Object::Parse(resp->body);
+  if (!obj.ok())
+    return obj.status().WithContext(fmt::format("{} {}: answer", method, path));
+  return obj;
+}
+
+Result<Object> Client::Get(const Resource& r, std::string_view ns, std::string_view name,
+                           const CallOptions& call) {
+  return ObjectCall("GET", "GET", Path(r, ns, name), "", "", call);
+}
+
+Result<ObjectList> Client::List(const Resource& r, std::string_view ns, const ListOptions& options,
+                                const CallOptions& call) {
+  bool restarted = false;
+  ObjectList out;
+  std::string cont;
+  for (;;) {
+    std::string path = Path(r, ns);
+    AddQuery(path, "labelSelector", options.label_selector);
+    AddQuery(path, "fieldSelector", options.field_selector);
+    if (options.page_size > 0)
+      AddQuery(path, "limit", std::to_string(options.page_size));
+    if (cont.empty()) {
+      AddQuery(path, "resourceVersion", options.resource_version);
+    } else {
+      AddQuery(path, "continue", cont);
+    }
+    auto resp = Send("LIST", "GET", path, "", "", call);
+    if (!resp.ok())
+      return resp.status();
+    if (resp->status == 410 && !cont.empty() && !restarted) {
+      // The continue token expired between pages: start over once (new snapshot).
+      restarted = true;
+      out = ObjectList();
+      cont.clear();
+      logger_->Info("kube: LIST {}: continue token expired; listing again from the start", path);
+      continue;
+    }
+    if (resp->status < 200 || resp->status >= 300)
+      return FailureOf("LIST", path, *resp);
+    rapidjson::Document doc;
+    doc.Parse<rapidjson::kParseIterativeFlag>(resp->body.data(), resp->body.size());
+    if (doc.HasParseError() || !doc.IsObject()) {
+      return Status::Unavailable(fmt::format("LIST {}: answer is not a JSON object", path));
+    }
+    auto items = doc.FindMember("items");
+    if (items != doc.MemberEnd() && items->value.IsArray()) {
+      for (const auto& item : items->value.GetArray()) {
+        if (item.IsObject())
+          out.items.push_back(Object::FromValue(item));
+      }
+    } else if (items != doc.MemberEnd() && !items->value.IsNull()) {
+      return Status::Unavailable(fmt::format("LIST {}: items is not a list", path));
+    }
+    cont.clear();
+    auto meta = doc.FindMember("metadata");
+    if (meta != doc.MemberEnd() && meta->value.IsObject()) {
+      auto rv = meta->value.FindMember("resourceVersion");
+      if (rv != meta->value.MemberEnd() && rv->value.IsString())
+        out.resource_version = rv->value.GetString();
+      auto c = meta->value.FindMember("continue");
+      if (c != meta->value.MemberEnd() && c->value.IsString())
+        cont = c->value.GetString();
+    }
+    if (cont.empty())
+      return out;
+  }
+}
+
+Result<Object> Client::Create(const Resource& r, std::string_view ns, const Object& object,
+                              const CallOptions& call) {
+  std::string n(ns);
+  if (n.empty())
+    n = object.Namespace();
+  return ObjectCall("POST", "POST", Path(r, n), object.ToJson(), "application/json", call);
+}
+
+Result<Object> Client::Replace(const Resource& r, std::string_view ns, const Object& object,
+                               const CallOptions& call) {
+  std::string n(ns);
+  if (n.empty())
+    n = object.Namespace();
+  if (object.Name().empty())
+    return Status::InvalidArgument("Replace: object has no metadata.name");
+  return ObjectCall("PUT", "PUT", Path(r, n, object.Name()), object.ToJson(), "application/json",
+                    call);
+}
+
+Result<Object> Client::Patch(const Resource& r, std::string_view ns, std::string_view name,
+                             PatchType type, std::string_view body, const PatchOptions& options,
+                             const CallOptions& call) {
+  std::string path = Path(r, ns, name);
+  if (type == PatchType::kApply) {
+    if (options.field_manager.empty()) {
+      return Status::InvalidArgument("Patch: server-side apply needs PatchOptions.field_manager");
+    }
+    AddQuery(path, "fieldManager", options.field_manager);
+    if (options.force)
+      AddQuery(path, "force", "true");
+  } else if (!options.field_manager.empty()) {
+    AddQuery(path, "fieldManager", options.field_manager);
+  }
+  return ObjectCall("PATCH", "PATCH", path, body, ContentType(type), call);
+}
+
+Result<Object> Client::Delete(const Resource& r, std::string_view ns, std::string_view name,
+                              const DeleteOptions& options, const CallOptions& call) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  w.StartObject();
+  w.Key("kind");
+  w.String("DeleteOptions");
+  w.Key("apiVersion");
+  w.String("v1");
+  if (options.grace_period_seconds) {
+    w.Key("gracePeriodSeconds");
+    w.Int64(*options.grace_period_seconds);
+  }
+  if (!options.propagation_policy.empty()) {
+    w.Key("propagationPolicy");
+    w.String(options.propagation_policy.c_str());
+  }
+  if (!options.precondition_uid.empty() || !options.precondition_resource_version.empty()) {
+    w.Key("preconditions");
+    w.StartObject();
+    if (!options.precondition_uid.empty()) {
+      w.Key("uid");
+      w.String(options.precondition_uid.c_str());
+    }
+    if (!options.precondition_resource_version.empty()) {
+      w.Key("resourceVersion");
+      w.String(options.precondition_resource_version.c_str());
+    }
+    w.EndObject();
+  }
+  w.EndObject();
+  auto obj =
+      ObjectCall("DELETE", "DELETE", Path(r, ns, name),
+                 std::string_view(buffer.GetString(), buffer.GetSize()), "application/json", call);
+  if (obj.ok() && obj->Kind() == "Status")
+    return Object();
+  return obj;
+}
+
+Result<Object> Client::Update(const Resource& r, std::string_view ns, std::string_view name,
+                              const std::function<Status(Object&)>& mutate, int attempts,
+                              const CallOptions& call) {
+  Status last;
+  for (int i = 0; i < std::max(1, attempts); ++i) {
+    auto current = Get(r, ns, name, call);
+    if (!current.ok())
+      return current.status();
+    Object obj = std::move(*current);
+    if (Status s = mutate(obj); !s.ok())
+      return s;
+    auto updated = Replace(r, ns, obj, call);
+    if (updated.ok() || updated.status().code() != Status::Code::kConflict)
+      return updated;
+    last = updated.status();
+    logger_->Debug("kube: update {}: conflict, reading again", Path(r, ns, name));
+  }
+  return last.WithContext(fmt::format("update gave up after {} conflicts", attempts));
+}
+
+Result<WatchEnd> Client::Watch(const Resource& r, std::string_view ns, const WatchOptions& options,
+                               const std::function<bool(const WatchEvent&)>& on_event,
+                               const CallOptions& call) {
+  std::string path = Path(r, ns);
+  AddQuery(path, "watch", "1");
+  AddQuery(path, "resourceVersion", options.resource_version);
+  if (options.allow_bookmarks)
+    AddQuery(path, "allowWatchBookmarks", "true");
+  AddQuery(path, "labelSelector", options.label_selector);
+  AddQuery(path, "fieldSelector", options.field_selector);
+  AddQuery(path, "timeoutSeconds", std::to_string(options.timeout_seconds));
+
+  WatchDecoder decoder;
+  WatchEnd end;
+  end.last_resource_version = options.resource_version;
+  Status stream_error;
+  bool stop = false;
+  auto handle = [&](WatchEvent&& ev) -> bool {
+    if (ev.type == EventType::kError) {
+      ApiError error = ParseApiError(0, ev.object.ToJson());
+      stream_error = ApiFailure("WATCH", path, std::move(error));
+      return false;
+    }
+    ++end.events;
+    std::string rv = ev.object.ResourceVersion();
+    if (!rv.empty())
+      end.last_resource_version = rv;
+    if (!on_event(ev))
+      stop = true;
+    return !stop;
+  };
+  auto on_body = [&](std::string_view chunk) -> bool {
+    Status s = decoder.Feed(chunk, handle);
+    if (!s.ok())
+      stream_error = s;
+    return s.ok() && stream_error.ok() && !stop;
+  };
+  // The server ends the stream after timeoutSeconds; allow slack before we give up.
+  auto total = std::chrono::milliseconds(options.timeout_seconds * 1000L) +
+               std::chrono::duration_cast<std::chrono::milliseconds>(options.slack);
+  auto resp = Send("WATCH", "GET", path, "", "", call, on_body, total);
+  if (!stream_error.ok())
+    return stream_error;
+  if (!resp.ok()) {
+    // A stream that breaks after events arrived ends the watch normally: the caller
+    // resumes from the last resourceVersion.
+    if (end.events > 0 && resp.status().code() != Status::Code::kCancelled)
+      return end;
+    return resp.status();
+  }
+  if (resp->status < 200 || resp->status >= 300)
+    return FailureOf("WATCH", path, *resp);
+  if (!stop) {
+    Status s = decoder.Finish(handle);
+    if (!stream_error.ok())
+      return stream_error;
+    if (!s.ok() && end.events == 0)
+      return s;
+  }
+  return end;
+}
+
+Result<Object> SetNodeUnschedulable(Client& c, std::string_view node, bool unschedulable) {
+  return c.Patch(
+      kNodes, "", node, PatchType::kMerge,
+      unschedulable ? R"({"spec":{"unschedulable":true}})" : R"({"spec":{"unschedulable":null}})");
+}
+
+std::vector<Status> ForEachBounded(size_t n, size_t concurrency,
+                                   const std::function<Status(size_t)>& fn) {
+  std::vector<Status> results(n);
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < n; i = next++)
+      results[i] = fn(i);
+  };
+  size_t threads = std::min(n, std::max<size_t>(1, concurrency));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t)
+    pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool)
+    t.join();
+  return results;
+}
+
+}  // namespace k8sbridge::kube

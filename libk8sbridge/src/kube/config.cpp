@@ -1,0 +1,429 @@
+#include "k8sbridge/kube/config.h"
+
+#include <openssl/evp.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+namespace k8sbridge::kube {
+
+namespace {
+
+Result<std::string> ReadFile(const std::string& path, std::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::IoError(fmt::format("{}: cannot read {}", what, path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string ResolveAgainst(const std::string& file, const std::string& path) {
+  if (path.empty() || path[0] == '/')
+    return path;
+  auto dir = std::filesystem::path(file).parent_path();
+  return (dir / path).lexically_normal().string();
+}
+
+// Reads the scalar `key` of `node` into `out`; an error names file, field and problem.
+Status Scalar(const YAML::Node& node, const char* key, const std::string& where, std::string& out) {
+  YAML::Node v = node[key];
+  if (!v)
+    return Status::Ok();
+  if (!v.IsScalar()) {
+    return Status::InvalidArgument(fmt::format("{}.{}: must be a string", where, key));
+  }
+  out = v.Scalar();
+  return Status::Ok();
+}
+
+Status BoolField(const YAML::Node& node, const char* key, const std::string& where, bool& out) {
+  YAML::Node v = node[key];
+  if (!v)
+    return Status::Ok();
+  const std::string s = v.IsScalar() ? v.Scalar() : "";
+  if (s == "true") {
+    out = true;
+  } else if (s == "false") {
+    out = false;
+  } else {
+    return Status::InvalidArgument(fmt::format("{}.{}: must be true or false", where, key));
+  }
+  return Status::Ok();
+}
+
+#define K8SB_RETURN_IF_ERROR(expr) \
+  do {                             \
+    Status _s = (expr);            \
+    if (!_s.ok())                  \
+      return _s;                   \
+  } while (0)
+
+// Iterates a kubeconfig list (clusters, users, contexts) of {name, <inner>}.
+template <typename Fn>
+Status ForEachNamed(const YAML::Node& root, const char* list, const char* inner,
+                    const std::string& file, Fn fn) {
+  YAML::Node items = root[list];
+  if (!items || items.IsNull())
+    return Status::Ok();
+  if (!items.IsSequence()) {
+    return Status::InvalidArgument(fmt::format("{}: {}: must be a list", file, list));
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    YAML::Node item = items[i];
+    std::string where = fmt::format("{}: {}[{}]", file, list, i);
+    if (!item.IsMap())
+      return Status::InvalidArgument(where + ": must be a mapping");
+    std::string name;
+    K8SB_RETURN_IF_ERROR(Scalar(item, "name", where, name));
+    if (name.empty())
+      return Status::InvalidArgument(where + ".name: missing");
+    where = fmt::format("{}: {}[{}]", file, list, name);
+    YAML::Node body = item[inner];
+    if (!body || !body.IsMap()) {
+      return Status::InvalidArgument(fmt::format("{}.{}: missing or not a mapping", where, inner));
+    }
+    K8SB_RETURN_IF_ERROR(fn(name, body, where + "." + inner));
+  }
+  return Status::Ok();
+}
+
+Status ParseExec(const YAML::Node& exec, const std::string& where, const std::string& file,
+                 ExecConfig& out) {
+  out.source = where;
+  K8SB_RETURN_IF_ERROR(Scalar(exec, "command", where, out.command));
+  if (out.command.empty())
+    return Status::InvalidArgument(where + ".command: missing");
+  if (out.command.find('/') != std::string::npos)
+    out.command = ResolveAgainst(file, out.command);
+  K8SB_RETURN_IF_ERROR(Scalar(exec, "apiVersion", where, out.api_version));
+  if (out.api_version != "client.authentication.k8s.io/v1" &&
+      out.api_version != "client.authentication.k8s.io/v1beta1") {
+    return Status::InvalidArgument(
+        fmt::format("{}.apiVersion: {} is not supported; use client.authentication.k8s.io/v1",
+                    where, out.api_version));
+  }
+  if (YAML::Node args = exec["args"]; args && !args.IsNull()) {
+    if (!args.IsSequence())
+      return Status::InvalidArgument(where + ".args: must be a list");
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!args[i].IsScalar()) {
+        return Status::InvalidArgument(fmt::format("{}.args[{}]: must be a string", where, i));
+      }
+      out.args.push_back(args[i].Scalar());
+    }
+  }
+  if (YAML::Node env = exec["env"]; env && !env.IsNull()) {
+    if (!env.IsSequence())
+      return Status::InvalidArgument(where + ".env: must be a list");
+    for (size_t i = 0; i < env.size(); ++i) {
+      std::string ew = fmt::format("{}.env[{}]", where, i);
+      if (!env[i].IsMap())
+        return Status::InvalidArgument(ew + ": must be a mapping");
+      std::string name, value;
+      K8SB_RETURN_IF_ERROR(Scalar(env[i], "name", ew, name));
+      K8SB_RETURN_IF_ERROR(Scalar(env[i], "value", ew, value));
+      if (name.empty())
+        return Status::InvalidArgument(ew + ".name: missing");
+      out.env.emplace_back(name, value);
+    }
+  }
+  return Status::Ok();
+}
+
+Result<KubeconfigFile> ParseUnsafe(std::string_view yaml, std::string_view file_view) {
+  KubeconfigFile out;
+  out.file = std::string(file_view);
+  const std::string& file = out.file;
+  YAML::Node root = YAML::Load(std::string(yaml));
+  if (root.IsNull())
+    return out;  // an empty file sets nothing
+  if (!root.IsMap())
+    return Status::InvalidArgument(file + ": not a kubeconfig (not a mapping)");
+  if (YAML::Node kind = root["kind"]; kind && (!kind.IsScalar() || kind.Scalar() != "Config")) {
+    return Status::InvalidArgument(file + ": kind: must be Config");
+  }
+  K8SB_RETURN_IF_ERROR(Scalar(root, "current-context", file, out.current_context));
+
+  K8SB_RETURN_IF_ERROR(ForEachNamed(
+      root, "clusters", "cluster", file,
+      [&](const std::string& name, const YAML::Node& c, const std::string& where) -> Status {
+        KubeconfigFile::Cluster cl;
+        K8SB_RETURN_IF_ERROR(Scalar(c, "server", where, cl.server));
+        K8SB_RETURN_IF_ERROR(Scalar(c, "certificate-authority", where, cl.ca_file));
+        std::string data;
+        K8SB_RETURN_IF_ERROR(Scalar(c, "certificate-authority-data", where, data));
+        if (!data.empty()) {
+          auto pem = DecodeBase64(data, where + ".certificate-authority-data");
+          if (!pem.ok())
+            return pem.status();
+          cl.ca_pem = *pem;
+        }
+        K8SB_RETURN_IF_ERROR(Scalar(c, "tls-server-name", where, cl.tls_server_name));
+        K8SB_RETURN_IF_ERROR(BoolField(c, "insecure-skip-tls-verify", where, cl.insecure));
+        cl.ca_file = ResolveAgainst(file, cl.ca_file);
+        out.clusters.emplace(name, std::move(cl));
+        return Status::Ok();
+      }));
+
+  K8SB_RETURN_IF_ERROR(ForEachNamed(
+      root, "users", "user", file,
+      [&](const std::string& name, const YAML::Node& u, const std::string& where) -> Status {
+        KubeconfigFile::User us;
+        K8SB_RETURN_IF_ERROR(Scalar(u, "client-certificate", where, us.cert_file));
+        K8SB_RETURN_IF_ERROR(Scalar(u, "client-key", where, us.key_file));
+        std::string data;
+        K8SB_RETURN_IF_ERROR(Scalar(u, "client-certificate-data", where, data));
+        if (!data.empty()) {
+          auto pem = DecodeBase64(data, where + ".client-certificate-data");
+          if (!pem.ok())
+            return pem.status();
+          us.cert_pem = *pem;
+        }
+        data.clear();
+        K8SB_RETURN_IF_ERROR(Scalar(u, "client-key-data", where, data));
+        if (!data.empty()) {
+          auto pem = DecodeBase64(data, where + ".client-key-data");
+          if (!pem.ok())
+            return pem.status();
+          us.key_pem = *pem;
+        }
+        K8SB_RETURN_IF_ERROR(Scalar(u, "token", where, us.token));
+        K8SB_RETURN_IF_ERROR(Scalar(u, "tokenFile", where, us.token_file));
+        us.cert_file = ResolveAgainst(file, us.cert_file);
+        us.key_file = ResolveAgainst(file, us.key_file);
+        us.token_file = ResolveAgainst(file, us.token_file);
+        if (YAML::Node exec = u["exec"]; exec && !exec.IsNull()) {
+          if (!exec.IsMap())
+            return Status::InvalidArgument(where + ".exec: must be a mapping");
+          K8SB_RETURN_IF_ERROR(ParseExec(exec, where + ".exec", file, us.exec));
+        }
+        bool has_cert = !us.cert_file.empty() || !us.cert_pem.empty();
+        bool has_key = !us.key_file.empty() || !us.key_pem.empty();
+        if (has_cert != has_key) {
+          return Status::InvalidArgument(
+              fmt::format("{}: {} is set without {}; give both or neither", where,
+                          has_cert ? "client-certificate(-data)" : "client-key(-data)",
+                          has_cert ? "client-key(-data)" : "client-certificate(-data)"));
+        }
+        out.users.emplace(name, std::move(us));
+        return Status::Ok();
+      }));
+
+  K8SB_RETURN_IF_ERROR(ForEachNamed(
+      root, "contexts", "context", file,
+      [&](const std::string& name, const YAML::Node& c, const std::string& where) -> Status {
+        KubeconfigFile::Context ctx;
+        K8SB_RETURN_IF_ERROR(Scalar(c, "cluster", where, ctx.cluster));
+        K8SB_RETURN_IF_ERROR(Scalar(c, "user", where, ctx.user));
+        K8SB_RETURN_IF_ERROR(Scalar(c, "namespace", where, ctx.namespace_));
+        if (ctx.cluster.empty())
+          return Status::InvalidArgument(where + ".cluster: missing");
+        out.contexts.emplace(name, std::move(ctx));
+        return Status::Ok();
+      }));
+  return out;
+}
+
+}  // namespace
+
+Result<KubeconfigFile> ParseKubeconfig(std::string_view yaml, std::string_view file) {
+  try {
+    return ParseUnsafe(yaml, file);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(fmt::format("{}: line {}, column {}: invalid YAML: {}", file,
+                                               e.mark.line + 1, e.mark.column + 1, e.msg));
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(fmt::format("{}: invalid kubeconfig: {}", file, e.what()));
+  }
+}
+
+std::vector<std::string> SplitKubeconfigEnv(std::string_view value) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t end = value.find(':', start);
+    if (end == std::string_view::npos)
+      end = value.size();
+    if (end > start)
+      out.emplace_back(value.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+Result<Config> LoadKubeconfig(const std::vector<std::string>& files_in, std::string_view context) {
+  std::vector<std::string> files = files_in;
+  if (files.empty()) {
+    if (const char* env = std::getenv("KUBECONFIG"); env && *env) {
+      files = SplitKubeconfigEnv(env);
+    } else if (const char* home = std::getenv("HOME"); home && *home) {
+      files.push_back(std::string(home) + "/.kube/config");
+    }
+  }
+  if (files.empty()) {
+    return Status::InvalidArgument("no kubeconfig: set KUBECONFIG or create ~/.kube/config");
+  }
+  std::vector<KubeconfigFile> parsed;
+  for (const auto& f : files) {
+    auto text = ReadFile(f, "kubeconfig");
+    if (!text.ok()) {
+      // A missing file in a KUBECONFIG list is skipped, as kubectl does, unless it is the only one.
+      if (files.size() > 1 && !std::filesystem::exists(f))
+        continue;
+      return text.status();
+    }
+    auto kc = ParseKubeconfig(*text, f);
+    if (!kc.ok())
+      return kc.status();
+    parsed.push_back(std::move(*kc));
+  }
+  std::string ctx_name(context);
+  std::string ctx_source = "the context argument";
+  for (const auto& kc : parsed) {
+    if (!ctx_name.empty())
+      break;
+    if (!kc.current_context.empty()) {
+      ctx_name = kc.current_context;
+      ctx_source = kc.file + ": current-context";
+    }
+  }
+  std::string all = fmt::format("{}", fmt::join(files, ":"));
+  if (ctx_name.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: current-context: missing; set it or pass a context", all));
+  }
+  // First file to define a name wins.
+  auto find = [&](auto member,
+                  const std::string& name) -> decltype(&(parsed[0].*member).begin()->second) {
+    for (auto& kc : parsed) {
+      auto it = (kc.*member).find(name);
+      if (it != (kc.*member).end())
+        return &it->second;
+    }
+    return nullptr;
+  };
+  const KubeconfigFile::Context* ctx = find(&KubeconfigFile::contexts, ctx_name);
+  if (!ctx) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: context {:?} (from {}) is not defined in contexts", all, ctx_name, ctx_source));
+  }
+  const KubeconfigFile::Cluster* cluster = find(&KubeconfigFile::clusters, ctx->cluster);
+  if (!cluster) {
+    return Status::InvalidArgument(
+        fmt::format("{}: contexts[{}].context.cluster: cluster {:?} is not defined in clusters",
+                    all, ctx_name, ctx->cluster));
+  }
+  if (cluster->server.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: clusters[{}].cluster.server: missing", all, ctx->cluster));
+  }
+  if (cluster->server.rfind("https://", 0) != 0 && cluster->server.rfind("http://", 0) != 0) {
+    return Status::InvalidArgument(
+        fmt::format("{}: clusters[{}].cluster.server: {:?} must start with https:// or http://",
+                    all, ctx->cluster, cluster->server));
+  }
+  Config config;
+  config.source = fmt::format("kubeconfig {} context {}", all, ctx_name);
+  config.server = cluster->server;
+  while (!config.server.empty() && config.server.back() == '/')
+    config.server.pop_back();
+  config.ca_file = cluster->ca_file;
+  config.ca_pem = cluster->ca_pem;
+  config.tls_server_name = cluster->tls_server_name;
+  config.insecure_skip_tls_verify = cluster->insecure;
+  if (config.insecure_skip_tls_verify && (!config.ca_file.empty() || !config.ca_pem.empty())) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: clusters[{}].cluster: insecure-skip-tls-verify and certificate-authority are both "
+        "set; remove one",
+        all, ctx->cluster));
+  }
+  if (!ctx->user.empty()) {
+    const KubeconfigFile::User* user = find(&KubeconfigFile::users, ctx->user);
+    if (!user) {
+      return Status::InvalidArgument(
+          fmt::format("{}: contexts[{}].context.user: user {:?} is not defined in users", all,
+                      ctx_name, ctx->user));
+    }
+    config.client_cert_file = user->cert_file;
+    config.client_cert_pem = user->cert_pem;
+    config.client_key_file = user->key_file;
+    config.client_key_pem = user->key_pem;
+    config.token = user->token;
+    config.token_file = user->token_file;
+    config.exec = user->exec;
+  }
+  if (!ctx->namespace_.empty())
+    config.namespace_ = ctx->namespace_;
+  return config;
+}
+
+Result<Config> InClusterConfig(std::string_view host, std::string_view port,
+                               std::string_view sa_dir) {
+  if (host.empty() || port.empty()) {
+    return Status::InvalidArgument(
+        "in-cluster config: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set "
+        "(not running in a pod?)");
+  }
+  Config config;
+  const bool ipv6 = std::string_view(host).find(':') != std::string_view::npos;
+  config.server =
+      ipv6 ? fmt::format("https://[{}]:{}", host, port) : fmt::format("https://{}:{}", host, port);
+  std::string dir(sa_dir);
+  config.token_file = dir + "/token";
+  config.ca_file = dir + "/ca.crt";
+  config.source = "in-cluster service account " + dir;
+  if (!std::filesystem::exists(config.token_file)) {
+    return Status::InvalidArgument(fmt::format(
+        "in-cluster config: {}: missing; is a service account token mounted?", config.token_file));
+  }
+  if (!std::filesystem::exists(config.ca_file)) {
+    return Status::InvalidArgument(fmt::format("in-cluster config: {}: missing", config.ca_file));
+  }
+  if (auto ns = ReadFile(dir + "/namespace", "in-cluster namespace"); ns.ok()) {
+    std::string n = *ns;
+    while (!n.empty() && (n.back() == '\n' || n.back() == ' '))
+      n.pop_back();
+    if (!n.empty())
+      config.namespace_ = n;
+  }
+  return config;
+}
+
+Result<Config> InClusterConfigFromEnv() {
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+  return InClusterConfig(host ? host : "", port ? port : "");
+}
+
+Result<std::string> DecodeBase64(std::string_view in, std::string_view what) {
+  std::string clean;
+  for (char c : in) {
+    if (c != '\n' && c != '\r' && c != ' ')
+      clean += c;
+  }
+  if (clean.size() % 4 != 0) {
+    return Status::InvalidArgument(
+        fmt::format("{}: not valid base64 (length {} is not a multiple of 4)", what, clean.size()));
+  }
+  std::string out(clean.size() / 4 * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(clean.data()),
+                          static_cast<int>(clean.size()));
+  if (n < 0)
+    return Status::InvalidArgument(fmt::format("{}: not valid base64", what));
+  size_t pad = 0;
+  if (!clean.empty() && clean.back() == '=')
+    ++pad;
+  if (clean.size() > 1 && clean[clean.size() - 2] == '=')
+    ++pad;
+  out.resize(static_cast<size_t>(n) - pad);
+  return out;
+}
+
+}  // namespace k8sbridge::kube

@@ -1,0 +1,240 @@
+#include "k8sbridge/kube/informer.h"
+
+#include <algorithm>
+
+namespace k8sbridge::kube {
+
+Reflector::Reflector(Client& client, const Resource& resource, ReflectorOptions options,
+                     ReflectorSink& sink, Metrics* metrics)
+    : client_(client),
+      resource_(resource),
+      options_(std::move(options)),
+      sink_(sink),
+      metrics_(metrics) {}
+
+std::string Reflector::last_resource_version() const {
+  std::lock_guard lock(mu_);
+  return last_rv_;
+}
+
+void Reflector::Run(const CancelToken& cancel) {
+  Clock& clock = client_.clock();
+  Logger& log = client_.logger();
+  CallOptions call{&cancel, std::nullopt};
+  auto backoff = options_.initial_backoff;
+  bool need_list = true;
+  std::string rv;
+  const std::string what(resource_.plural);
+
+  // Sleeps the current back-off (noticing cancellation) and doubles it.
+  auto back_off = [&]() {
+    auto left = std::chrono::duration_cast<Clock::Steady::duration>(backoff);
+    while (left.count() > 0 && !cancel.cancelled()) {
+      auto step = std::min<Clock::Steady::duration>(left, std::chrono::milliseconds(100));
+      clock.SleepFor(step);
+      left -= step;
+    }
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  };
+  auto restarted = [&](std::string_view reason) {
+    if (metrics_)
+      metrics_->WatchRestarted(what, reason);
+  };
+
+  while (!cancel.cancelled()) {
+    if (need_list) {
+      ListOptions lo;
+      lo.label_selector = options_.label_selector;
+      lo.field_selector = options_.field_selector;
+      lo.page_size = options_.page_size;
+      auto list = client_.List(resource_, options_.namespace_, lo, call);
+      if (!list.ok()) {
+        if (cancel.cancelled())
+          break;
+        log.Warning("kube: list {}: {}; retrying in {} ms", what, list.status().ToString(),
+                    backoff.count());
+        back_off();
+        continue;
+      }
+      rv = list->resource_version;
+      sink_.Replace(std::move(list->items), rv);
+      {
+        std::lock_guard lock(mu_);
+        last_rv_ = rv;
+      }
+      need_list = false;
+    }
+
+    WatchOptions wo;
+    wo.resource_version = rv;
+    wo.label_selector = options_.label_selector;
+    wo.field_selector = options_.field_selector;
+    wo.timeout_seconds = options_.watch_timeout_seconds;
+    wo.slack = options_.watch_slack;
+    const auto started = clock.Now();
+    auto end = client_.Watch(
+        resource_, options_.namespace_, wo,
+        [&](const WatchEvent& ev) {
+          if (ev.type != EventType::kBookmark)
+            sink_.Apply(ev);
+          std::string new_rv = ev.object.ResourceVersion();
+          if (!new_rv.empty()) {
+            rv = new_rv;
+            std::lock_guard lock(mu_);
+            last_rv_ = rv;
+          }
+          return !cancel.cancelled();
+        },
+        call);
+    if (cancel.cancelled())
+      break;
+    if (end.ok()) {
+      if (end->events > 0) {
+        backoff = options_.initial_backoff;  // progress: start back-off afresh
+        restarted("closed");
+        continue;  // resume from the last resourceVersion
+      }
+      if (clock.Now() - started < options_.instant_close) {
+        // A stream that closes at once with nothing in it: the server may have lost
+        // our resourceVersion without saying 410. Relist.
+        log.Info("kube: watch {} closed at once with no events; relisting in {} ms", what,
+                 backoff.count());
+        restarted("empty-stream");
+        need_list = true;
+        back_off();
+        continue;
+      }
+      restarted("closed");
+      continue;  // a quiet stream timed out: watch again from the same version
+    }
+    const Status& s = end.status();
+    if (s.code() == Status::Code::kExpired) {
+      log.Info("kube: watch {} from resourceVersion {}: {}; relisting", what, rv, s.message());
+      restarted("expired");
+      need_list = true;
+      back_off();
+      continue;
+    }
+    log.Warning("kube: watch {}: {}; watching again in {} ms", what, s.ToString(), backoff.count());
+    restarted("error");
+    back_off();
+  }
+}
+
+Informer::Informer(Client& client, const Resource& resource, ReflectorOptions options,
+                   Metrics* metrics)
+    : reflector_(client, resource, std::move(options), *this, metrics) {}
+
+Informer::~Informer() {
+  Stop();
+}
+
+void Informer::AddHandlers(EventHandlers handlers) {
+  handlers_.push_back(std::move(handlers));
+}
+
+void Informer::Start() {
+  if (thread_.joinable())
+    return;
+  thread_ = std::thread([this] { reflector_.Run(cancel_); });
+}
+
+void Informer::Stop() {
+  cancel_.Cancel();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+bool Informer::WaitForSync(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(sync_mu_);
+  return sync_cv_.wait_for(lock, timeout, [this] { return synced_.load(); });
+}
+
+std::optional<Object> Informer::Get(const std::string& key) const {
+  std::shared_lock lock(mu_);
+  auto it = items_.find(key);
+  if (it == items_.end())
+    return std::nullopt;
+  return it->second;
+}
+
+std::vector<Object> Informer::List() const {
+  std::shared_lock lock(mu_);
+  std::vector<Object> out;
+  out.reserve(items_.size());
+  for (const auto& [k, v] : items_)
+    out.push_back(v);
+  return out;
+}
+
+size_t Informer::size() const {
+  std::shared_lock lock(mu_);
+  return items_.size();
+}
+
+void Informer::Replace(std::vector<Object> items, const std::string&) {
+  std::map<std::string, Object> fresh;
+  for (auto& o : items)
+    fresh.emplace(o.Key(), std::move(o));
+  std::map<std::string, Object> old;
+  {
+    std::unique_lock lock(mu_);
+    old.swap(items_);
+    items_ = fresh;
+  }
+  // Tell handlers what changed while we were not watching.
+  for (const auto& [key, obj] : fresh) {
+    auto it = old.find(key);
+    for (const auto& h : handlers_) {
+      if (it == old.end()) {
+        if (h.on_add)
+          h.on_add(obj);
+      } else if (it->second.ResourceVersion() != obj.ResourceVersion()) {
+        if (h.on_update)
+          h.on_update(it->second, obj);
+      }
+    }
+  }
+  for (const auto& [key, obj] : old) {
+    if (fresh.count(key))
+      continue;
+    for (const auto& h : handlers_) {
+      if (h.on_delete)
+        h.on_delete(obj);
+    }
+  }
+  if (!synced_.exchange(true)) {
+    std::lock_guard lock(sync_mu_);
+    sync_cv_.notify_all();
+  }
+}
+
+void Informer::Apply(const WatchEvent& event) {
+  const std::string key = event.object.Key();
+  std::optional<Object> old;
+  {
+    std::unique_lock lock(mu_);
+    auto it = items_.find(key);
+    if (it != items_.end())
+      old = it->second;
+    if (event.type == EventType::kDeleted) {
+      if (it != items_.end())
+        items_.erase(it);
+    } else {
+      items_.insert_or_assign(key, event.object);
+    }
+  }
+  for (const auto& h : handlers_) {
+    if (event.type == EventType::kDeleted) {
+      if (h.on_delete)
+        h.on_delete(old ? *old : event.object);
+    } else if (old) {
+      if (h.on_update)
+        h.on_update(*old, event.object);
+    } else if (h.on_add) {
+      h.on_add(event.object);
+    }
+  }
+}
+
+}  // namespace k8sbridge::kube

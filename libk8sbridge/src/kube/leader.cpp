@@ -1,0 +1,185 @@
+#include "k8sbridge/kube/leader.h"
+
+#include <fmt/format.h>
+
+namespace k8sbridge::kube {
+
+namespace {
+std::string RecordOf(const Object& lease) {
+  return fmt::format("{}|{}|{}|{}|{}", lease.String("/spec/holderIdentity"),
+                     lease.String("/spec/acquireTime"), lease.String("/spec/renewTime"),
+                     lease.Int("/spec/leaseDurationSeconds").value_or(0),
+                     lease.Int("/spec/leaseTransitions").value_or(0));
+}
+}  // namespace
+
+LeaderElector::LeaderElector(Client& client, LeaderElectionOptions options)
+    : client_(client), options_(std::move(options)) {}
+
+bool LeaderElector::IsLeader() const {
+  std::lock_guard lock(mu_);
+  return leader_;
+}
+
+std::string LeaderElector::ObservedLeader() const {
+  std::lock_guard lock(mu_);
+  return observed_holder_;
+}
+
+bool LeaderElector::TryAcquireOrRenew() {
+  Clock& clock = client_.clock();
+  const std::string now_wall = FormatRfc3339(clock.WallNow(), /*micros=*/true);
+  auto current = client_.Get(kLeases, options_.namespace_, options_.name);
+  std::string previous_holder;
+  {
+    std::lock_guard lock(mu_);
+    previous_holder = observed_holder_;
+  }
+  auto note_leader = [&](const std::string& holder) {
+    if (holder != previous_holder && options_.on_new_leader)
+      options_.on_new_leader(holder);
+  };
+
+  if (!current.ok()) {
+    if (current.status().code() != Status::Code::kNotFound) {
+      client_.logger().Warning("kube: leader election: reading lease {}/{}: {}",
+                               options_.namespace_, options_.name, current.status().ToString());
+      return false;
+    }
+    Object lease;
+    lease.SetString("/apiVersion", "coordination.k8s.io/v1");
+    lease.SetString("/kind", "Lease");
+    lease.SetString("/metadata/name", options_.name);
+    lease.SetString("/metadata/namespace", options_.namespace_);
+    lease.SetString("/spec/holderIdentity", options_.identity);
+    lease.SetInt("/spec/leaseDurationSeconds", options_.lease_duration.count());
+    lease.SetString("/spec/acquireTime", now_wall);
+    lease.SetString("/spec/renewTime", now_wall);
+    lease.SetInt("/spec/leaseTransitions", 0);
+    auto created = client_.Create(kLeases, options_.namespace_, lease);
+    if (!created.ok())
+      return false;  // someone else created it first
+    std::lock_guard lock(mu_);
+    lease_ = *created;
+    observed_record_ = RecordOf(lease_);
+    observed_time_ = clock.Now();
+    observed_holder_ = options_.identity;
+    leader_ = true;
+    note_leader(options_.identity);
+    return true;
+  }
+
+  Object lease = std::move(*current);
+  const std::string holder = lease::HolderIdentity(lease);
+  const std::string record = RecordOf(lease);
+  {
+    std::lock_guard lock(mu_);
+    if (record != observed_record_) {
+      observed_record_ = record;
+      observed_time_ = clock.Now();  // our clock, never theirs
+    }
+    observed_holder_ = holder;
+  }
+  note_leader(holder);
+  Clock::Steady::time_point observed_time;
+  {
+    std::lock_guard lock(mu_);
+    observed_time = observed_time_;
+  }
+  int64_t duration = lease::DurationSeconds(lease);
+  if (duration <= 0)
+    duration = options_.lease_duration.count();
+  if (!holder.empty() && holder != options_.identity &&
+      clock.Now() < observed_time + std::chrono::seconds(duration)) {
+    std::lock_guard lock(mu_);
+    leader_ = false;
+    return false;  // held by someone else and not yet expired by our clock
+  }
+
+  if (holder != options_.identity) {
+    lease.SetString("/spec/acquireTime", now_wall);
+    lease.SetInt("/spec/leaseTransitions", lease::Transitions(lease) + 1);
+  }
+  lease.SetString("/spec/holderIdentity", options_.identity);
+  lease.SetInt("/spec/leaseDurationSeconds", options_.lease_duration.count());
+  lease.SetString("/spec/renewTime", now_wall);
+  // Replace carries the resourceVersion we read: if another candidate wrote in
+  // between, we get 409 and stay a follower.
+  auto updated = client_.Replace(kLeases, options_.namespace_, lease);
+  std::lock_guard lock(mu_);
+  if (!updated.ok()) {
+    leader_ = false;
+    return false;
+  }
+  lease_ = *updated;
+  observed_record_ = RecordOf(lease_);
+  observed_time_ = clock.Now();
+  observed_holder_ = options_.identity;
+  leader_ = true;
+  return true;
+}
+
+bool LeaderElector::Sleep(Clock::Steady::duration d, const CancelToken& cancel) {
+  Clock& clock = client_.clock();
+  while (d.count() > 0) {
+    if (cancel.cancelled())
+      return false;
+    auto step = std::min<Clock::Steady::duration>(d, std::chrono::milliseconds(100));
+    clock.SleepFor(step);
+    d -= step;
+  }
+  return !cancel.cancelled();
+}
+
+void LeaderElector::Run(const CancelToken& cancel) {
+  Clock& clock = client_.clock();
+  while (!TryAcquireOrRenew()) {
+    if (!Sleep(options_.retry_period, cancel))
+      return;
+  }
+  client_.logger().Info("kube: {} became leader on lease {}/{}", options_.identity,
+                        options_.namespace_, options_.name);
+  if (options_.on_started_leading)
+    options_.on_started_leading();
+  auto last_renew = clock.Now();
+  for (;;) {
+    if (!Sleep(options_.retry_period, cancel))
+      break;
+    if (TryAcquireOrRenew()) {
+      last_renew = clock.Now();
+      continue;
+    }
+    if (clock.Now() - last_renew >= options_.renew_deadline)
+      break;
+  }
+  {
+    std::lock_guard lock(mu_);
+    leader_ = false;
+  }
+  if (cancel.cancelled() && options_.release_on_cancel)
+    Release();
+  client_.logger().Info("kube: {} stopped leading lease {}/{}", options_.identity,
+                        options_.namespace_, options_.name);
+  if (options_.on_stopped_leading)
+    options_.on_stopped_leading();
+}
+
+void LeaderElector::Release() {
+  Object lease;
+  {
+    std::lock_guard lock(mu_);
+    if (lease::HolderIdentity(lease_) != options_.identity)
+      return;
+    lease = lease_;
+    leader_ = false;
+  }
+  lease.SetString("/spec/holderIdentity", "");
+  lease.SetInt("/spec/leaseDurationSeconds", 1);
+  lease.SetString("/spec/renewTime", FormatRfc3339(client_.clock().WallNow(), true));
+  auto r = client_.Replace(kLeases, options_.namespace_, lease);
+  std::lock_guard lock(mu_);
+  if (r.ok())
+    lease_ = *r;
+}
+
+}  // namespace k8sbridge::kube

@@ -1,0 +1,223 @@
+#include <boost/test/unit_test.hpp>
+
+#include "k8sbridge/kube/informer.h"
+#include "testing.h"
+
+namespace k8sbridge::kube {
+namespace {
+using namespace std::chrono_literals;
+using testing::Env;
+using testing::PodJson;
+using testing::StatusJson;
+using testing::WatchLine;
+using FT = FakeTransport;
+
+std::string ListJson(const std::string& rv, std::vector<std::string> items) {
+  std::string out = R"({"kind":"PodList","metadata":{"resourceVersion":")" + rv + R"("},"items":[)";
+  for (size_t i = 0; i < items.size(); ++i)
+    out += (i ? "," : "") + items[i];
+  return out + "]}";
+}
+
+std::string Bookmark(const std::string& rv) {
+  return WatchLine("BOOKMARK", R"({"kind":"Pod","metadata":{"resourceVersion":")" + rv + R"("}})");
+}
+
+// Records what the reflector delivered.
+struct Sink final : ReflectorSink {
+  std::vector<std::string> log;
+  void Replace(std::vector<Object> items, const std::string& rv) override {
+    log.push_back("REPLACE " + std::to_string(items.size()) + " @" + rv);
+  }
+  void Apply(const WatchEvent& e) override {
+    log.push_back(std::string(EventTypeName(e.type)) + " " + e.object.Name() + " @" +
+                  e.object.ResourceVersion());
+  }
+};
+
+// Runs a reflector over the scripted answers until they run out.
+struct ReflectorRun {
+  Env env;
+  Sink sink;
+  CancelToken cancel;
+  ReflectorRun() {
+    env.transport->SetOnExhausted([this] { cancel.Cancel(); });
+  }
+  void Run() {
+    Reflector r(*env.client, kPods, ReflectorOptions{}, sink, &env.metrics);
+    r.Run(cancel);
+  }
+  std::vector<std::string> urls() {
+    std::vector<std::string> out;
+    for (const auto& r : env.requests())
+      out.push_back(r.url.substr(r.url.find("/api")));
+    return out;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(watch)
+
+BOOST_AUTO_TEST_CASE(decoder_splits_lines_across_reads) {
+  std::string stream = WatchLine("ADDED", PodJson("a", "1")) +
+                       WatchLine("MODIFIED", PodJson("a", "2")) + Bookmark("3");
+  // Every way of cutting the stream in two gives the same three events.
+  for (size_t cut = 0; cut <= stream.size(); ++cut) {
+    WatchDecoder d;
+    std::vector<std::string> got;
+    auto on = [&](WatchEvent&& e) {
+      got.push_back(std::string(EventTypeName(e.type)) + e.object.ResourceVersion());
+      return true;
+    };
+    BOOST_REQUIRE(d.Feed(std::string_view(stream).substr(0, cut), on).ok());
+    BOOST_REQUIRE(d.Feed(std::string_view(stream).substr(cut), on).ok());
+    BOOST_REQUIRE(d.Finish(on).ok());
+    BOOST_TEST(got == (std::vector<std::string>{"ADDED1", "MODIFIED2", "BOOKMARK3"}));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(decoder_rejects_garbage) {
+  WatchDecoder d;
+  auto on = [](WatchEvent&&) { return true; };
+  BOOST_TEST(!d.Feed("not json\n", on).ok());
+  BOOST_TEST(!WatchDecoder::ParseLine(R"({"type":"ADDED"})").ok());
+  BOOST_TEST(!WatchDecoder::ParseLine(R"({"type":"EXPLODED","object":{}})").ok());
+  WatchDecoder cut;
+  BOOST_TEST(cut.Feed(R"({"type":"ADDED","obj)", on).ok());
+  BOOST_TEST(cut.Finish(on).code() == Status::Code::kUnavailable);
+}
+
+BOOST_AUTO_TEST_CASE(watch_resumes_from_last_rv_with_bookmarks) {
+  ReflectorRun t;
+  t.env.transport->Push(FT::Json(200, ListJson("10", {PodJson("a", "9")})));
+  t.env.transport->Push(FT::Stream({WatchLine("ADDED", PodJson("b", "11")), Bookmark("15")}));
+  t.env.transport->Push(FT::Stream({WatchLine("DELETED", PodJson("a", "16"))}));
+  t.Run();
+  auto u = t.urls();
+  BOOST_TEST(u.at(0) == "/api/v1/pods?limit=500");
+  BOOST_TEST(u.at(1) ==
+             "/api/v1/pods?watch=1&resourceVersion=10&allowWatchBookmarks=true&timeoutSeconds=300");
+  BOOST_TEST(u.at(2).find("resourceVersion=15&") != std::string::npos);  // from the bookmark
+  BOOST_TEST(u.at(3).find("resourceVersion=16&") != std::string::npos);
+  BOOST_TEST(t.sink.log ==
+             (std::vector<std::string>{"REPLACE 1 @10", "ADDED b @11", "DELETED a @16"}));
+  BOOST_TEST((t.env.clock.total_slept().count() == 0));  // streams that made progress: no back-off
+  BOOST_TEST((t.env.transport->requests().at(1).timeout == 330s));  // timeoutSeconds + slack
+}
+
+BOOST_AUTO_TEST_CASE(gone_as_http_status_relists) {
+  ReflectorRun t;
+  t.env.transport->Push(FT::Json(200, ListJson("10", {})));
+  t.env.transport->Push(
+      FT::Json(410, StatusJson(410, "Expired", "too old resource version: 10 (20)")));
+  t.env.transport->Push(FT::Json(200, ListJson("20", {PodJson("a", "19")})));
+  t.env.transport->Push(FT::Stream({WatchLine("ADDED", PodJson("b", "21"))}));
+  t.Run();
+  auto u = t.urls();
+  BOOST_TEST(u.at(2) == "/api/v1/pods?limit=500");
+  BOOST_TEST(u.at(3).find("resourceVersion=20&") != std::string::npos);
+  BOOST_TEST(t.sink.log ==
+             (std::vector<std::string>{"REPLACE 0 @10", "REPLACE 1 @20", "ADDED b @21"}));
+  BOOST_TEST(t.env.metrics.WatchRestarts("expired") == 1);
+  BOOST_TEST((t.env.clock.total_slept() == 800ms));
+}
+
+BOOST_AUTO_TEST_CASE(gone_mid_stream_relists) {
+  ReflectorRun t;
+  t.env.transport->Push(FT::Json(200, ListJson("10", {})));
+  t.env.transport->Push(
+      FT::Stream({WatchLine("ADDED", PodJson("a", "11")),
+                  WatchLine("ERROR", StatusJson(410, "Expired", "too old resource version")),
+                  WatchLine("ADDED", PodJson("never", "99"))}));
+  t.env.transport->Push(FT::Json(200, ListJson("30", {PodJson("a", "11")})));
+  t.Run();
+  BOOST_TEST(t.sink.log ==
+             (std::vector<std::string>{"REPLACE 0 @10", "ADDED a @11", "REPLACE 1 @30"}));
+  BOOST_TEST(t.urls().at(2) == "/api/v1/pods?limit=500");
+  BOOST_TEST(t.env.metrics.WatchRestarts("expired") == 1);
+}
+
+BOOST_AUTO_TEST_CASE(empty_instantly_closed_stream_relists_with_backoff) {
+  ReflectorRun t;
+  t.env.transport->Push(FT::Json(200, ListJson("10", {})));
+  for (int i = 0; i < 8; ++i) {
+    t.env.transport->Push(FT::Stream({}));  // closes at once, nothing in it
+    t.env.transport->Push(FT::Json(200, ListJson("10", {})));
+  }
+  t.Run();
+  BOOST_TEST(t.env.metrics.WatchRestarts("empty-stream") == 8);
+  // 0.8 + 1.6 + 3.2 + 6.4 + 12.8 + 25.6 + 30 + 30 (capped)
+  BOOST_TEST(
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.env.clock.total_slept()).count() ==
+      110400);
+  BOOST_TEST(t.env.metrics.Requests("LIST", 200) == 9);
+}
+
+BOOST_AUTO_TEST_CASE(errors_back_off_and_resume_without_relist) {
+  ReflectorRun t;
+  t.env.transport->Push(FT::Json(200, ListJson("10", {})));
+  t.env.transport->Push(FT::Error(Status::Unavailable("connection refused")));
+  t.env.transport->Push(FT::Json(500, StatusJson(500, "InternalError", "boom")));
+  t.env.transport->Push(FT::Stream({WatchLine("ADDED", PodJson("a", "11"))}));
+  t.env.transport->Push(FT::Error(Status::Unavailable("connection refused")));
+  t.Run();
+  auto u = t.urls();
+  // Connection errors on a watch are retried by the client (a read) with 0.8 s, then
+  // the 500 ends the watch: the reflector backs off 0.8 s and watches from RV 10 again.
+  BOOST_TEST(u.size() == 6u);
+  for (size_t i = 1; i < 4; ++i)
+    BOOST_TEST(u[i].find("watch=1&resourceVersion=10&") != std::string::npos);
+  BOOST_TEST(u[4].find("resourceVersion=11&") != std::string::npos);
+  BOOST_TEST(t.env.metrics.WatchRestarts("error") == 1);
+  BOOST_TEST(t.env.metrics.Requests("LIST", 200) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(informer_cache_and_handlers) {
+  Env env;
+  CancelToken stop;
+  env.transport->Push(FT::Json(200, ListJson("10", {PodJson("a", "1"), PodJson("b", "2")})));
+  env.transport->Push(FT::Stream({WatchLine("MODIFIED", PodJson("a", "11")),
+                                  WatchLine("DELETED", PodJson("b", "12")),
+                                  WatchLine("ADDED", PodJson("c", "13"))}));
+  env.transport->Push(FT::Json(410, StatusJson(410, "Expired", "gone")));
+  // After the relist, "a" changed and "c" vanished while we were not watching.
+  env.transport->Push(FT::Json(200, ListJson("20", {PodJson("a", "19"), PodJson("d", "18")})));
+  Informer informer(*env.client, kPods, ReflectorOptions{}, &env.metrics);
+  std::vector<std::string> seen;
+  std::mutex mu;
+  informer.AddHandlers({[&](const Object& o) {
+                          std::lock_guard l(mu);
+                          seen.push_back("add " + o.Name());
+                        },
+                        [&](const Object& o, const Object& n) {
+                          std::lock_guard l(mu);
+                          seen.push_back("update " + o.Name() + " " + o.ResourceVersion() + "->" +
+                                         n.ResourceVersion());
+                        },
+                        [&](const Object& o) {
+                          std::lock_guard l(mu);
+                          seen.push_back("delete " + o.Name());
+                        }});
+  std::atomic<bool> done{false};
+  env.transport->SetOnExhausted([&] { done = true; });
+  BOOST_TEST(!informer.HasSynced());
+  BOOST_TEST(informer.List().empty());  // never blocks, even before the first list
+  informer.Start();
+  BOOST_TEST(informer.WaitForSync(10s));
+  for (int i = 0; i < 1000 && !done; ++i)
+    std::this_thread::sleep_for(5ms);
+  informer.Stop();
+  BOOST_REQUIRE(done.load());
+  BOOST_TEST(informer.size() == 2u);
+  BOOST_TEST(informer.Get("default/a")->ResourceVersion() == "19");
+  BOOST_TEST(informer.Get("default/d").has_value());
+  BOOST_TEST(!informer.Get("default/c").has_value());
+  std::lock_guard l(mu);
+  BOOST_TEST(seen == (std::vector<std::string>{"add a", "add b", "update a 1->11", "delete b",
+                                               "add c", "update a 11->19", "add d", "delete c"}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace k8sbridge::kube

@@ -1,0 +1,830 @@
+// Scenarios of the Kubernetes client against the stand-in (kubesim), one per run:
+//   kube_scenarios DIR SCENARIO
+// DIR is kubesim's --out directory (kubeconfig, token). Prints what the client did
+// ("retried after 1 s", "relisted", "surfaced: ...") and exits 0 when the client
+// behaved as documented in docs/client.md, 1 otherwise. Driven by
+// tests/integration/test_kube_client.py, which starts kubesim.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "k8sbridge/kube/client.h"
+#include "k8sbridge/kube/events.h"
+#include "k8sbridge/kube/informer.h"
+#include "k8sbridge/kube/leader.h"
+
+namespace {
+
+using namespace k8sbridge;
+using namespace k8sbridge::kube;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+std::string g_dir;
+
+#define EXPECT(cond, ...)                                                                      \
+  do {                                                                                         \
+    if (!(cond))                                                                               \
+      return Status::Internal(fmt::format("{}:{}: expected {}: {}", __FILE__, __LINE__, #cond, \
+                                          fmt::format(__VA_ARGS__)));                          \
+  } while (0)
+
+struct Harness {
+  RecordingLogger log;
+  CountingMetrics metrics;
+  Config config;
+  std::unique_ptr<Client> client;
+
+  static Result<std::unique_ptr<Harness>> Make(const std::string& kubeconfig = "",
+                                               ClientOptions options = {}) {
+    auto h = std::make_unique<Harness>();
+    auto cfg = LoadKubeconfig({kubeconfig.empty() ? g_dir + "/kubeconfig" : kubeconfig});
+    if (!cfg.ok())
+      return cfg.status();
+    h->config = *cfg;
+    options.logger = &h->log;
+    options.metrics = &h->metrics;
+    if (options.qps == 5)
+      options.qps = 0;
+    auto c = Client::Create(h->config, options);
+    if (!c.ok())
+      return c.status();
+    h->client = std::move(*c);
+    return h;
+  }
+  // Adds a kubesim fault; returns its id.
+  Status Fault(const std::string& json) {
+    auto r = client->Request("POST", "/kubesim/faults", json, "application/json");
+    if (!r.ok())
+      return r.status();
+    if (r->status != 200)
+      return Status::Internal("adding fault " + json + ": " + r->body);
+    return Status::Ok();
+  }
+  Status ClearFaults() {
+    auto r = client->Request("DELETE", "/kubesim/faults");
+    return r.ok() ? Status::Ok() : r.status();
+  }
+  // The delay the client logged before retrying, e.g. "1 s" / "800 ms", or "".
+  std::string LoggedRetry() const {
+    for (const auto& l : log.lines()) {
+      auto p = l.message.find("retrying after ");
+      if (p != std::string::npos)
+        return l.message.substr(p + 15, l.message.find(' ', p + 15) - p - 15) + " s";
+      p = l.message.find("retrying in ");
+      if (p != std::string::npos)
+        return l.message.substr(p + 12, l.message.find(" ms", p) - p - 12) + " ms";
+    }
+    return "";
+  }
+};
+
+Object Pod(const std::string& name) {
+  auto o = Object::Parse(fmt::format(
+      R"({{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{}","namespace":"default","labels":{{"app":"kube-scenarios"}}}},)"
+      R"("spec":{{"containers":[{{"name":"c","image":"busybox"}}]}}}})",
+      name));
+  return *o;
+}
+
+Object ConfigMap(const std::string& name, const std::string& value) {
+  return *Object::Parse(fmt::format(
+      R"({{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{}","namespace":"default","labels":{{"app":"kube-scenarios"}}}},"data":{{"k":"{}"}}}})",
+      name, value));
+}
+
+std::string Unique(const std::string& prefix) {
+  static int n = 0;
+  return fmt::format("{}-{}-{}", prefix, getpid(), ++n);
+}
+
+// Polls `cond` until it holds or `limit` passes (real time).
+bool Eventually(const std::function<bool()>& cond, std::chrono::seconds limit = 30s) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond())
+      return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return cond();
+}
+
+void Say(const std::string& s) {
+  std::printf("%s\n", s.c_str());
+}
+
+// ---- calls ----------------------------------------------------------------------
+
+Status Crud() {
+  auto h = Harness::Make();
+  if (!h.ok())
+    return h.status();
+  Client& c = *(*h)->client;
+  std::string base = Unique("cm");
+  for (int i = 0; i < 5; ++i) {
+    auto r = ConfigMaps(c, "default").Create(ConfigMap(fmt::format("{}-{}", base, i), "v"));
+    EXPECT(r.ok(), "{}", r.status().ToString());
+  }
+  ListOptions lo;
+  lo.page_size = 2;
+  lo.label_selector = "app=kube-scenarios";
+  auto list = c.List(kConfigMaps, "default", lo);
+  EXPECT(list.ok(), "{}", list.status().ToString());
+  EXPECT(list->items.size() >= 5u, "{} items", list->items.size());
+  EXPECT((*h)->metrics.Requests("LIST", 200) >= 3, "paged list used {} requests",
+         (*h)->metrics.Requests("LIST", 200));
+  Say(fmt::format("list: {} items in {} pages", list->items.size(),
+                  (*h)->metrics.Requests("LIST", 200)));
+
+  std::string name = base + "-0";
+  auto got = ConfigMaps(c, "default").Get(name);
+  EXPECT(got.ok(), "{}", got.status().ToString());
+  Object cm = *got;
+  cm.SetString("/data/k", "replaced");
+  auto replaced = ConfigMaps(c, "default").Replace(cm);
+  EXPECT(replaced.ok(), "{}", replaced.status().ToString());
+  EXPECT(replaced->ResourceVersion() != got->ResourceVersion(), "rv unchanged");
+
+  auto merge = ConfigMaps(c, "default").Patch(name, PatchType::kMerge, R"({"data":{"merge":"1"}})");
+  EXPECT(merge.ok(), "{}", merge.status().ToString());
+  auto json =
+      ConfigMaps(c, "default")
+          .Patch(name, PatchType::kJson, R"([{"op":"add","path":"/data/json","value":"1"}])");
+  EXPECT(json.ok(), "{}", json.status().ToString());
+  auto smp =
+      ConfigMaps(c, "default").Patch(name, PatchType::kStrategicMerge, R"({"data":{"smp":"1"}})");
+  EXPECT(smp.ok(), "{}", smp.status().ToString());
+  PatchOptions apply;
+  apply.field_manager = "kube-scenarios";
+  apply.force = true;
+  auto ssa = ConfigMaps(c, "default")
+                 .Patch(name, PatchType::kApply,
+                        fmt::format("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {}\n  "
+                                    "namespace: default\ndata:\n  apply: \"1\"\n",
+                                    name),
+                        apply);
+  EXPECT(ssa.ok(), "{}", ssa.status().ToString());
+  auto data = configmap::Data(*ssa);
+  EXPECT(data.count("merge") && data.count("json") && data.count("smp") && data.count("apply"),
+         "{}", ssa->ToJson());
+  Say("patch: merge, json, strategic-merge and apply all applied");
+
+  // A wrong media type is surfaced as 415 / kInvalidArgument.
+  auto bad =
+      c.Request("PATCH", Client::Path(kConfigMaps, "default", name), "{}", "application/xml");
+  EXPECT(bad.ok() && bad->status == 415, "expected 415");
+
+  DeleteOptions wrong;
+  wrong.precondition_uid = "not-the-uid";
+  auto refused = ConfigMaps(c, "default").Delete(name, wrong);
+  EXPECT(refused.status().code() == Status::Code::kConflict, "{}", refused.status().ToString());
+  Say("delete with a wrong uid precondition surfaced: " + refused.status().ToString());
+  DeleteOptions right;
+  right.precondition_uid = ssa->Uid();
+  right.grace_period_seconds = 0;
+  right.propagation_policy = "Background";
+  auto deleted = ConfigMaps(c, "default").Delete(name, right);
+  EXPECT(deleted.ok(), "{}", deleted.status().ToString());
+  auto gone = ConfigMaps(c, "default").Get(name);
+  EXPECT(gone.status().code() == Status::Code::kNotFound && HttpCode(gone.status()) == 404 &&
+             Reason(gone.status()) == "NotFound",
+         "{}", gone.status().ToString());
+  for (int i = 1; i < 5; ++i)
+    (void)ConfigMaps(c, "default").Delete(fmt::format("{}-{}", base, i));
+
+  // Typed helpers: nodes (cordon), pods, leases, events.
+  auto nodes = Nodes(c).List();
+  EXPECT(nodes.ok() && !nodes->items.empty(), "no nodes");
+  std::string node_name = nodes->items[0].Name();
+  auto cordoned = SetNodeUnschedulable(c, node_name, true);
+  EXPECT(cordoned.ok() && node::Unschedulable(*cordoned), "{}", cordoned.status().ToString());
+  auto uncordoned = SetNodeUnschedulable(c, node_name, false);
+  EXPECT(uncordoned.ok() && !node::Unschedulable(*uncordoned), "{}",
+         uncordoned.status().ToString());
+  std::string pod_name = Unique("pod");
+  auto pod = Pods(c, "default").Create(Pod(pod_name));
+  EXPECT(pod.ok(), "{}", pod.status().ToString());
+  EXPECT(Pods(c, "default").Delete(pod_name).ok(), "pod delete");
+  Say(fmt::format("typed helpers: cordoned {}, created and deleted pod {}", node_name, pod_name));
+  return Status::Ok();
+}
+
+Status Conflict() {
+  auto h = Harness::Make();
+  if (!h.ok())
+    return h.status();
+  Client& c = *(*h)->client;
+  std::string name = Unique("conflict");
+  auto created = ConfigMaps(c, "default").Create(ConfigMap(name, "0"));
+  EXPECT(created.ok(), "{}", created.status().ToString());
+  Object stale = *created;
+  Object fresh = *created;
+  fresh.SetString("/data/k", "1");
+  EXPECT(ConfigMaps(c, "default").Replace(fresh).ok(), "first replace");
+  stale.SetString("/data/k", "2");
+  auto refused = ConfigMaps(c, "default").Replace(stale);
+  EXPECT(refused.status().code() == Status::Code::kConflict && HttpCode(refused.status()) == 409,
+         "{}", refused.status().ToString());
+  Say("stale replace surfaced: " + refused.status().ToString());
+  auto updated = ConfigMaps(c, "default").Update(name, [](Object& o) {
+    o.SetString("/data/k", o.String("/data/k") + "+2");
+    return Status::Ok();
+  });
+  EXPECT(updated.ok(), "{}", updated.status().ToString());
+  EXPECT(updated->String("/data/k") == "1+2", "{}", updated->ToJson());
+  // And a helper that has to re-read: another writer changes the object between
+  // our read and our write, once.
+  bool interfered = false;
+  auto racing = ConfigMaps(c, "default").Update(name, [&](Object& o) {
+    if (!interfered) {
+      interfered = true;
+      Object other = o;
+      other.SetString("/data/other", "yes");
+      (void)ConfigMaps(c, "default").Replace(other);
+    }
+    o.SetString("/data/k", "final");
+    return Status::Ok();
+  });
+  EXPECT(racing.ok(), "{}", racing.status().ToString());
+  EXPECT(racing->String("/data/other") == "yes" && racing->String("/data/k") == "final", "{}",
+         racing->ToJson());
+  EXPECT((*h)->metrics.Requests("PUT", 409) == 2, "PUT 409 count {}",
+         (*h)->metrics.Requests("PUT", 409));
+  Say("409 on replace resolved by Update re-reading the object");
+  (void)ConfigMaps(c, "default").Delete(name);
+  return Status::Ok();
+}
+
+// ---- injected faults on plain calls ---------------------------------------------
+
+Status Fault429() {
+  auto h = Harness::Make();
+  if (!h.ok())
+    return h.status();
+  Client& c = *(*h)->client;
+  (void)(*h)->ClearFaults();
+  if (auto s = (*h)->Fault(
+          R"({"resource":"nodes","verb":"list","type":"status","code":429,"retryAfterSeconds":1,"times":1})");
+      !s.ok())
+    return s;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = Nodes(c).List();
+  auto took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  EXPECT(r.ok(), "{}", r.status().ToString());
+  EXPECT((*h)->metrics.Requests("LIST", 429) == 1 && (*h)->metrics.Requests("LIST", 200) == 1,
+         "metrics");
+  EXPECT((*h)->LoggedRetry() == "1 s", "logged {}", (*h)->LoggedRetry());
+  Say(fmt::format("429 Retry-After: 1 retried after {} (took {} ms)", (*h)->LoggedRetry(),
+                  took.count()));
+  return Status::Ok();
+}
+
+Status Fault503() {
+  auto h = Harness::Make();
+  if (!h.ok())
+    return h.status();
+  Client& c = *(*h)->client;
+  (void)(*h)->ClearFaults();
+  if (auto s = (*h)->Fault(
+          R"({"resource":"configmaps","verb":"create","type":"status","code":503,"retryAfterSeconds":1,"times":1})");
+      !s.ok())
+    return s;
+  std::string name = Unique("cm503");
+  auto r = ConfigMaps(c, "default").Create(ConfigMap(name, "x"));
+  EXPECT(r.ok(), "{}", r.status().ToString());
+  EXPECT((*h)->metrics.Requests("POST", 503) == 1, "metrics");
+  Say(fmt::format("503 Retry-After: 1 on create retried after {}", (*h)->LoggedRetry()));
+  (void)ConfigMaps(c, "default").Delete(name);
+  return Status::Ok();
+}
+
+Status Fault500() {
+  auto h = Harness::Make();
+  if (!h.ok())
+    return h.status();
+  Client& c = *(*h)->client;
+  (void)(*h)->ClearFaults();
+  if (auto s =
+          (*h)->Fault(R"({"resource":"nodes","verb":"get","type":"status","code":500,"times":1})");
+      !s.ok())
+    return s;
+  auto r = Nodes(c).Get("anything");
+  EXPECT(r.status().code() == Status::Code::kUnavailable && HttpCode(r.status()) == 500 &&
+             Reason(r.status()) == "InternalError",
+         "{}", r.status().ToString());
+  EXPECT((*h)->metrics.Requests("GET", 500) == 1, "one attempt only");
+  Say("500 without Retry-After surfaced: " + r.status().ToString());
+  return Status::Ok();
+}
+
+Status FaultReset() {
+  auto h = Harness::Make();
+  if (!h.ok())
+    return h.status();
+  Client& c = *(*h)->client;
+  (void)(*h)->ClearFaults();
+  // A read is retried after a reset: by the client after 0.8 s, or (when the reset
+  // hit a reused keep-alive connection before any answer) re-sent at once by libcurl
+  // on a fresh connection.
+  if (auto s = (*h)->Fault(R"({"resource":"nodes","verb":"list","type":"reset-before","times":1})");
+      !s.ok())
+    return s;
+  auto r = Nodes(c).List();
+  EXPECT(r.ok(), "{}", r.status().ToString());
+  if ((*h)->metrics.Requests("LIST", 0) == 1) {
+    Say(fmt::format("reset before answer on LIST retried by the client after {}",
+                    (*h)->LoggedRetry()));
+  } else {
+    Say("reset before answer on LIST re-sent by libcurl on a fresh connection (reused connection "
+        "died)");
+  }
+  // A write is not retried by the client: it may have been applied.
+  auto write = [&](const std::string& fault, const std::string& what) -> Status {
+    if (auto s = (*h)->Fault(fault); !s.ok())
+      return s;
+    std::string name = Unique("cmreset");
+    auto w = ConfigMaps(c, "default").Create(ConfigMap(name, "x"));
+    auto exists = ConfigMaps(c, "default").Get(name);
+    if (w.ok()) {
+      // Only libcurl's transparent re-send on a fresh connection can get here.
+      Say(fmt::format(
+          "{} on POST: re-sent once by libcurl (reused connection died before any answer); "
+          "object exists: {}",
+          what, exists.ok()));
+    } else {
+      EXPECT(w.status().code() == Status::Code::kUnavailable ||
+                 w.status().code() == Status::Code::kAlreadyExists,
+             "{}", w.status().ToString());
+      Say(fmt::format("{} on POST surfaced: {} (object exists afterwards: {})", what,
+                      w.status().ToString(), exists.ok()));
+    }
+    EXPECT((*h)->metrics.Requests("POST", 0) <= 1, "the client retried a write");
+    (void)ConfigMaps(c, "default").Delete(name);
+    return Status::Ok();
+  };
+  if (auto s = write(R"({"resource":"configmaps","verb":"create","type":"reset-before","times":1})",
+                     "reset before commit");
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = write(R"({"resource":"configmaps","verb":"create","type":"reset-after","times":1})",
+                     "reset after commit");
+      !s.ok()) {
+    return s;
+  }
+  return Status::Ok();
+}
+
+Status FaultStall() {
+  ClientOptions o;
+  o.request_timeout = 1000ms;
+  auto h = Harness::Make("", o);
+  if (!h.ok())
+    return h.status();
+  Client& c = *(*h)->client;
+  (void)(*h)->ClearFaults();
+  // A stall lasts until the fault is removed (times 0).
+  if (auto s = (*h)->Fault(R"({"resource":"nodes","verb":"get","type":"stall","times":0})");
+      !s.ok())
+    return s;
+  auto r = Nodes(c).Get("node-0");
+  EXPECT(r.status().code() == Status::Code::kTimeout, "{}", r.status().ToString());
+  Say("stalled GET surfaced after the 1 s total timeout: " + r.status().ToString());
+  // Cancellation from another thread ends a stalled call too.
+  CancelToken cancel;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(200ms);
+    cancel.Cancel();
+  });
+  CallOptions call{&cancel, 60000ms};
+  auto cancelled = c.Get(kNodes, "", "node-0", call);
+  canceller.join();
+  EXPECT(cancelled.status().code() == Status::Code::kCancelled, "{}",
+         cancelled.status().ToString());
+  Say("stalled GET cancelled: " + cancelled.status().ToString());
+  (void)(*h)->ClearFaults();
+  return Status::Ok();
+}
+
+Status FaultLatency() {
+  auto h = Harness::Make();
+  if (!h.ok())
+    return h.status();
+  Client& c = *(*h)->client;
+  (void)(*h)->ClearFaults();
+  if (auto s = (*h)->Fault(
+          R"({"resource":"nodes","verb":"list","type":"latency","latencyMs":300,"times":1})");
+      !s.ok())
+    return s;
+  auto r = Nodes(c).List();
+  EXPECT(r.ok(), "{}", r.status().ToString());
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>((*h)->metrics.Latency("LIST", 200))
+          .count();
+  Say(fmt::format("slow LIST answered; latency hook saw {} ms", ms));
+  return Status::Ok();
+}
+
+// ---- watches ------------------------------------------------------------------
+
+struct Watching {
+  std::unique_ptr<Harness> h;
+  std::unique_ptr<Informer> informer;
+};
+
+Result<Watching> StartInformer(ReflectorOptions ro = {}, const std::string& kubeconfig = "") {
+  Watching w;
+  auto h = Harness::Make(kubeconfig);
+  if (!h.ok())
+    return h.status();
+  w.h = std::move(*h);
+  ro.namespace_ = "default";
+  ro.label_selector = "app=kube-scenarios";
+  w.informer = std::make_unique<Informer>(*w.h->client, kConfigMaps, ro, &w.h->metrics);
+  w.informer->Start();
+  if (!w.informer->WaitForSync(30s))
+    return Status::Timeout("informer did not sync");
+  return w;
+}
+
+Status WatchExpireMidStream() {
+  ReflectorOptions ro;
+  ro.watch_timeout_seconds = 2;  // streams end often, so a new watch meets the fault
+  auto w = StartInformer(ro);
+  if (!w.ok())
+    return w.status();
+  Harness& h = *w->h;
+  (void)h.ClearFaults();
+  // The next watch request gets a 200 stream carrying an ERROR 410 event.
+  if (auto s =
+          h.Fault(R"({"resource":"configmaps","verb":"watch","type":"watch-expire","times":1})");
+      !s.ok())
+    return s;
+  std::string name = Unique("expire");
+  EXPECT(ConfigMaps(*h.client, "default").Create(ConfigMap(name, "x")).ok(), "create");
+  bool relisted = Eventually([&] { return h.metrics.WatchRestarts("expired") >= 1; }, 60s);
+  std::string after = Unique("after");
+  auto created_after = ConfigMaps(*h.client, "default").Create(ConfigMap(after, "x"));
+  EXPECT(created_after.ok(), "create: {}", created_after.status().ToString());
+  bool seen = Eventually([&] { return w->informer->Get("default/" + after).has_value(); });
+  w->informer->Stop();
+  EXPECT(relisted, "no relist after a mid-stream 410 (restarts: expired={} error={} closed={})",
+         h.metrics.WatchRestarts("expired"), h.metrics.WatchRestarts("error"),
+         h.metrics.WatchRestarts("closed"));
+  EXPECT(seen, "cache did not converge after the relist");
+  Say(fmt::format("mid-stream ERROR 410: relisted ({} LIST requests), cache converged",
+                  h.metrics.Requests("LIST", 200)));
+  (void)ConfigMaps(*h.client, "default").Delete(name);
+  (void)ConfigMaps(*h.client, "default").Delete(after);
+  return Status::Ok();
+}
+
+Status Watch410Http() {
+  auto h = Harness::Make();
+  if (!h.ok())
+    return h.status();
+  Client& c = *(*h)->client;
+  auto list = c.List(kConfigMaps, "default");
+  EXPECT(list.ok(), "{}", list.status().ToString());
+  std::string name = Unique("compact");
+  EXPECT(ConfigMaps(c, "default").Create(ConfigMap(name, "x")).ok(), "create");
+  EXPECT(ConfigMaps(c, "default").Delete(name).ok(), "delete");
+  auto compact = c.Request("POST", "/kubesim/compact", "{}", "application/json");
+  EXPECT(compact.ok() && compact->status == 200, "compact");
+  WatchOptions wo;
+  wo.resource_version = list->resource_version;
+  wo.timeout_seconds = 5;
+  auto end = c.Watch(kConfigMaps, "default", wo, [](const WatchEvent&) { return true; });
+  EXPECT(end.status().code() == Status::Code::kExpired, "{}",
+         end.ok() ? "watch ok" : end.status().ToString());
+  Say(fmt::format("watch from a compacted resourceVersion: {} (HTTP {})", end.status().ToString(),
+                  HttpCode(end.status())));
+  return Status::Ok();
+}
+
+Status WatchStall() {
+  ReflectorOptions ro;
+  ro.watch_timeout_seconds = 1;  // kubesim still ends a stalled stream at timeoutSeconds
+  ro.watch_slack = 2s;           // a stream silent past that is dropped by the client
+  auto w = StartInformer(ro);
+  if (!w.ok())
+    return w.status();
+  Harness& h = *w->h;
+  (void)h.ClearFaults();
+  if (auto s = h.Fault(R"({"resource":"configmaps","verb":"watch","type":"stall","times":0})");
+      !s.ok())
+    return s;
+  // Once a stream that was open before the fault has ended, every new one is stalled.
+  int64_t before = h.metrics.Requests("WATCH", 200);
+  EXPECT(Eventually([&] { return h.metrics.Requests("WATCH", 200) > before; }, 60s),
+         "no watch restarted");
+  std::string name = Unique("stall");
+  EXPECT(ConfigMaps(*h.client, "default").Create(ConfigMap(name, "x")).ok(), "create");
+  // While stalled, watches end with nothing in them and are opened again from the
+  // same resourceVersion; the change is not seen (nothing is delivered).
+  int64_t streams = h.metrics.Requests("WATCH", 200);
+  bool rewatching =
+      Eventually([&] { return h.metrics.Requests("WATCH", 200) >= streams + 3; }, 60s);
+  bool seen_while_stalled = w->informer->Get("default/" + name).has_value();
+  (void)h.ClearFaults();  // the server delivers again
+  bool seen = Eventually([&] { return w->informer->Get("default/" + name).has_value(); }, 60s);
+  w->informer->Stop();
+  EXPECT(rewatching, "watches not re-opened during the stall");
+  EXPECT(!seen_while_stalled, "an event arrived through a stalled watch");
+  EXPECT(seen, "cache did not converge after the stall");
+  EXPECT(h.metrics.Requests("LIST", 200) == 1, "relisted {} times",
+         h.metrics.Requests("LIST", 200) - 1);
+  Say(fmt::format(
+      "stalled watch: {} silent streams re-opened from the last resourceVersion without a "
+      "relist; cache converged once the stall ended",
+      h.metrics.Requests("WATCH", 200) - streams));
+  (void)ConfigMaps(*h.client, "default").Delete(name);
+  return Status::Ok();
+}
+
+Status WatchReset() {
+  auto w = StartInformer([] {
+    ReflectorOptions ro;
+    ro.watch_timeout_seconds = 1;
+    return ro;
+  }());
+  if (!w.ok())
+    return w.status();
+  Harness& h = *w->h;
+  (void)h.ClearFaults();
+  if (auto s =
+          h.Fault(R"({"resource":"configmaps","verb":"watch","type":"reset-before","times":2})");
+      !s.ok())
+    return s;
+  if (auto s = h.Fault(
+          R"({"resource":"configmaps","verb":"watch","type":"status","code":500,"times":1})");
+      !s.ok())
+    return s;
+  std::string name = Unique("reset");
+  bool hit = Eventually([&] { return h.metrics.Requests("WATCH", 500) >= 1; }, 60s);
+  EXPECT(ConfigMaps(*h.client, "default").Create(ConfigMap(name, "x")).ok(), "create");
+  bool seen = Eventually([&] { return w->informer->Get("default/" + name).has_value(); }, 60s);
+  w->informer->Stop();
+  EXPECT(hit, "faults not hit");
+  EXPECT(seen, "cache did not converge");
+  Say(fmt::format(
+      "watch resets retried by the client ({} failed attempts), 500 backed off and re-watched "
+      "(restarts error={}, expired={}); cache converged",
+      h.metrics.Requests("WATCH", 0), h.metrics.WatchRestarts("error"),
+      h.metrics.WatchRestarts("expired")));
+  (void)ConfigMaps(*h.client, "default").Delete(name);
+  return Status::Ok();
+}
+
+// ---- credentials --------------------------------------------------------------
+
+Status RotateServerToken(Client& c, const std::string& token) {
+  auto r = c.Request("POST", "/kubesim/token", fmt::format(R"({{"token":"{}"}})", token),
+                     "application/json");
+  if (!r.ok())
+    return r.status();
+  if (r->status != 200)
+    return Status::Internal("token rotation: " + r->body);
+  return Status::Ok();
+}
+
+bool WriteToken(const std::string& token) {
+  std::string tmp = g_dir + "/token.tmp";
+  std::ofstream(tmp) << token;
+  return std::rename(tmp.c_str(), (g_dir + "/token").c_str()) == 0;
+}
+
+Status TokenRotationDuringWatch() {
+  ReflectorOptions ro;
+  ro.watch_timeout_seconds = 2;  // streams end often, so a new one meets the new token
+  auto w = StartInformer(ro);
+  if (!w.ok())
+    return w.status();
+  Harness& h = *w->h;
+  std::string token = Unique("token");
+  if (auto s = RotateServerToken(*h.client, token); !s.ok())
+    return s;
+  EXPECT(WriteToken(token), "write token");
+  // The client still holds the old token: its next request gets 401, re-reads the
+  // file and retries.
+  std::string name = Unique("rotated");
+  auto created = ConfigMaps(*h.client, "default").Create(ConfigMap(name, "x"));
+  EXPECT(created.ok(), "{}", created.status().ToString());
+  // The POST, or a watch that restarted first, met the 401 and re-read the token.
+  auto unauthorized = [&] {
+    int64_t n = 0;
+    for (const auto& [k, v] : h.metrics.requests())
+      n += k.second == 401 ? v : 0;
+    return n;
+  };
+  EXPECT(unauthorized() >= 1, "no request met the rotated token");
+  bool seen = Eventually([&] { return w->informer->Get("default/" + name).has_value(); }, 60s);
+  // Wait for the stream opened with the old token to end and a new one to start.
+  int64_t streams = h.metrics.Requests("WATCH", 200);
+  bool rewatched = Eventually([&] { return h.metrics.Requests("WATCH", 200) > streams; }, 60s);
+  std::string later = Unique("later");
+  EXPECT(ConfigMaps(*h.client, "default").Create(ConfigMap(later, "x")).ok(), "create");
+  bool seen_later =
+      Eventually([&] { return w->informer->Get("default/" + later).has_value(); }, 60s);
+  w->informer->Stop();
+  EXPECT(seen && rewatched && seen_later, "informer lost track after rotation ({} {} {})", seen,
+         rewatched, seen_later);
+  Say(fmt::format(
+      "token rotated during a watch: 401 (POST: {}, WATCH: {}) re-read the token file and "
+      "retried; the informer kept watching ({} streams) and saw both new objects",
+      h.metrics.Requests("POST", 401), h.metrics.Requests("WATCH", 401),
+      h.metrics.Requests("WATCH", 200)));
+  (void)ConfigMaps(*h.client, "default").Delete(name);
+  (void)ConfigMaps(*h.client, "default").Delete(later);
+  return Status::Ok();
+}
+
+Status ExecPluginExpiry() {
+  // A plugin that hands out the server's current token, valid for 2 seconds.
+  std::string plugin = g_dir + "/exec-plugin.sh";
+  std::string counter = g_dir + "/exec-plugin.runs";
+  fs::remove(counter);
+  std::ofstream(plugin)
+      << "#!/bin/sh\n"
+      << "echo run >> '" << counter << "'\n"
+      << "case \"$KUBERNETES_EXEC_INFO\" in *ExecCredential*) ;; *) exit 3;; esac\n"
+      << "exp=$(date -u -d '+2 seconds' +%Y-%m-%dT%H:%M:%SZ)\n"
+      << "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+         "\"status\":{\"token\":\"%s\",\"expirationTimestamp\":\"%s\"}}' \"$(cat '"
+      << g_dir << "/token')\" \"$exp\"\n";
+  chmod(plugin.c_str(), 0755);
+  // The same cluster, with the exec user.
+  std::ifstream in(g_dir + "/kubeconfig");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string kc = ss.str();
+  auto pos = kc.find("users:");
+  kc = kc.substr(0, pos) +
+       "users:\n- name: kubesim-admin\n  user:\n    exec:\n      apiVersion: "
+       "client.authentication.k8s.io/v1\n"
+       "      command: ./exec-plugin.sh\n";
+  std::string kc_path = g_dir + "/exec-kubeconfig";
+  std::ofstream(kc_path) << kc;
+  auto runs = [&] {
+    std::ifstream c(counter);
+    int n = 0;
+    std::string line;
+    while (std::getline(c, line))
+      ++n;
+    return n;
+  };
+  auto h = Harness::Make(kc_path);
+  if (!h.ok())
+    return h.status();
+  Client& c = *(*h)->client;
+  EXPECT(Nodes(c).List().ok(), "first call");
+  EXPECT(Nodes(c).List().ok(), "second call");
+  EXPECT(runs() == 1, "plugin ran {} times for two calls within its validity", runs());
+  bool rerun = Eventually([&] { return Nodes(c).List().ok() && runs() >= 2; }, 20s);
+  EXPECT(rerun, "plugin not re-run after its credential expired (runs {})", runs());
+  Say(fmt::format("exec credential cached until expiry, then re-run (runs: {})", runs()));
+  // The server rotates: the cached credential gets 401, the plugin runs again.
+  int before = runs();
+  std::string token = Unique("exec-token");
+  if (auto s = RotateServerToken(c, token); !s.ok())
+    return s;  // sent with the still-valid old token
+  EXPECT(WriteToken(token), "write token");
+  auto after = Nodes(c).List();
+  EXPECT(after.ok(), "{}", after.status().ToString());
+  EXPECT(runs() > before, "plugin not re-run on 401");
+  Say(fmt::format("401 re-ran the exec plugin (LIST 401: {})",
+                  (*h)->metrics.Requests("LIST", 401)));
+  return Status::Ok();
+}
+
+Status Tls() {
+  auto h = Harness::Make();
+  if (!h.ok())
+    return h.status();
+  Config cfg = (*h)->config;
+  if (cfg.server.rfind("https://", 0) != 0) {
+    Say("kubesim runs plain HTTP: TLS scenario skipped");
+    return Status::Ok();
+  }
+  // Verification is on by default: without the CA the handshake fails.
+  Config no_ca = cfg;
+  no_ca.ca_file.clear();
+  auto c1 = Client::Create(no_ca);
+  auto r1 = (*c1)->List(kNodes, "");
+  EXPECT(r1.status().code() == Status::Code::kInvalidArgument, "{}", r1.status().ToString());
+  Say("no CA: refused: " + r1.status().ToString());
+  // insecure-skip-tls-verify works and warns.
+  Config insecure = no_ca;
+  insecure.insecure_skip_tls_verify = true;
+  RecordingLogger log;
+  ClientOptions o;
+  o.logger = &log;
+  auto c2 = Client::Create(insecure, o);
+  EXPECT((*c2)->List(kNodes, "").ok(), "insecure");
+  EXPECT(log.Contains("insecure-skip-tls-verify", LogLevel::kWarning), "no warning");
+  // Client certificates (the kubesim-cert context).
+  auto cert_cfg = LoadKubeconfig({g_dir + "/kubeconfig"}, "kubesim-cert");
+  EXPECT(cert_cfg.ok(), "{}", cert_cfg.status().ToString());
+  auto c3 = Client::Create(*cert_cfg);
+  auto r3 = (*c3)->List(kNodes, "");
+  EXPECT(r3.ok(), "client certificate: {}", r3.status().ToString());
+  Say("CA verified; insecure-skip-tls-verify warned; client certificate accepted");
+  return Status::Ok();
+}
+
+Status LeaderAndEvents() {
+  auto h = Harness::Make();
+  if (!h.ok())
+    return h.status();
+  Client& c = *(*h)->client;
+  std::string lease = Unique("lease");
+  LeaderElectionOptions a_opts;
+  a_opts.namespace_ = "default";
+  a_opts.name = lease;
+  a_opts.identity = "a";
+  LeaderElectionOptions b_opts = a_opts;
+  b_opts.identity = "b";
+  LeaderElector a(c, a_opts), b(c, b_opts);
+  EXPECT(a.TryAcquireOrRenew(), "a acquires");
+  EXPECT(!b.TryAcquireOrRenew(), "b must not acquire a held lease");
+  EXPECT(a.TryAcquireOrRenew(), "a renews");
+  a.Release();
+  EXPECT(b.TryAcquireOrRenew(), "b acquires a released lease");
+  auto l = Leases(c, "default").Get(lease);
+  EXPECT(l.ok() && lease::HolderIdentity(*l) == "b" && lease::Transitions(*l) >= 1, "{}",
+         l.ok() ? l->ToJson() : "");
+  Say("leader election on a Lease: a acquired, b waited, a released, b took over");
+
+  EventRecorderOptions eo;
+  eo.reporting_instance = "kube-scenarios";
+  auto node = Nodes(c).Get("node-0");
+  EXPECT(node.ok(), "{}", node.status().ToString());
+  {
+    EventRecorder rec(c, eo);
+    for (int i = 0; i < 3; ++i)
+      rec.Record(ObjectReference::Of(*node), "Normal", "ScenarioRan", "Test", "folded");
+    rec.Flush(30s);
+    EXPECT(rec.failed() == 0, "event failures {}", rec.failed());
+  }
+  auto events = Events(c, "default").List();
+  EXPECT(events.ok(), "{}", events.status().ToString());
+  int64_t count = 0;
+  for (const auto& e : events->items) {
+    if (e.String("/reason") == "ScenarioRan")
+      count = std::max<int64_t>(count, e.Int("/series/count").value_or(1));
+  }
+  EXPECT(count == 3, "series count {}", count);
+  Say("three repeats recorded as one event with series.count 3");
+  return Status::Ok();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: kube_scenarios KUBESIM_OUT_DIR SCENARIO\n");
+    return 2;
+  }
+  g_dir = argv[1];
+  std::map<std::string, std::function<Status()>> scenarios = {
+      {"crud", Crud},
+      {"conflict", Conflict},
+      {"fault-429", Fault429},
+      {"fault-503", Fault503},
+      {"fault-500", Fault500},
+      {"fault-reset", FaultReset},
+      {"fault-stall", FaultStall},
+      {"fault-latency", FaultLatency},
+      {"watch-expire-mid-stream", WatchExpireMidStream},
+      {"watch-410-http", Watch410Http},
+      {"watch-stall", WatchStall},
+      {"watch-reset", WatchReset},
+      {"token-rotation", TokenRotationDuringWatch},
+      {"exec-expiry", ExecPluginExpiry},
+      {"tls", Tls},
+      {"leader-events", LeaderAndEvents},
+  };
+  auto it = scenarios.find(argv[2]);
+  if (it == scenarios.end()) {
+    std::fprintf(stderr, "unknown scenario %s; one of:", argv[2]);
+    for (const auto& [k, v] : scenarios)
+      std::fprintf(stderr, " %s", k.c_str());
+    std::fprintf(stderr, "\n");
+    return 2;
+  }
+  Status s = it->second();
+  if (!s.ok()) {
+    std::printf("FAILED %s: %s\n", argv[2], s.ToString().c_str());
+    return 1;
+  }
+  std::printf("OK %s\n", argv[2]);
+  return 0;
+}
