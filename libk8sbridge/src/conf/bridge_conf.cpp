@@ -20,48 +20,6 @@ namespace {
 
 using Setter = std::function<Status(BridgeConfig&, const std::string&)>;
 
-Result<long> ParseInt(const std::string& value, long min, long max) {
-  long n = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || end != value.data() + value.size()) {
-    return Status::InvalidArgument(fmt::format("'{}' is not a whole number", value));
-  }
-  if (n < min || n > max) {
-    return Status::InvalidArgument(fmt::format("{} is out of range: use {} to {}", n, min, max));
-  }
-  return n;
-}
-
-// "10" (seconds), "10s" or "500ms".
-Result<std::chrono::milliseconds> ParseDuration(const std::string& value) {
-  std::string number = value;
-  long scale = 1000;
-  if (number.size() > 2 && number.ends_with("ms")) {
-    number.resize(number.size() - 2);
-    scale = 1;
-  } else if (number.size() > 1 && number.ends_with("s")) {
-    number.resize(number.size() - 1);
-  }
-  auto n = ParseInt(number, 1, 86'400'000 / scale);
-  if (!n.ok()) {
-    return Status::InvalidArgument(
-        fmt::format("'{}' is not a duration: write seconds (10), or 10s or 500ms", value));
-  }
-  return std::chrono::milliseconds(*n * scale);
-}
-
-Result<bool> ParseBool(const std::string& value) {
-  for (std::string_view yes : {"yes", "true", "1", "on"}) {
-    if (KeyEquals(value, yes))
-      return true;
-  }
-  for (std::string_view no : {"no", "false", "0", "off"}) {
-    if (KeyEquals(value, no))
-      return false;
-  }
-  return Status::InvalidArgument(fmt::format("'{}' is not yes or no", value));
-}
-
 Result<PlacementAffinity> ParseAffinity(const std::string& value) {
   if (KeyEquals(value, "required"))
     return PlacementAffinity::kRequired;

@@ -23,11 +23,9 @@ Status Bad(std::string_view file, int line, const ConfPair& p, std::string_view 
 }
 
 Result<bool> ParseBool(std::string_view file, int line, const ConfPair& p) {
-  std::string v = p.value;
-  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (v == "yes" || v == "true" || v == "1") return true;
-  if (v == "no" || v == "false" || v == "0") return false;
-  return Bad(file, line, p, "expected yes or no");
+  auto b = conf::ParseBool(p.value);
+  if (!b.ok()) return Bad(file, line, p, b.status().message());
+  return *b;
 }
 
 template <typename T>
@@ -50,24 +48,10 @@ Result<T> ParseNumber(std::string_view file, int line, const ConfPair& p, std::s
   return value;
 }
 
-// "10s", "500ms", "2m", or plain seconds.
 Result<std::chrono::milliseconds> ParseDuration(std::string_view file, int line, const ConfPair& p) {
-  std::string_view v = p.value;
-  long long scale = 1000;
-  if (v.ends_with("ms")) {
-    scale = 1;
-    v.remove_suffix(2);
-  } else if (v.ends_with("s")) {
-    v.remove_suffix(1);
-  } else if (v.ends_with("m")) {
-    scale = 60'000;
-    v.remove_suffix(1);
-  }
-  long long n = 0;
-  auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (ec != std::errc() || ptr != v.data() + v.size() || v.empty() || n <= 0)
-    return Bad(file, line, p, "expected a positive duration such as 10s, 500ms or 2m");
-  return std::chrono::milliseconds(n * scale);
+  auto d = conf::ParseDuration(p.value);
+  if (!d.ok()) return Bad(file, line, p, d.status().message());
+  return *d;
 }
 
 template <typename T>

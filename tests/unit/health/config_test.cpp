@@ -35,7 +35,7 @@ BOOST_AUTO_TEST_CASE(errors_name_file_line_key_and_fix) {
              "/etc/slurm/k8sbridge-health.conf:2:1: unknown key 'XidDrian' (did you mean 'XidDrain'?); "
              "docs/health.md lists the keys");
   auto bad_bool = ParseHealthConfig("CheckEcc=maybe", "h.conf");
-  BOOST_TEST(bad_bool.status().message() == "h.conf:1:1: CheckEcc=maybe: expected yes or no");
+  BOOST_TEST(bad_bool.status().message() == "h.conf:1:1: CheckEcc=maybe: 'maybe' is not yes or no");
   auto too_long = ParseHealthConfig("TotalTimeout=90s", "h.conf");
   BOOST_TEST(too_long.status().message().find("under Slurm's 60 s limit") != std::string::npos);
   auto bad_port = ParseHealthConfig("IbPort=mlx5_0:x", "h.conf");

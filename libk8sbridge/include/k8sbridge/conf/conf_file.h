@@ -4,6 +4,7 @@
 // slurm.conf. What the keys mean is up to the caller (see bridge_conf.h).
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,14 @@ struct ConfLine {
 // Splits `text` into lines of pairs; blank and comment-only lines are skipped.
 // Errors name "<file>:<line>:<column>" and the fix.
 Result<std::vector<ConfLine>> LexConf(std::string_view text, std::string_view file);
+
+// Value parsers shared by every k8sbridge configuration file. Their messages
+// say what is wrong with the value; callers add "<file>:<line>:<column>: Key".
+Result<long> ParseInt(const std::string& value, long min, long max);
+// "10" (seconds), "10s", "500ms" or "2m".
+Result<std::chrono::milliseconds> ParseDuration(const std::string& value);
+// yes/no, true/false, on/off, 1/0, in any case.
+Result<bool> ParseBool(const std::string& value);
 
 // Case-insensitive ASCII comparison of keys.
 bool KeyEquals(std::string_view a, std::string_view b);
