@@ -141,7 +141,7 @@ BOOST_AUTO_TEST_CASE(bad_values_name_the_field_and_fix) {
                     "/etc/slurm/k8sbridge.conf:2:1: Burst: 0 is out of range: use 1 to 100000");
   BOOST_CHECK_EQUAL(ErrorOf("ClusterName=a\nRequestTimeout=soon\n"),
                     "/etc/slurm/k8sbridge.conf:2:1: RequestTimeout: 'soon' is not a duration: "
-                    "write seconds (10), or 10s or 500ms");
+                    "write seconds (10), or 10s, 500ms or 2m");
   BOOST_CHECK_EQUAL(ErrorOf("ClusterName=a InCluster=maybe"),
                     "/etc/slurm/k8sbridge.conf:1:15: InCluster: 'maybe' is not yes or no");
   BOOST_CHECK_EQUAL(ErrorOf("ClusterName=a Namespace=Slurm"),
