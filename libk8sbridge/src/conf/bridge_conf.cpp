@@ -149,6 +149,17 @@ const std::map<std::string, Setter, std::less<>>& GlobalSetters() {
          c.conf_server = v;
          return Status::Ok();
        }},
+      {"LogFile",
+       [](BridgeConfig& c, const std::string& v) {
+         if (v.empty() || v.front() != '/') {
+           return Status::InvalidArgument(fmt::format(
+               "'{}' is not an absolute path: give a file SlurmUser may append to, e.g. "
+               "/var/log/slurm/k8sbridge-power.log",
+               v));
+         }
+         c.log_file = v;
+         return Status::Ok();
+       }},
       {"GpuResource",
        [](BridgeConfig& c, const std::string& v) {
          if (Status s = CheckLabelKey(v); !s.ok())

@@ -79,6 +79,9 @@ struct BridgeConfig {
   // inside Slurm's ResumeTimeout.
   std::chrono::milliseconds retry_deadline{20'000};
 
+  // The power programs' log, besides stderr (which slurmscriptd discards); "" = none.
+  std::string log_file;
+
   // Worker pods.
   std::string worker_command = "/usr/sbin/k8sbridge-worker";
   std::string

@@ -1,0 +1,102 @@
+// What Slurm's ResumeProgram, SuspendProgram and ResumeFailProgram do, behind
+// interfaces: Kubernetes through kube::Client (kube::FakeTransport in tests), Slurm
+// through SlurmNodes (libslurm in the program, RecordingSlurmNodes in tests).
+// Every node is handled on its own: one node's failure never stops the others.
+// docs/power.md describes the behaviour.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "k8sbridge/clock.h"
+#include "k8sbridge/kube/client.h"
+#include "k8sbridge/kube/events.h"
+#include "k8sbridge/log.h"
+#include "k8sbridge/power/resume_file.h"
+#include "k8sbridge/power/setup.h"
+#include "k8sbridge/status.h"
+
+namespace k8sbridge::power {
+
+// The Slurm side of the power programs.
+class SlurmNodes {
+ public:
+  virtual ~SlurmNodes() = default;
+  // The node's Gres as Slurm reports it ("gpu:h100:8"), "" when it has none.
+  virtual Result<std::string> Gres(std::string_view node) = 0;
+  // Sets the node DOWN, then POWER_DOWN, with `reason`, so its jobs requeue at once
+  // and the node returns to POWERED_DOWN instead of waiting for ResumeTimeout.
+  virtual Status FailNode(std::string_view node, std::string_view reason) = 0;
+};
+
+// In memory, for tests: Gres from a map, failed nodes recorded.
+class RecordingSlurmNodes final : public SlurmNodes {
+ public:
+  Result<std::string> Gres(std::string_view node) override;
+  Status FailNode(std::string_view node, std::string_view reason) override;
+  void SetGres(std::string node, std::string gres);
+  std::map<std::string, std::string> failed() const;  // node -> reason
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::string, std::less<>> gres_;
+  std::map<std::string, std::string> failed_;
+};
+
+struct PowerContext {
+  const PowerSetup& setup;
+  kube::Client& client;
+  SlurmNodes& slurm;
+  Logger& log;
+  kube::EventRecorder* events = nullptr;  // ResumeFail's pod events; null: log only
+};
+
+// What happened to one node.
+enum class NodeAction {
+  kCreated,   // resume: a new pod
+  kExisting,  // resume: a healthy pod of ours was already there
+  kReplaced,  // resume: a terminating or failed leftover was deleted, a new pod created
+  kDeleted,   // suspend/resume-fail: our pod was deleted
+  kAbsent,    // suspend/resume-fail: there was no pod (404)
+  kFailed,    // see NodeOutcome::status
+};
+std::string_view NodeActionName(NodeAction action);
+
+struct NodeOutcome {
+  std::string node;
+  NodeAction action = NodeAction::kFailed;
+  Status status;  // why, for kFailed
+};
+
+struct PowerReport {
+  std::vector<NodeOutcome> nodes;  // in the order of the hostlist
+  size_t Failed() const;
+};
+
+// Creates the worker pod of every node, at most Concurrency at a time. A node whose
+// pod cannot be created is failed in Slurm (DOWN, then POWER_DOWN) with the reason
+// "k8sbridge: <what Kubernetes or the configuration said>".
+PowerReport Resume(const PowerContext& ctx, const std::vector<std::string>& nodes,
+                   const ResumeRequest& request);
+
+// Deletes the worker pods with their grace period; no pod is success. A pod without
+// k8sbridge's ownership labels for this cluster and node is never touched (failure).
+PowerReport Suspend(const PowerContext& ctx, const std::vector<std::string>& nodes);
+
+// As Suspend, and first records why the node failed to resume (the pod's phase,
+// conditions and container states) in the log and as a Warning Event on the pod.
+PowerReport ResumeFail(const PowerContext& ctx, const std::vector<std::string>& nodes);
+
+// The Slurm node reason for a failure: "k8sbridge: " and the Kubernetes message
+// (Status.message) when there is one, else the Status message; one line, at most
+// 200 bytes.
+std::string NodeReason(const Status& status);
+
+// Why a pod is not running, from its status, for logs and events ("phase Pending;
+// PodScheduled=False Unschedulable: 0/4 nodes are available ...").
+std::string DescribePodState(const kube::Object& pod);
+
+}  // namespace k8sbridge::power

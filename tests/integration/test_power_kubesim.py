@@ -1,0 +1,185 @@
+"""k8sbridge-power resume/suspend against kubesim (no scheduler, no kubelet).
+
+Checks the pods the real program creates (name, ownership labels, node selector
+from the job's features, GPU resources, pod affinity on the placement label), that
+a second resume creates nothing, that suspend deletes only k8sbridge's pods (404 is
+success, a foreign pod is never touched), that injected 503s are retried, and that
+a pod the API rejects (422) fails only that node and names the reason it would set
+in Slurm. The Slurm side here is a slurm.conf whose slurmctld does not exist: the
+program logs the DOWN/POWER_DOWN it tried (the rig tests do it against a real one).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import shutil
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kubesim_harness import BUILD_ROOT, KubeSim  # noqa: E402
+
+POWER = Path(os.environ.get("K8SBRIDGE_POWER",
+                            BUILD_ROOT / "plugins" / "power_k8s" / "k8sbridge-power"))
+LEAF = "network.topology.nvidia.com/leaf"
+PRODUCT = "NVIDIA-H100-80GB-HBM3"
+
+TEMPLATE = """\
+kind: PodTemplate
+template:
+  metadata:
+    labels: {team: hpc}
+  spec:
+    terminationGracePeriodSeconds: 5
+    containers:
+    - name: slurmd
+      image: registry.example/slurm-worker:24.11
+"""
+
+
+class PowerKubesim(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not POWER.exists():
+            raise unittest.SkipTest(f"{POWER} is not built")
+        cls.sim = KubeSim("--fake-nodes", "2", "--gpus-per-node", "8",
+                          "--gpu-product", PRODUCT, "--ib-leaves", "2")
+        cls.dir = Path(tempfile.mkdtemp(prefix="power-kubesim-"))
+        (cls.dir / "worker.yaml").write_text(TEMPLATE)
+        # slurmctld at a port where nothing listens: FailNode's RPC fails fast.
+        (cls.dir / "slurm.conf").write_text(
+            "ClusterName=hpc1\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=9\n"
+            "MessageTimeout=2\nNodeName=w-[0-3] State=CLOUD\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sim.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def setUp(self):
+        self.sim.admin("DELETE", "faults")
+        status, _, pods = self.sim.request("GET", "/api/v1/namespaces/default/pods")
+        self.assertEqual(status, 200)
+        for pod in pods["items"]:
+            self.sim.request("DELETE", f"/api/v1/namespaces/default/pods/{pod['metadata']['name']}"
+                             "?gracePeriodSeconds=0")
+        self.sim.admin("DELETE", "requests")
+
+    def write_conf(self, concurrency=8):
+        conf = self.dir / "k8sbridge.conf"
+        conf.write_text(
+            f"ClusterName=hpc1\nKubeconfig={self.sim.kubeconfig}\nNamespace=default\n"
+            f"Concurrency={concurrency}\nRetryDeadline=15\nPlacementLabel={LEAF}\n"
+            f"LogFile={self.dir / 'power.log'}\n"
+            "NodeGroup=gpu Nodes=w-[0-3] PodTemplate=worker.yaml Gpus=4\n"
+            f"Feature=h100 Selector=nvidia.com/gpu.product={PRODUCT}\n")
+        return conf
+
+    def run_power(self, *args, resume_jobs=None, concurrency=8):
+        env = dict(os.environ, SLURM_CONF=str(self.dir / "slurm.conf"), HOME=str(self.dir))
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        env.pop("SLURM_RESUME_FILE", None)
+        if resume_jobs is not None:
+            resume = self.dir / "resume.json"
+            resume.write_text(json.dumps(resume_jobs))
+            env["SLURM_RESUME_FILE"] = str(resume)
+        argv = [str(POWER), "--config", str(self.write_conf(concurrency)), *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+
+    def pod(self, name):
+        status, _, body = self.sim.request("GET", f"/api/v1/namespaces/default/pods/{name}")
+        return body if status == 200 else None
+
+    def creates(self):
+        return [r for r in self.sim.requests_log()
+                if r.get("verb") == "create" and r.get("resource") == "pods"]
+
+    @staticmethod
+    def job(job_id, nodes, features=None):
+        return {"all_nodes_resume": nodes, "jobs": [
+            {"extra": None, "job_id": job_id, "features": features, "nodes_alloc": nodes,
+             "nodes_resume": nodes, "oversubscribe": "OK", "partition": "main",
+             "reservation": None}]}
+
+    def test_resume_creates_rendered_pods_once(self):
+        r = self.run_power("resume", "w-[0-1]", resume_jobs=self.job(7, "w-[0-1]", "h100"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for name in ("w-0", "w-1"):
+            pod = self.pod(name)
+            self.assertIsNotNone(pod, f"pod {name} missing; log:\n{r.stderr}")
+            labels = pod["metadata"]["labels"]
+            self.assertEqual(labels["app.kubernetes.io/managed-by"], "k8sbridge")
+            self.assertEqual(labels["k8sbridge.io/cluster"], "hpc1")
+            self.assertEqual(labels["k8sbridge.io/node"], name)
+            self.assertEqual(labels["k8sbridge.io/job"], "7")
+            self.assertEqual(labels["team"], "hpc")
+            self.assertEqual(pod["spec"]["nodeSelector"], {"nvidia.com/gpu.product": PRODUCT})
+            container = pod["spec"]["containers"][0]
+            self.assertEqual(container["resources"]["requests"]["nvidia.com/gpu"], "4")
+            self.assertEqual(container["resources"]["limits"]["nvidia.com/gpu"], "4")
+            terms = pod["spec"]["affinity"]["podAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"]
+            self.assertEqual(terms[0]["topologyKey"], LEAF)
+            self.assertEqual(terms[0]["labelSelector"]["matchLabels"]["k8sbridge.io/job"], "7")
+        self.assertEqual(len(self.creates()), 2)
+        self.assertIn("resume w-[0-1]", (self.dir / "power.log").read_text())
+
+        # Again: the healthy pods count as success, nothing is created.
+        self.sim.admin("DELETE", "requests")
+        r = self.run_power("resume", "w-[0-1]", resume_jobs=self.job(7, "w-[0-1]", "h100"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len([c for c in self.creates() if c.get("code") == 201]), 0)
+
+    def test_suspend_deletes_only_owned_pods(self):
+        r = self.run_power("resume", "w-[0-1]", resume_jobs=self.job(8, "w-[0-1]"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        foreign = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "w-3", "labels": {"app": "not-k8sbridge"}},
+                   "spec": {"containers": [{"name": "c", "image": "x"}]}}
+        status, _, body = self.sim.request("POST", "/api/v1/namespaces/default/pods", foreign)
+        self.assertEqual(status, 201, body)
+
+        r = self.run_power("suspend", "w-[0-3]")
+        self.assertEqual(r.returncode, 1, r.stderr)  # w-3 is not ours
+        self.assertIsNone(self.pod("w-0"))
+        self.assertIsNone(self.pod("w-1"))
+        self.assertIsNotNone(self.pod("w-3"))
+        self.assertIn("lacks k8sbridge's ownership labels", r.stderr)
+        self.assertEqual([x for x in self.sim.requests_log()
+                          if x.get("verb") == "delete" and "w-3" in x.get("path", "")], [])
+
+    def test_unavailable_answers_are_retried(self):
+        self.sim.add_fault(resource="pods", verb="create", type="status", code=503, times=2)
+        r = self.run_power("resume", "w-2", resume_jobs=self.job(9, "w-2"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIsNotNone(self.pod("w-2"))
+        self.assertEqual([c.get("code") for c in self.creates()], [503, 503, 201])
+
+    def test_rejected_pod_fails_only_that_node(self):
+        self.sim.add_fault(resource="pods", verb="create", type="status", code=422, times=1)
+        # One at a time, so the first node (w-0) takes the fault.
+        r = self.run_power("resume", "w-[0-1]", resume_jobs=self.job(10, "w-[0-1]"),
+                           concurrency=1)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIsNone(self.pod("w-0"))
+        self.assertIsNotNone(self.pod("w-1"))
+        self.assertIn('node w-0: resume failed', r.stderr)
+        self.assertIn('setting it DOWN and POWER_DOWN with reason '
+                      '"k8sbridge: kubesim injected fault: HTTP 422"', r.stderr)
+        # No slurmctld here: the attempt is logged, not hidden.
+        self.assertIn("node w-0: could not set it DOWN/POWER_DOWN", r.stderr)
+
+    def test_bad_config_touches_nothing(self):
+        conf = self.dir / "broken.conf"
+        conf.write_text("ClusterName=hpc1\nNodeGroup=gpu Nodes=w-[0-3] PodTemplate=missing.yaml\n")
+        r = subprocess.run([str(POWER), "--config", str(conf), "resume", "w-0"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("missing.yaml", r.stderr)
+        self.assertEqual(self.creates(), [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

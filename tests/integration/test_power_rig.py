@@ -1,0 +1,132 @@
+"""k8sbridge-power as a real slurmctld's ResumeProgram/SuspendProgram/ResumeFailProgram,
+against kubesim (no kubelet: the test starts a node's slurmd in the rig when its
+pod appears and stops it when the pod is deleted, as a kubelet would).
+
+- A job on powered-down CLOUD nodes: the pods appear with ownership labels, the
+  slurmd register, the job completes, and after SuspendTime the pods are deleted
+  and the nodes are POWERED_DOWN again.
+- A pod the API rejects (422): the node goes DOWN and POWER_DOWN with the
+  reason "k8sbridge: <message>" long before ResumeTimeout, and the job is
+  requeued and pending.
+"""
+
+import shutil
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kubesim_harness import KubeSim  # noqa: E402
+from rigtest import BUILD_ROOT, Rig, RigTestCase, main, wait_for  # noqa: E402
+
+POWER = BUILD_ROOT / "plugins" / "power_k8s" / "k8sbridge-power"
+TEMPLATE = """\
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: slurmd
+    image: registry.example/slurm-worker:24.11
+"""
+
+
+class PowerRig(RigTestCase):
+    def setUp(self):
+        super().setUp()
+        if not POWER.exists():
+            self.skipTest(f"{POWER} is not built")
+        self.dir = Path(tempfile.mkdtemp(prefix="power-rig-"))
+        self.dir.chmod(0o755)
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.sim = KubeSim("--fake-nodes", "2")
+        self.addCleanup(self.sim.close)
+
+    def programs(self, slurm_conf_path):
+        """Wrapper scripts, the way an admin points slurm.conf at k8sbridge-power with
+        a configuration of its own; returns the slurm.conf power-saving lines."""
+        (self.dir / "worker.yaml").write_text(TEMPLATE)
+        (self.dir / "k8sbridge.conf").write_text(
+            f"ClusterName=rig\nKubeconfig={self.sim.kubeconfig}\nNamespace=default\n"
+            f"RetryDeadline=5\nLogFile={self.dir / 'power.log'}\n"
+            "NodeGroup=w Nodes=w-[0-1] PodTemplate=worker.yaml\n")
+        lines = []
+        for key, sub in (("ResumeProgram", "resume"), ("SuspendProgram", "suspend"),
+                         ("ResumeFailProgram", "resume-fail")):
+            script = self.dir / f"{sub}.sh"
+            script.write_text(
+                "#!/bin/sh\n"
+                f"export SLURM_CONF={slurm_conf_path}\n"
+                f"exec {POWER} --config {self.dir / 'k8sbridge.conf'} {sub} \"$1\"\n")
+            script.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+            lines.append(f"{key}={script}")
+        return "\n".join(lines + ["SuspendTimeout=5", "ResumeTimeout=300"])
+
+    def pod(self, name):
+        status, _, body = self.sim.request("GET", f"/api/v1/namespaces/default/pods/{name}")
+        return body if status == 200 else None
+
+    def log(self):
+        path = self.dir / "power.log"
+        return path.read_text() if path.exists() else "(no power.log)"
+
+    def make_rig(self, suspend_time):
+        # The rig writes slurm.conf under its own directory, known only once built.
+        rig = Rig(nodes=2, start_slurmd=False)
+        rig.config.slurm_conf_extra = (self.programs(rig.slurm_conf) +
+                                       f"\nSuspendTime={suspend_time}\n")
+        return rig
+
+    def test_job_resumes_pods_runs_and_suspends(self):
+        with self.make_rig(suspend_time=8) as rig:
+            out = rig.workdir / "job.out"
+            job = rig.sbatch("#!/bin/sh\nsrun hostname\n", ["-N2", "-o", str(out)])
+            # Our "kubelet": a node's slurmd starts when its pod exists.
+            started = set()
+
+            def pods_then_slurmd():
+                for name in ("w-0", "w-1"):
+                    if name not in started and self.pod(name):
+                        rig.start_slurmd(name)
+                        started.add(name)
+                return len(started) == 2
+            wait_for(pods_then_slurmd, 60, f"both pods; power.log:\n{self.log()}")
+            for name in ("w-0", "w-1"):
+                labels = self.pod(name)["metadata"]["labels"]
+                self.assertEqual(labels["app.kubernetes.io/managed-by"], "k8sbridge")
+                self.assertEqual(labels["k8sbridge.io/cluster"], "rig")
+                self.assertEqual(labels["k8sbridge.io/node"], name)
+                self.assertEqual(labels["k8sbridge.io/job"], str(job))
+            rig.wait_job(job, timeout=120)
+            self.assertEqual(sorted(out.read_text().split()), ["w-0", "w-1"])
+
+            # Idle for SuspendTime: SuspendProgram deletes the pods.
+            wait_for(lambda: not self.pod("w-0") and not self.pod("w-1"), 90,
+                     f"the pods to be deleted; power.log:\n{self.log()}")
+            for name in ("w-0", "w-1"):
+                rig.stop_slurmd(name)
+            wait_for(lambda: all("POWERED_DOWN" in rig.node(n)["State"] for n in ("w-0", "w-1")),
+                     60, "the nodes to be POWERED_DOWN")
+        self.assertNoLeftovers()
+
+    def test_rejected_pod_downs_the_node_and_requeues_the_job(self):
+        self.sim.add_fault(resource="pods", verb="create", type="status", code=422, times=0)
+        with self.make_rig(suspend_time=600) as rig:
+            job = rig.sbatch("#!/bin/sh\nhostname\n", ["-N1", "-w", "w-0"])
+
+            def downed():
+                node = rig.node("w-0")
+                return node if node.get("Reason", "").startswith("k8sbridge:") else None
+            # Well inside ResumeTimeout (300 s).
+            node = wait_for(downed, 30, f"w-0 to be set down; power.log:\n{self.log()}")
+            self.assertIn("kubesim injected fault: HTTP 422", node["Reason"])
+            self.assertIn("DOWN", node["State"])
+            self.assertIn("POWER", node["State"])
+            wait_for(lambda: rig.job(job)["JobState"] == "PENDING" and
+                     int(rig.job(job).get("Restarts", "0")) >= 1, 30,
+                     "the job to be requeued")
+            self.assertIsNone(self.pod("w-0"))
+        self.assertNoLeftovers()
+
+
+if __name__ == "__main__":
+    main()
