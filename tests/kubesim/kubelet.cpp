@@ -334,29 +334,10 @@ void Kubelet::StopAllPodsLocked() {
 void Kubelet::Loop() {
   std::unique_ptr<Watcher> watcher;
   while (!stop_) {
-    if (watcher == nullptr) {
-      Result<std::unique_ptr<Watcher>> w = store_.Watch("", "", 0);
-      if (w.ok())
-        watcher = std::move(*w);
-    }
     Tick();
     // Wake on a change to pods or nodes, or after the poll interval (to see exits).
-    const auto deadline = std::chrono::steady_clock::now() + options_.poll;
-    while (!stop_ && watcher != nullptr && std::chrono::steady_clock::now() < deadline) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      Result<std::optional<Change>> next =
-          watcher->Next(std::max(left, std::chrono::milliseconds(1)));
-      if (!next.ok()) {
-        watcher.reset();
-        break;
-      }
-      if (next->has_value() && ((*next)->resource == "pods" || (*next)->resource == "nodes")) {
-        break;
-      }
-    }
-    if (watcher == nullptr)
-      std::this_thread::sleep_for(options_.poll);
+    WaitForPodOrNodeChange(store_, watcher, std::chrono::steady_clock::now() + options_.poll,
+                           stop_);
   }
   // Pods were forked from this thread with PR_SET_PDEATHSIG: stop them gracefully before
   // the thread ends and the kernel SIGKILLs them.

@@ -741,24 +741,10 @@ void Scheduler::Stop() {
 void Scheduler::Loop() {
   std::unique_ptr<Watcher> watcher;
   while (!stop_) {
-    if (watcher == nullptr) {
-      Result<std::unique_ptr<Watcher>> w = store_.Watch("", "", 0);
-      if (w.ok())
-        watcher = std::move(*w);
-    }
     RunOnce();
     // Sleep until pods or nodes change (or the resync interval passes).
-    const auto deadline = std::chrono::steady_clock::now() + options_.resync;
-    while (!stop_ && watcher != nullptr && std::chrono::steady_clock::now() < deadline) {
-      Result<std::optional<Change>> next = watcher->Next(std::chrono::milliseconds(200));
-      if (!next.ok()) {
-        watcher.reset();
-        break;
-      }
-      if (next->has_value() && ((*next)->resource == "pods" || (*next)->resource == "nodes")) {
-        break;
-      }
-    }
+    WaitForPodOrNodeChange(store_, watcher, std::chrono::steady_clock::now() + options_.resync,
+                           stop_);
   }
 }
 

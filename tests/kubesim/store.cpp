@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <thread>
 
 #include <fmt/format.h>
 #include <rapidjson/error/en.h>
@@ -639,6 +640,34 @@ Result<std::optional<Change>> Watcher::Next(std::chrono::milliseconds timeout) {
         continue;
       return std::optional<Change>();
     }
+  }
+}
+
+void WaitForPodOrNodeChange(Store& store, std::unique_ptr<Watcher>& watcher,
+                            std::chrono::steady_clock::time_point deadline,
+                            const std::atomic<bool>& stop) {
+  using std::chrono::milliseconds;
+  if (watcher == nullptr) {
+    Result<std::unique_ptr<Watcher>> w = store.Watch("", "", 0);
+    if (w.ok())
+      watcher = std::move(*w);
+  }
+  while (!stop && std::chrono::steady_clock::now() < deadline) {
+    auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (watcher == nullptr) {
+      std::this_thread::sleep_for(std::max(left, milliseconds(1)));
+      return;
+    }
+    // Short waits, so that `stop` is seen within 200 ms.
+    Result<std::optional<Change>> next =
+        watcher->Next(std::clamp(left, milliseconds(1), milliseconds(200)));
+    if (!next.ok()) {
+      watcher.reset();  // reopened on the next call
+      return;
+    }
+    if (next->has_value() && ((*next)->resource == "pods" || (*next)->resource == "nodes"))
+      return;
   }
 }
 

@@ -21,6 +21,7 @@
 // the store's lock, except the Mutate function, which must not call the Store.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -238,5 +239,13 @@ Result<std::unique_ptr<rapidjson::Document>> ParseJson(const std::string& text);
 void SetCondition(rapidjson::Document& object, const std::string& type, const std::string& status,
                   const std::string& reason, const std::string& message,
                   const std::string& now_timestamp);
+
+// The scheduler's and kubelets' wait between passes: blocks until a pod or node
+// changes, `deadline` passes or `stop` is set. `watcher` is (re)opened on every
+// resource as needed and kept across calls; while none can be opened, it sleeps
+// until the deadline.
+void WaitForPodOrNodeChange(Store& store, std::unique_ptr<Watcher>& watcher,
+                            std::chrono::steady_clock::time_point deadline,
+                            const std::atomic<bool>& stop);
 
 }  // namespace kubesim
