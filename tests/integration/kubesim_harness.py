@@ -11,6 +11,7 @@ import ssl
 import subprocess
 import tempfile
 import time
+import unittest
 import urllib.request
 from pathlib import Path
 
@@ -143,3 +144,20 @@ class KubeSim:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class PythonClientTestCase(unittest.TestCase):
+    """A test class sharing one kubesim (two fake nodes) and one python3-kubernetes
+    client between its tests."""
+
+    @classmethod
+    def setUpClass(cls):
+        from kubernetes import client, config
+        cls.sim = KubeSim("--fake-nodes", "2")
+        cls.api_client = config.new_client_from_config(config_file=cls.sim.kubeconfig)
+        cls.v1 = client.CoreV1Api(cls.api_client)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.api_client.close()
+        cls.sim.close()

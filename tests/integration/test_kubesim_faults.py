@@ -10,26 +10,15 @@ import urllib.parse
 from pathlib import Path
 
 import urllib3
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import KubeSim  # noqa: E402
+from kubesim_harness import PythonClientTestCase  # noqa: E402
 
 CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}}
 
 
-class Faults(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.sim = KubeSim("--fake-nodes", "2")
-        cls.api_client = config.new_client_from_config(config_file=cls.sim.kubeconfig)
-        cls.v1 = client.CoreV1Api(cls.api_client)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.api_client.close()
-        cls.sim.close()
-
+class Faults(PythonClientTestCase):
     def setUp(self):
         self.sim.admin("DELETE", "faults")
         self.sim.admin("DELETE", "requests")

@@ -6,10 +6,10 @@ import sys
 import unittest
 from pathlib import Path
 
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import KubeSim  # noqa: E402
+from kubesim_harness import PythonClientTestCase  # noqa: E402
 
 
 def pod(name, labels=None, node=None):
@@ -21,18 +21,7 @@ def pod(name, labels=None, node=None):
             "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
 
 
-class PythonClient(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.sim = KubeSim("--fake-nodes", "2")
-        cls.api_client = config.new_client_from_config(config_file=cls.sim.kubeconfig)
-        cls.v1 = client.CoreV1Api(cls.api_client)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.api_client.close()
-        cls.sim.close()
-
+class PythonClient(PythonClientTestCase):
     def setUp(self):
         self.ns = self.id().rsplit(".", 1)[-1].replace("_", "-").lower()[:50]
         self.v1.create_namespace({"metadata": {"name": self.ns}})
