@@ -149,6 +149,25 @@ const std::map<std::string, Setter, std::less<>>& GlobalSetters() {
          c.conf_server = v;
          return Status::Ok();
        }},
+      {"MungeCheck",
+       [](BridgeConfig& c, const std::string& v) {
+         auto b = ParseBool(v);
+         if (!b.ok())
+           return b.status();
+         c.munge_check = *b;
+         return Status::Ok();
+       }},
+      {"MungeSocket",
+       [](BridgeConfig& c, const std::string& v) {
+         if (v.empty() || v.front() != '/') {
+           return Status::InvalidArgument(fmt::format(
+               "'{}' is not an absolute path: give the socket of the munged that slurmctld "
+               "uses (slurm.conf AuthInfo=socket=...), e.g. /run/munge/munge.socket.2",
+               v));
+         }
+         c.munge_socket = v;
+         return Status::Ok();
+       }},
       {"LogFile",
        [](BridgeConfig& c, const std::string& v) {
          if (v.empty() || v.front() != '/') {

@@ -294,6 +294,12 @@ NodeOutcome ResumeNode(const PowerContext& ctx, Steady::time_point deadline,
     }
     pod_request.gres = *gres;
   }
+  if (ctx.munge) {
+    auto credential = ctx.munge->Encode(MungeCheckPayload(ctx.setup.config.cluster_name, node));
+    if (!credential.ok())
+      return fail(credential.status());
+    pod_request.extra_env.emplace_back(kEnvMungeCheck, std::move(*credential));
+  }
   auto pod = RenderWorkerPod(ctx.setup.config, *group, *tmpl, pod_request, ctx.log);
   if (!pod.ok())
     return fail(pod.status());

@@ -86,6 +86,11 @@ struct BridgeConfig {
   std::string worker_command = "/usr/sbin/k8sbridge-worker";
   std::string
       conf_server;  // host[:port] of slurmctld for configless slurmd; "" = pod has slurm.conf
+  // The resume step encodes a munge credential with the controller's munged and
+  // the worker decodes it before starting slurmd, so a pod with the wrong munge
+  // key fails at once with a clear status instead of never registering.
+  bool munge_check = true;
+  std::string munge_socket;  // the controller's munged; "" = libmunge's default
   std::string gpu_resource = "nvidia.com/gpu";
   std::string placement_label;  // global default for node groups
   PlacementAffinity placement_affinity = PlacementAffinity::kRequired;
