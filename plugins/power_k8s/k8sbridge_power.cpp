@@ -247,8 +247,20 @@ int Run(int argc, char** argv) {
     events = std::make_unique<kube::EventRecorder>(**client, eo);
   }
   std::unique_ptr<power::LibMungeCodec> munge;
-  if (subcommand == "resume" && setup->config.munge_check)
-    munge = std::make_unique<power::LibMungeCodec>(setup->config.munge_socket);
+  if (subcommand == "resume" && setup->config.munge_check) {
+    std::string socket = setup->config.munge_socket;
+    if (socket.empty()) {
+      // The munged slurmctld authenticates with, as its configuration names it.
+      auto from_slurm = slurm.ControllerMungeSocket();
+      if (from_slurm.ok()) {
+        socket = *from_slurm;
+      } else {
+        log.Warning("{}; the munge check uses libmunge's default socket (set MungeSocket=)",
+                    from_slurm.status().message());
+      }
+    }
+    munge = std::make_unique<power::LibMungeCodec>(socket);
+  }
   power::PowerContext ctx{*setup, **client, slurm, log, events.get(), munge.get()};
 
   log.Info("{} {} ({} node(s)), namespace {}", subcommand, args[0], nodes->size(),

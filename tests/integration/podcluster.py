@@ -180,7 +180,7 @@ template:
         for name, text in self.extra_templates.items():
             (self.dir / name).write_text(text(self) if callable(text) else text)
         lines = ["ClusterName=rig", f"Kubeconfig={self.sim.kubeconfig}", "Namespace=default",
-                 f"WorkerCommand={WORKER}", f"MungeSocket={self.rig.munge_socket}",
+                 f"WorkerCommand={WORKER}",
                  "RetryDeadline=15", f"LogFile={self.power_log}", self.conf_extra]
         for name, hostlist, extra in self.groups:
             template = "worker.yaml"

@@ -47,7 +47,6 @@ class PowerRig(RigTestCase):
         (self.dir / "k8sbridge.conf").write_text(
             f"ClusterName=rig\nKubeconfig={self.sim.kubeconfig}\nNamespace=default\n"
             f"RetryDeadline=5\nLogFile={self.dir / 'power.log'}\n"
-            "MungeCheck=no\n"
             "NodeGroup=w Nodes=w-[0-1] PodTemplate=worker.yaml\n")
         lines = [power_program_lines(self.dir, self.dir / "k8sbridge.conf", slurm_conf_path)]
         return "\n".join(lines + ["SuspendTimeout=5", "ResumeTimeout=300"])
