@@ -92,14 +92,7 @@ void Usage(Logger& log) {
 }
 
 Result<kube::Config> KubeConfigFor(const conf::BridgeConfig& c) {
-  Result<kube::Config> config = Status::Internal("unset");
-  if (c.in_cluster || (c.kubeconfig.empty() && std::getenv("KUBERNETES_SERVICE_HOST"))) {
-    config = kube::InClusterConfigFromEnv();
-  } else if (!c.kubeconfig.empty()) {
-    config = kube::LoadKubeconfig({c.kubeconfig}, c.kube_context);
-  } else {
-    config = kube::LoadKubeconfig({}, c.kube_context);
-  }
+  auto config = kube::ProgramConfig(c.kubeconfig, c.kube_context, c.in_cluster);
   if (!config.ok())
     return config.status().WithContext(fmt::format("{}: Kubernetes connection", c.file));
   return config;
