@@ -42,7 +42,7 @@ class FeaturesPlugin(FeaturesRigCase):
         rig = self.make_rig(nodes=["w-0"], power=False)
         with rig:
             rig.start_slurmd("w-0")
-            wait_for(lambda: "IDLE" in rig.node("w-0")["State"], 90, "w-0 to register")
+            rig.wait_nodes_idle(["w-0"])
             ctld = (rig.logdir / "slurmctld.log").read_text()
             self.assertIn("node_features/k8s: loaded", ctld)
             slurmd = (rig.logdir / "slurmd-w-0.log").read_text()
