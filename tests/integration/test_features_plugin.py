@@ -3,12 +3,14 @@
 - it loads in slurmctld and in slurmd (NodeFeaturesPlugins=k8s), and slurmd outside
   a worker pod registers with slurm.conf's features;
 - `scontrol show config` lists the plugin and its settings (get_config);
-- a build that claims another Slurm version is refused, and the log names both
-  versions (ours) besides Slurm's own "Incompatible Slurm plugin" line;
+- a build that claims another Slurm version is refused by slurmctld and by slurmd,
+  and the log names both versions (ours) besides Slurm's own "Incompatible Slurm
+  plugin" line;
 - an invalid Feature= name in k8sbridge.conf stops slurmctld at start with the
   file and line.
 """
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +72,32 @@ class FeaturesPlugin(FeaturesRigCase):
         self.assertIn("node_features/k8s was built for Slurm 24.11.4 but this daemon is "
                       "Slurm 24.11.5", message)
         self.assertIn("Incompatible Slurm plugin", message)
+        self.assertRigGone(rig)
+
+    def test_slurmd_refuses_a_different_version_too(self):
+        if not (SKEWED_PLUGIN_DIR / "node_features_k8s.so").exists():
+            self.skipTest("the skewed test build is missing")
+        rig = self.make_rig(nodes=["w-0"], power=False)
+        with rig:
+            # The rig's slurm.conf with the skewed PluginDir and slurmd files of its own;
+            # slurmd loads node_features before it talks to anyone, and stops there.
+            text = rig.slurm_conf.read_text()
+            text = text.replace(f"PluginDir={PLUGIN_DIR}:", f"PluginDir={SKEWED_PLUGIN_DIR}:")
+            log = rig.workdir / "slurmd-skewed.log"
+            text = re.sub(r"SlurmdLogFile=.*", f"SlurmdLogFile={log}", text)
+            text = re.sub(r"SlurmdPidFile=.*", f"SlurmdPidFile={rig.workdir}/skewed.pid", text)
+            text = re.sub(r"SlurmdSpoolDir=.*", f"SlurmdSpoolDir={rig.workdir}/skewed-spool",
+                          text)
+            conf = rig.etc / "slurm-skewed.conf"
+            conf.write_text(text)
+            result = rig.run([str(rig.prefix / "sbin" / "slurmd"), "-D", "-N", "w-0", "-f",
+                              str(conf)], timeout=120)
+            self.assertNotEqual(result.returncode, 0)
+            text = log.read_text()
+            self.assertIn("node_features/k8s was built for Slurm 24.11.4 but this daemon is "
+                          "Slurm 24.11.5", text)
+            self.assertIn("Incompatible Slurm plugin", text)
+            self.assertIn("failed to initialize node_features plugin", text)
         self.assertRigGone(rig)
 
     def test_invalid_feature_name_stops_slurmctld_with_file_and_line(self):
