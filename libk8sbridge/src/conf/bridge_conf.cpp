@@ -199,10 +199,10 @@ const std::map<std::string, Setter, std::less<>>& GlobalSetters() {
       {"FeatureCacheFile",
        [](BridgeConfig& c, const std::string& v) {
          if (v.empty() || v.front() != '/') {
-           return Status::InvalidArgument(fmt::format(
-               "'{}' is not an absolute path: give a file slurmd may write, e.g. "
-               "/var/spool/slurmd/%n/k8sbridge-labels.json (%n is the Slurm node name)",
-               v));
+           return Status::InvalidArgument(
+               fmt::format("'{}' is not an absolute path: give a file slurmd may write, e.g. "
+                           "/var/spool/slurmd/%n/k8sbridge-labels.json (%n is the Slurm node name)",
+                           v));
          }
          c.feature_cache_file = v;
          return Status::Ok();
