@@ -472,12 +472,15 @@ PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partit
         return ["nsenter", f"--net={self.netns_path(node)}", "unshare", "--uts", "--mount",
                 "--propagation", "private", "--", "sh", "-c", inner]
 
-    def start_slurmd(self, node: str) -> None:
+    def start_slurmd(self, node: str, env: Optional[dict] = None) -> None:
+        """Starts `node`'s slurmd; `env` adds to its environment (what a worker pod's
+        downward API would set, e.g. K8SBRIDGE_HOST_NODE)."""
         w = self.workers[node]
         if w.proc and w.proc.poll() is None:
             return
         (self.workdir / "spool" / node).mkdir(parents=True, exist_ok=True)
-        w.proc = self._spawn(f"slurmd-{node}.stdout", self.slurmd_command(node))
+        w.proc = self._spawn(f"slurmd-{node}.stdout", self.slurmd_command(node),
+                             env=self.env(env) if env else None)
 
     def stop_slurmd(self, node: str, sig: int = signal.SIGTERM) -> None:
         w = self.workers[node]

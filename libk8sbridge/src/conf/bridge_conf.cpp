@@ -201,6 +201,31 @@ const std::map<std::string, Setter, std::less<>>& GlobalSetters() {
          c.placement_affinity = *a;
          return Status::Ok();
        }},
+      {"FeatureLabelTimeout",
+       [](BridgeConfig& c, const std::string& v) {
+         auto d = ParseDuration(v);
+         if (!d.ok())
+           return d.status();
+         if (d->count() <= 0 || *d > std::chrono::seconds(30)) {
+           return Status::InvalidArgument(fmt::format(
+               "'{}' is out of range: slurmd registration waits this long at most for node "
+               "labels, so give 1 ms to 30 s, e.g. 2s",
+               v));
+         }
+         c.feature_label_timeout = *d;
+         return Status::Ok();
+       }},
+      {"FeatureCacheFile",
+       [](BridgeConfig& c, const std::string& v) {
+         if (v.empty() || v.front() != '/') {
+           return Status::InvalidArgument(
+               fmt::format("'{}' is not an absolute path: give a file slurmd may write, e.g. "
+                           "/var/spool/slurmd/%n/k8sbridge-labels.json (%n is the Slurm node name)",
+                           v));
+         }
+         c.feature_cache_file = v;
+         return Status::Ok();
+       }},
       {"FeatureLabelPrefix",
        [](BridgeConfig& c, const std::string& v) {
          if (Status s = CheckLabelKey(v + "x"); !s.ok()) {

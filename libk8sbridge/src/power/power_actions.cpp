@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "k8sbridge/kube/api_error.h"
+#include "k8sbridge/power/feature_placement.h"
 #include "k8sbridge/power/worker_pod.h"
 
 namespace k8sbridge::power {
@@ -303,6 +304,8 @@ NodeOutcome ResumeNode(const PowerContext& ctx, Steady::time_point deadline,
   auto pod = RenderWorkerPod(ctx.setup.config, *group, *tmpl, pod_request, ctx.log);
   if (!pod.ok())
     return fail(pod.status());
+  if (Status placeable = CheckFeaturePlacement(ctx, node, *pod); !placeable.ok())
+    return fail(std::move(placeable));
 
   CreateResult created = CreatePod(ctx, deadline, node, *pod);
   if (created.action == NodeAction::kFailed)

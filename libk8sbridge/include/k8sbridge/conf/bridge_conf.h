@@ -97,6 +97,11 @@ struct BridgeConfig {
   // Unmapped Slurm features pass through as node label "<prefix><feature>=true";
   // "" = unmapped features only constrain Slurm, not the pod.
   std::string feature_label_prefix;
+  // node_features/k8s in slurmd: how long registration waits for the node's labels
+  // before it uses the cache file, and where that file is ("" = beside slurmd's
+  // spool: <SlurmdSpoolDir>/k8sbridge-labels.json; %n = the Slurm node name).
+  std::chrono::milliseconds feature_label_timeout{2'000};
+  std::string feature_cache_file;
 
   std::vector<NodeGroup> node_groups;
   std::vector<FeatureMapping> features;
