@@ -172,7 +172,8 @@ def plugin_cost(log):
     out = []
     for what, pattern in (("init_post_opt (probe, checks, private /tmp)",
                            r"step prepared in (\d+) us"),
-                          ("  of which the jail probe", r"step prepared in \d+ us \(probe (\d+) us"),
+                          ("  of which the jail probe",
+                           r"step prepared in \d+ us \(probe (\d+) us"),
                           ("task_init_privileged (enter the jail)",
                            r"entered the jail in (\d+) us")):
         us = [int(v) for v in re.findall(pattern, text)]

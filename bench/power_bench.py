@@ -36,7 +36,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,7 +217,8 @@ def main():
     print(f"{n} nodes, one resume and one suspend call of k8sbridge-power against kubesim "
           f"(HTTPS, no scheduler, no kubelet); k8sbridge.conf: {settings}; "
           f"median of {args.repeat} rounds")
-    print(f"{'step':<34} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9}  requests per node (most in a round)")
+    print(f"{'step':<34} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9}  "
+          "requests per node (most in a round)")
     for name, step, m in (("k8sbridge-power resume", "resume", resume),
                           ("k8sbridge-power suspend", "suspend", suspend),
                           ("kubectl create -f (same pods)", "create", create),
