@@ -219,7 +219,7 @@ def main():
         t = times[m]
         p50 = statistics.median(t)
         print(f"{m:<22}{p50:>9.1f}{percentile(t, 99):>9.1f}{p50 - base50:>+12.1f}")
-    print("steps over 1 s (srun waited about 5 s before asking slurmctld for the step): "
+    print("steps over 1 s (slurmctld answered srun's step request after about 5 s): "
           + ", ".join(f"{m} {sum(t > 1000 for t in times[m])}" for m in MODES))
     for line in cost:
         print(line)
