@@ -59,6 +59,54 @@ def job_container_base(rig_id):
         shutil.rmtree(base, ignore_errors=True)
 
 
+# ioctl(NS_GET_MNTNS_ID) on a /proc/PID/ns/mnt file: _IOR(0xb7, 5, __u64), Linux 6.8+.
+NS_GET_MNTNS_ID = 0x8008B705
+PRINT_MOUNT_NS_ID = ("import fcntl, os, struct; fd = os.open('/proc/self/ns/mnt', os.O_RDONLY); "
+                     "print(struct.unpack('Q', fcntl.ioctl(fd, 0x8008B705, bytes(8)))[0])")
+
+
+def lowest_mount_ns_cpu():
+    """The CPU on which a new mount namespace gets the lowest id, or None where
+    ids cannot be read.
+
+    job_container/tmpfs pins each job's mount namespace, made by a child of
+    slurmstepd, by bind-mounting /proc/CHILD/ns/mnt onto a file; the kernel
+    refuses that with EINVAL ("_create_ns: ns base mount failed: Invalid
+    argument") unless the child's namespace id is larger than the caller's
+    (mnt_ns_loop). Recent kernels (6.18 here) hand out namespace ids from per-CPU
+    batches, so a namespace made on one CPU can have a larger id than one made
+    later on another: the rig's slurmd, in its own namespace, then fails every
+    job whose namespace is made on a CPU with a lower batch. Made on the CPU with
+    the lowest batch, slurmd's namespace has an id below every later one."""
+    ids = {}
+    for cpu in sorted(os.sched_getaffinity(0)):
+        r = subprocess.run(["taskset", "-c", str(cpu), "unshare", "--mount", "--",
+                            sys.executable, "-c", PRINT_MOUNT_NS_ID],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            return None  # no NS_GET_MNTNS_ID: older kernels used one global sequence
+        ids[cpu] = int(r.stdout)
+    return min(ids, key=ids.get)
+
+
+def make_tmpfs_rig(**kw):
+    """A Rig whose slurmd mount namespaces are made on lowest_mount_ns_cpu(); slurmd
+    itself then runs on every CPU again."""
+    from k8sbridge_rig import Rig
+
+    class TmpfsRig(Rig):
+        def slurmd_command(self, node):
+            cmd = super().slurmd_command(node)
+            cpu = lowest_mount_ns_cpu()
+            if cpu is None:
+                return cmd
+            every = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+            split = cmd.index("--") + 1  # unshare's own arguments end here
+            return ["taskset", "-c", str(cpu), *cmd[:split], "taskset", "-c", every, *cmd[split:]]
+
+    return TmpfsRig(**kw)
+
+
 def start_rig(stack, mode, fixture):
     from jailtest import jail_rig
     from k8sbridge_rig import NodeSpec, Rig
@@ -66,8 +114,9 @@ def start_rig(stack, mode, fixture):
     if mode == "spank_jail":
         rig = jail_rig(fixture, nodes=nodes)
     elif mode == "job_container/tmpfs":
-        rig = Rig(nodes=nodes, slurm_conf_extra="JobContainerType=job_container/tmpfs\n"
-                                                 "PrologFlags=Contain\n")
+        rig = make_tmpfs_rig(nodes=nodes,
+                             slurm_conf_extra="JobContainerType=job_container/tmpfs\n"
+                                              "PrologFlags=Contain\n")
         base = stack.enter_context(job_container_base(rig.id))
         # Dirs= makes /var/tmp and /dev/shm private per job: the same work as
         # spank_jail's private /tmp. /tmp itself must stay shared, because the
@@ -91,10 +140,9 @@ def allocate(rig):
 
 
 def start_allocated(stack, mode, fixture):
-    """A rig for `mode` with one allocation. job_container/tmpfs on this rig
-    sometimes fails to pin its namespace ("_create_ns: ns base mount failed:
-    Invalid argument") and the allocation never starts: that rig is torn down
-    and the mode retried on a fresh one."""
+    """A rig for `mode` with one allocation. An allocation that does not start
+    (for job_container/tmpfs, a namespace id race that lowest_mount_ns_cpu() should
+    have ruled out) tears the rig down and retries the mode on a fresh one."""
     for attempt in range(3):
         sub = contextlib.ExitStack()
         try:
@@ -124,6 +172,8 @@ def plugin_cost(log):
     out = []
     for what, pattern in (("init_post_opt (probe, checks, private /tmp)",
                            r"step prepared in (\d+) us"),
+                          ("  of which the jail probe",
+                           r"step prepared in \d+ us \(probe (\d+) us"),
                           ("task_init_privileged (enter the jail)",
                            r"entered the jail in (\d+) us")):
         us = [int(v) for v in re.findall(pattern, text)]
@@ -169,6 +219,8 @@ def main():
         t = times[m]
         p50 = statistics.median(t)
         print(f"{m:<22}{p50:>9.1f}{percentile(t, 99):>9.1f}{p50 - base50:>+12.1f}")
+    print("steps over 1 s (slurmctld answered srun's step request after about 5 s): "
+          + ", ".join(f"{m} {sum(t > 1000 for t in times[m])}" for m in MODES))
     for line in cost:
         print(line)
     jail_add = statistics.median(times["spank_jail"]) - base50

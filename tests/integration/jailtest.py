@@ -12,6 +12,7 @@ only once nothing is mounted there any more, also when the test failed.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -57,6 +58,24 @@ def mountinfo_lines(pid: str | int = "self") -> list[str]:
     """/proc/PID/mountinfo without mount ids (those change with every mount)."""
     with open(f"/proc/{pid}/mountinfo") as f:
         return sorted(" ".join(line.split()[3:]) for line in f)
+
+
+# Mounts that other tests' rigs, jail fixtures and benchmarks make and remove on
+# the host while a test runs (other engineers share the machine): network
+# namespace files, rig directories, fixture and benchmark directories, each
+# named after its owner's id. They change in a node's private mount namespace
+# too: unlinking a mount point (`ip netns delete`) detaches it in every namespace.
+OWNED_MOUNT = re.compile(r"/(?:run/netns/k8sb-|tmp/k8sbridge-rig-|run/k8sbridge-jailtest-|"
+                         r"run/k8sbridge-bench-)([0-9a-f]{6})\b")
+
+
+def own_mountinfo_lines(own_ids: set[str], pid: str | int = "self") -> list[str]:
+    """mountinfo_lines(pid) without other rigs', fixtures' and benchmarks' mounts:
+    the ones whose owner id is not in own_ids."""
+    def foreign(line: str) -> bool:
+        m = OWNED_MOUNT.search(line)
+        return m is not None and m.group(1) not in own_ids
+    return [line for line in mountinfo_lines(pid) if not foreign(line)]
 
 
 def node_pid(rig: Rig, node: str) -> int:

@@ -110,6 +110,15 @@ class KubeSim:
     def requests_log(self):
         return self.admin("GET", "requests")["requests"]
 
+    def request_counts(self):
+        """{(verb, resource): count} of every request since start or the last
+        DELETE /kubesim/stats, whatever its code."""
+        counts = {}
+        for r in self.admin("GET", "stats")["requests"]:
+            key = (r["verb"], r["resource"])
+            counts[key] = counts.get(key, 0) + r["count"]
+        return counts
+
     def kubectl(self, *args, check=True, timeout=60, context=None):
         argv = [KUBECTL, "--kubeconfig", self.kubeconfig]
         if context:

@@ -63,6 +63,32 @@ class Faults(PythonClientTestCase):
                  if r["resource"] == "pods" and r["verb"] == "list"]
         self.assertEqual(codes, [429, 429, 200])
 
+    def test_stats_count_every_request_by_verb_resource_and_code(self):
+        self.sim.admin("DELETE", "stats")
+        cleared = self.sim.admin("GET", "stats")
+        self.assertEqual((cleared["requests"], cleared["total"]), ([], 0))
+        self.assertLessEqual(cleared["connections"], 1)  # this admin request's own
+        self.sim.add_fault(resource="configmaps", verb="create", type="status", code=503, times=1)
+        with self.assertRaises(client.ApiException):
+            self.v1.create_namespaced_config_map("default", CM)
+        for i in range(5):
+            self.v1.create_namespaced_config_map(
+                "default", dict(CM, metadata={"name": f"cm-{i}"}))
+        for i in range(5):
+            self.v1.delete_namespaced_config_map(f"cm-{i}", "default")
+        self.raw("GET", "/api/v1/namespaces/default/configmaps/none")
+        stats = self.sim.admin("GET", "stats")
+        rows = {(r["verb"], r["resource"], r["code"]): r["count"] for r in stats["requests"]}
+        self.assertEqual(rows, {("create", "configmaps", 503): 1,
+                                ("create", "configmaps", 201): 5,
+                                ("delete", "configmaps", 200): 5,
+                                ("get", "configmaps", 404): 1})
+        self.assertEqual(stats["total"], 12)
+        self.assertGreaterEqual(stats["connections"], 1)  # the raw request's own connection
+        self.assertEqual(self.sim.request_counts()[("create", "configmaps")], 6)
+        self.sim.admin("DELETE", "stats")
+        self.assertEqual(self.sim.admin("GET", "stats")["total"], 0)
+
     def test_500_and_503(self):
         self.sim.add_fault(resource="configmaps", verb="create", type="status", code=500)
         with self.assertRaises(client.ApiException) as caught:

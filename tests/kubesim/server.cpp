@@ -5,6 +5,7 @@
 
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <openssl/ssl.h>
@@ -154,6 +155,11 @@ struct Server::Impl {
   int next_fault_id = 1;
   std::map<std::string, AdminHandler> admin_handlers;
   std::deque<std::string> request_log;  // JSON lines
+  // Counts of every request since start or the last DELETE /kubesim/stats, keyed by
+  // (verb, resource, code): request_log keeps only the last 2000, too few for a bulk
+  // benchmark. connections counts accepted TCP connections (TLS handshakes).
+  std::map<std::tuple<std::string, std::string, int>, uint64_t> request_counts;
+  uint64_t connections = 0;
 
   // Binds and listens on "HOST:PORT"; the caller starts the accept thread.
   Result<uint16_t> Bind(const std::string& spec) {
@@ -246,6 +252,7 @@ struct Server::Impl {
     d.AddMember("code", code, a);
     d.AddMember("fault", rapidjson::Value(fault.c_str(), a), a);
     std::lock_guard lock(mu);
+    ++request_counts[{route.verb, route.resource, code}];
     request_log.push_back(ToJson(d));
     while (request_log.size() > 2000)
       request_log.pop_front();
@@ -320,6 +327,33 @@ struct Server::Impl {
     if (sub == "requests" && req.method == "DELETE") {
       std::lock_guard lock(mu);
       request_log.clear();
+      return ok_json("{}");
+    }
+    if (sub == "stats" && req.method == "GET") {
+      rapidjson::Document d(rapidjson::kObjectType);
+      auto& a = d.GetAllocator();
+      rapidjson::Value counts(rapidjson::kArrayType);
+      std::lock_guard lock(mu);
+      uint64_t total = 0;
+      for (const auto& [key, n] : request_counts) {
+        const auto& [verb, resource, code] = key;
+        rapidjson::Value item(rapidjson::kObjectType);
+        item.AddMember("verb", rapidjson::Value(verb.c_str(), a), a);
+        item.AddMember("resource", rapidjson::Value(resource.c_str(), a), a);
+        item.AddMember("code", code, a);
+        item.AddMember("count", n, a);
+        counts.PushBack(item, a);
+        total += n;
+      }
+      d.AddMember("requests", counts, a);
+      d.AddMember("total", total, a);
+      d.AddMember("connections", connections, a);
+      return ok_json(ToJson(d));
+    }
+    if (sub == "stats" && req.method == "DELETE") {
+      std::lock_guard lock(mu);
+      request_counts.clear();
+      connections = 0;
       return ok_json("{}");
     }
     AdminHandler handler;
@@ -556,6 +590,7 @@ struct Server::Impl {
       {
         std::lock_guard lock(mu);
         ++active_sessions;
+        ++connections;
         for (auto it = session_threads.begin(); it != session_threads.end();) {
           if (it->done->load()) {
             finished.push_back(std::move(it->thread));

@@ -1,8 +1,10 @@
+#include <sched.h>
 #include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include <boost/test/unit_test.hpp>
 
@@ -49,6 +51,41 @@ BOOST_AUTO_TEST_CASE(hung_jail_times_out_instead_of_hanging) {
   BOOST_TEST(s.message().find("did not answer within 200 ms") != std::string::npos, s.message());
   // Unblock the orphaned prober so it does not outlive the test.
   std::ofstream(d / "etc/os-release") << "x";
+}
+
+// The prober is created on the caller's CPU by narrowing the caller's affinity
+// around clone(); slurmstepd forks the user's tasks later, so the caller must get
+// its own affinity back exactly, whatever it was.
+BOOST_AUTO_TEST_CASE(caller_cpu_affinity_is_left_as_it_was) {
+  testing::TestDir d;
+  fs::create_directories(d / "etc");
+  std::ofstream(d / "etc/os-release") << "ID=debian\n";
+  cpu_set_t original;
+  BOOST_REQUIRE(::sched_getaffinity(0, sizeof original, &original) == 0);
+
+  std::vector<cpu_set_t> masks{original};
+  if (CPU_COUNT(&original) > 1) {
+    // Two CPUs, the probe starting on either: restoring must not keep just one.
+    cpu_set_t two;
+    CPU_ZERO(&two);
+    for (int cpu = 0, n = 0; cpu < CPU_SETSIZE && n < 2; ++cpu) {
+      if (CPU_ISSET(cpu, &original)) {
+        CPU_SET(cpu, &two);
+        ++n;
+      }
+    }
+    masks.push_back(two);
+  }
+  for (const cpu_set_t& mask : masks) {
+    BOOST_REQUIRE(::sched_setaffinity(0, sizeof mask, &mask) == 0);
+    for (int i = 0; i < 20; ++i) {
+      BOOST_TEST(ProbeJail(d.path(), "etc/os-release", 5s).ok());
+      cpu_set_t after;
+      BOOST_REQUIRE(::sched_getaffinity(0, sizeof after, &after) == 0);
+      BOOST_TEST(CPU_EQUAL(&after, &mask));
+    }
+  }
+  BOOST_REQUIRE(::sched_setaffinity(0, sizeof original, &original) == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,246 @@
+#!/usr/bin/python3
+"""Resumes N CLOUD nodes (default 1000) in ONE call of the real ResumeProgram,
+`k8sbridge-power resume w-[0-N-1]`, against the Kubernetes stand-in, then suspends
+them in one call, and in the same run has kubectl create and delete the same N
+rendered pods from one file (the peer). Prints:
+
+  - wall time until all pods exist (the resume call returns after every create
+    was answered; the bench then lists them) and until all are deleted;
+  - CPU time and peak memory of each program (its os.wait4 rusage, taken by a
+    small launcher so that this script's own memory is not counted);
+  - API requests per node by verb and resource (kubesim's /kubesim/stats);
+  - kubectl's wall time, CPU and memory for `create -f` and `delete -f`, and the
+    ratios.
+
+    /usr/bin/python3 bench/power_bench.py [--nodes 1000] [--qps 1000] [--burst 1000]
+        [--concurrency 32] [--build-root BUILD]
+    meson compile -C BUILD power_bench      # the same, with the defaults
+
+QPS, Burst and Concurrency are k8sbridge.conf's keys: the bench writes them as an
+admin would. kubesim runs with HTTPS, no scheduler and no kubelet, so pods stay
+unbound and a delete removes them at once (for both clients alike). There is no
+slurmctld: the node group sets `Gpus=8`, so no Gres is read; slurm.conf points at a
+port where nothing listens. A fake SLURM_RESUME_FILE puts one job on all nodes, so
+pods carry the job label, a feature nodeSelector and the placement pod affinity.
+
+kubectl runs with `--validate=false` (no OpenAPI download), `delete --wait=false`
+(k8sbridge does not wait either), and a warm discovery cache, which is kubectl's
+fastest way. Goal (issue 5): resume at least 5x faster than `kubectl create`, with
+at most one create and one delete request per node.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+
+LEAF = "network.topology.nvidia.com/leaf"
+PRODUCT = "NVIDIA-H100-80GB-HBM3"
+JOB_ID = 4242
+
+TEMPLATE = """\
+kind: PodTemplate
+template:
+  metadata:
+    labels: {team: hpc}
+  spec:
+    terminationGracePeriodSeconds: 30
+    containers:
+    - name: slurmd
+      image: registry.example/slurm-worker:24.11
+      resources:
+        requests: {cpu: "1", memory: 1Gi}
+"""
+
+# Fields the server sets; kubectl's manifest leaves them out, as a user's would.
+SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields",
+                   "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds")
+
+
+# Forks and execs the program from a small fresh interpreter and reports its wait4
+# rusage: a child forked by this script directly would count this script's own
+# resident memory (the pods it holds) in ru_maxrss, which spans the exec.
+LAUNCHER = r"""
+import json, os, sys, time
+start = time.monotonic()
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, ru = os.wait4(pid, 0)
+wall = time.monotonic() - start
+with open(sys.argv[1], "w") as f:
+    json.dump([wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0,
+               os.waitstatus_to_exitcode(status)], f)
+"""
+
+
+def run_measured(argv, env):
+    """Runs argv; returns (wall s, cpu s, peak RSS MiB, output) of that program alone."""
+    with tempfile.NamedTemporaryFile(prefix="power-bench-usage-") as usage:
+        proc = subprocess.run(["/usr/bin/python3", "-S", "-c", LAUNCHER, usage.name, *argv],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        text = proc.stdout.decode(errors="replace")
+        try:
+            wall, cpu, rss, code = json.loads(Path(usage.name).read_text())
+        except ValueError:
+            raise SystemExit(f"measuring {argv[0]} failed ({proc.returncode}):\n{text[-3000:]}")
+    if code != 0:
+        raise SystemExit(f"{' '.join(argv[:4])} ... failed ({code}):\n{text[-3000:]}")
+    return wall, cpu, rss, text
+
+
+def live_pods(sim):
+    status, _, body = sim.request("GET", "/api/v1/namespaces/default/pods", timeout=120)
+    if status != 200:
+        raise SystemExit(f"listing pods: {status} {body}")
+    return [p for p in body["items"] if not p["metadata"].get("deletionTimestamp")]
+
+
+def take_counts(sim):
+    """{(verb, resource): count} since the last call; resets the counters."""
+    counts = sim.request_counts()
+    sim.admin("DELETE", "stats")
+    return counts
+
+
+def per_node(counts, n):
+    return ", ".join(f"{verb} {resource or '(discovery)'} {count / n:.3f}"
+                     for (verb, resource), count in sorted(counts.items())) or "none"
+
+
+def one_round(sim, n, hostlist, power_argv, kubectl, env, d):
+    """k8sbridge-power resume and suspend, then kubectl create and delete of the same
+    pods; returns {step: ((wall, cpu, rss, output), {(verb, resource): count})}."""
+    take_counts(sim)
+    resume = run_measured(power_argv + ["resume", hostlist],
+                          dict(env, SLURM_RESUME_FILE=str(d / "resume.json")))
+    resume_counts = take_counts(sim)
+    pods = live_pods(sim)
+    if len(pods) != n:
+        raise SystemExit(f"after resume {len(pods)} pods exist, expected {n}")
+    sample = next(p for p in pods if p["metadata"]["name"] == "w-0")
+    assert sample["metadata"]["labels"]["k8sbridge.io/job"] == str(JOB_ID), sample
+    assert "podAffinity" in sample["spec"]["affinity"], sample
+
+    # The same rendered pods for kubectl, as a user would write them.
+    for p in pods:
+        p.pop("status", None)
+        for key in SERVER_METADATA:
+            p["metadata"].pop(key, None)
+    manifest = d / "pods.json"
+    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+
+    take_counts(sim)
+    suspend = run_measured(power_argv + ["suspend", hostlist], env)
+    suspend_counts = take_counts(sim)
+    left = len(live_pods(sim))
+    if left != 0:
+        raise SystemExit(f"after suspend {left} pods are left")
+
+    take_counts(sim)
+    create = run_measured(kubectl + ["create", "--validate=false", "-f", str(manifest)], env)
+    create_counts = take_counts(sim)
+    created = len(live_pods(sim))
+    take_counts(sim)
+    delete = run_measured(kubectl + ["delete", "--wait=false", "-f", str(manifest)], env)
+    delete_counts = take_counts(sim)
+    left_kubectl = len(live_pods(sim))
+    if created != n or left_kubectl != 0:
+        raise SystemExit(f"kubectl created {created} of {n} pods, left {left_kubectl}")
+    return {"resume": (resume, resume_counts), "suspend": (suspend, suspend_counts),
+            "create": (create, create_counts), "delete": (delete, delete_counts)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--qps", type=int, default=500, help="k8sbridge.conf QPS=")
+    parser.add_argument("--burst", type=int, default=2000, help="k8sbridge.conf Burst=")
+    parser.add_argument("--concurrency", type=int, default=8, help="k8sbridge.conf Concurrency=")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="rounds of all four steps; medians are printed")
+    parser.add_argument("--build-root",
+                        default=os.environ.get("K8SBRIDGE_BUILD_ROOT", str(ROOT / "build")))
+    args = parser.parse_args()
+    os.environ["K8SBRIDGE_BUILD_ROOT"] = args.build_root
+    from kubesim_harness import KUBECTL, KubeSim  # noqa: E402  (reads K8SBRIDGE_BUILD_ROOT)
+
+    power = Path(args.build_root) / "plugins" / "power_k8s" / "k8sbridge-power"
+    if not power.exists():
+        raise SystemExit(f"{power} does not exist: meson compile -C {args.build_root} "
+                         "k8sbridge-power")
+    n = args.nodes
+    hostlist = f"w-[0-{n - 1}]"
+    with KubeSim("--fake-nodes", "4", "--gpus-per-node", "8", "--gpu-product", PRODUCT,
+                 "--ib-leaves", "2") as sim, \
+            tempfile.TemporaryDirectory(prefix="power-bench-") as tmp:
+        d = Path(tmp)
+        (d / "worker.yaml").write_text(TEMPLATE)
+        (d / "slurm.conf").write_text(
+            "ClusterName=hpc1\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=9\n"
+            f"MessageTimeout=2\nNodeName={hostlist} State=CLOUD\n")
+        settings = f"QPS={args.qps} Burst={args.burst} Concurrency={args.concurrency}"
+        (d / "k8sbridge.conf").write_text(
+            f"ClusterName=hpc1\nKubeconfig={sim.kubeconfig}\nNamespace=default\n"
+            f"{settings}\nRetryDeadline=60\nPlacementLabel={LEAF}\n"
+            f"NodeGroup=gpu Nodes={hostlist} PodTemplate=worker.yaml Gpus=8\n"
+            f"Feature=h100 Selector=nvidia.com/gpu.product={PRODUCT}\n")
+        (d / "resume.json").write_text(json.dumps({"all_nodes_resume": hostlist, "jobs": [
+            {"extra": None, "job_id": JOB_ID, "features": "h100", "nodes_alloc": hostlist,
+             "nodes_resume": hostlist, "oversubscribe": "OK", "partition": "gpu",
+             "reservation": None}]}))
+        env = dict(os.environ, SLURM_CONF=str(d / "slurm.conf"), HOME=tmp)
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        power_argv = [str(power), "--config", str(d / "k8sbridge.conf")]
+
+        kubectl = [KUBECTL, "--kubeconfig", sim.kubeconfig]
+        run_measured(kubectl + ["get", "pods"], env)  # warms kubectl's discovery cache
+        runs = [one_round(sim, n, hostlist, power_argv, kubectl, env, d)
+                for _ in range(args.repeat)]
+
+    def median(step, i):
+        return statistics.median(r[step][0][i] for r in runs)
+
+    def counts(step):
+        return max((r[step][1] for r in runs), key=lambda c: sum(c.values()))
+
+    resume, suspend, create, delete = (tuple(median(step, i) for i in range(3))
+                                       for step in ("resume", "suspend", "create", "delete"))
+    print(f"{n} nodes, one resume and one suspend call of k8sbridge-power against kubesim "
+          f"(HTTPS, no scheduler, no kubelet); k8sbridge.conf: {settings}; "
+          f"median of {args.repeat} rounds")
+    print(f"{'step':<34} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9}  "
+          "requests per node (most in a round)")
+    for name, step, m in (("k8sbridge-power resume", "resume", resume),
+                          ("k8sbridge-power suspend", "suspend", suspend),
+                          ("kubectl create -f (same pods)", "create", create),
+                          ("kubectl delete -f", "delete", delete)):
+        print(f"{name:<34} {m[0]:8.2f} {m[1]:8.2f} {m[2]:9.1f}  {per_node(counts(step), n)}")
+    walls = {step: " ".join(f"{r[step][0][0]:.2f}" for r in runs)
+             for step in ("resume", "suspend", "create", "delete")}
+    print("wall s of each round: " + "; ".join(f"{k} {v}" for k, v in walls.items()))
+    print(f"resume: all {n} pods exist after {resume[0]:.2f} s; suspend: all deleted after "
+          f"{suspend[0]:.2f} s")
+    print(f"kubectl create / k8sbridge resume: wall {create[0] / resume[0]:.1f}x, "
+          f"cpu {create[1] / resume[1]:.1f}x, peak memory {create[2] / resume[2]:.1f}x")
+    print(f"kubectl delete / k8sbridge suspend: wall {delete[0] / suspend[0]:.1f}x, "
+          f"cpu {delete[1] / suspend[1]:.1f}x, peak memory {delete[2] / suspend[2]:.1f}x")
+    creates = sum(c for (verb, res), c in counts("resume").items()
+                  if verb == "create" and res == "pods")
+    deletes = sum(c for (verb, res), c in counts("suspend").items()
+                  if verb == "delete" and res == "pods")
+    fast = create[0] / resume[0] >= 5
+    print(f"goal: resume >= 5x faster than kubectl create: {'met' if fast else 'NOT met'}; "
+          f"creates per node {creates / n:.2f}, deletes per node {deletes / n:.2f} "
+          f"(goal <= 1 each): {'met' if creates <= n and deletes <= n else 'NOT met'}")
+
+if __name__ == "__main__":
+    main()
