@@ -32,6 +32,8 @@ at most one create and one delete request per node.
 import argparse
 import json
 import os
+import time
+import signal
 import statistics
 import subprocess
 import sys
@@ -158,6 +160,32 @@ def one_round(sim, n, hostlist, power_argv, kubectl, env, d):
             "create": (create, create_counts), "delete": (delete, delete_counts)}
 
 
+def start_munged(d: Path) -> Path:
+    """A munged of the bench's own: resume encodes one munge check credential per
+    pod (MungeCheck=yes, the default), and that cost belongs in the figures."""
+    key, socket = d / "munge.key", d / "munge.socket"
+    subprocess.run(["mungekey", "--create", f"--keyfile={key}"], check=True)
+    key.chmod(0o600)
+    subprocess.run(["munged", "--force", f"--key-file={key}", f"--socket={socket}",
+                    f"--pid-file={d}/munged.pid", f"--seed-file={d}/munged.seed",
+                    f"--log-file={d}/munged.log"], check=True)
+    return socket
+
+
+def stop_munged(d: Path) -> None:
+    pid_file = d / "munged.pid"
+    if not pid_file.exists():
+        return
+    try:
+        pid = int(pid_file.read_text().split()[0])
+        os.kill(pid, signal.SIGTERM)
+    except (ProcessLookupError, ValueError, IndexError):
+        return
+    deadline = time.monotonic() + 10  # it writes its seed file on the way out
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -188,8 +216,10 @@ def main():
             "ClusterName=hpc1\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=9\n"
             f"MessageTimeout=2\nNodeName={hostlist} State=CLOUD\n")
         settings = f"QPS={args.qps} Burst={args.burst} Concurrency={args.concurrency}"
+        munge_socket = start_munged(d)
         (d / "k8sbridge.conf").write_text(
             f"ClusterName=hpc1\nKubeconfig={sim.kubeconfig}\nNamespace=default\n"
+            f"MungeSocket={munge_socket}\n"
             f"{settings}\nRetryDeadline=60\nPlacementLabel={LEAF}\n"
             f"NodeGroup=gpu Nodes={hostlist} PodTemplate=worker.yaml Gpus=8\n"
             f"Feature=h100 Selector=nvidia.com/gpu.product={PRODUCT}\n")
@@ -203,8 +233,11 @@ def main():
 
         kubectl = [KUBECTL, "--kubeconfig", sim.kubeconfig]
         run_measured(kubectl + ["get", "pods"], env)  # warms kubectl's discovery cache
-        runs = [one_round(sim, n, hostlist, power_argv, kubectl, env, d)
-                for _ in range(args.repeat)]
+        try:
+            runs = [one_round(sim, n, hostlist, power_argv, kubectl, env, d)
+                    for _ in range(args.repeat)]
+        finally:
+            stop_munged(d)
 
     def median(step, i):
         return statistics.median(r[step][0][i] for r in runs)

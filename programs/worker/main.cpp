@@ -3,6 +3,7 @@
 // the logic and its tests in libk8sbridge.
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -111,6 +112,13 @@ class RealWorkerSystem final : public power::WorkerSystem {
       return false;
     struct stat st {};
     return stat((std::string(real) + "/usr").c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  }
+
+  void StopDaemon(const std::string& pid_file) override {
+    std::ifstream in(pid_file);
+    pid_t pid = 0;
+    if (in >> pid && pid > 1)
+      (void)kill(pid, SIGTERM);
   }
 
   Status Exec(const std::vector<std::string>& args) override {

@@ -802,7 +802,8 @@ void Kubelet::PollPod(RunningPod& rp) {
       close(rp.status_fd);
       rp.status_fd = -1;
       if (rp.status_text.empty()) {
-        rp.netns_inode = NetnsInode(fmt::format("/proc/{}/ns/net", rp.pid));
+        if (uint64_t inode = NetnsInode(fmt::format("/proc/{}/ns/net", rp.pid)); inode != 0)
+          rp.netns_inode = inode;
         if (rp.state == RunningPod::State::kStarting)
           rp.state = RunningPod::State::kRunning;
       }
@@ -811,6 +812,14 @@ void Kubelet::PollPod(RunningPod& rp) {
   }
   if (rp.state == RunningPod::State::kExited || rp.pid <= 0)
     return;
+  // Learn the pod's network namespace as early as possible: a container that
+  // exits at once is a zombie by the next poll, and what it left running in the
+  // namespace (a daemon it started) could no longer be found.
+  if (rp.netns_inode == 0) {
+    const uint64_t inode = NetnsInode(fmt::format("/proc/{}/ns/net", rp.pid));
+    if (inode != 0 && inode != host_netns_inode_)
+      rp.netns_inode = inode;
+  }
   int ws = 0;
   const pid_t r = waitpid(rp.pid, &ws, WNOHANG);
   if (r != rp.pid)

@@ -637,6 +637,13 @@ def _pids_with_env(key: str, value: Optional[str] = None) -> list[int]:
     return pids
 
 
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def _alive(pid: int) -> bool:
     """True while pid exists and is not a zombie (a zombie holds nothing)."""
     try:
@@ -681,6 +688,15 @@ def leftovers() -> dict:
                 continue
             if comm in ("slurmctld", "slurmd", "slurmstepd") and _alive(int(entry)):
                 daemons.append(int(entry))
+            elif comm == "munged" and _alive(int(entry)):
+                # A munged started for a rig node or a pod keeps its files under a
+                # rig's workdir; it outliving the rig is a leak.
+                try:
+                    cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if WORKDIR_PREFIX.encode() in cmdline:
+                    daemons.append(int(entry))
     with open("/proc/self/mounts") as f:
         mounts = [line.split()[1] for line in f if WORKDIR_PREFIX in line.split()[1]]
     rig_processes = [p for p in _pids_with_env(RIG_ENV) if _alive(p)]
@@ -692,6 +708,9 @@ def cleanup_all() -> dict:
     """Removes everything any rig left behind (e.g. after a test was SIGKILLed)."""
     before = leftovers()
     pids = list(before["rig_processes"])
+    # Leaked munged of rig nodes or pods (leftovers() lists only those with a rig
+    # path); slurm daemons outside rigs are never killed here.
+    pids += [p for p in before["daemons"] if _comm(p) == "munged"]
     for ns in before["netns"]:
         pids += [int(p) for p in _run(["ip", "netns", "pids", ns], check=False).stdout.split()]
     _kill_and_wait(pids)

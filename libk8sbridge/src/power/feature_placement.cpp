@@ -174,22 +174,38 @@ Status FeaturePlacementPossible(std::string_view gpu_resource, const kube::Objec
                   features, labelled, wanted, gpu_resource));
 }
 
-Status CheckFeaturePlacement(const PowerContext& ctx, std::string_view node,
-                             const kube::Object& pod) {
+const Result<std::pair<std::vector<kube::Object>, std::vector<kube::Object>>>&
+PlacementSnapshot::Get(kube::Client& client) {
+  std::call_once(once_, [&] {
+    auto nodes = client.List(kube::kNodes, "");
+    if (!nodes.ok()) {
+      lists_ = nodes.status();
+      return;
+    }
+    auto pods = client.List(kube::kPods, "");
+    if (!pods.ok()) {
+      lists_ = pods.status();
+      return;
+    }
+    lists_ = std::make_pair(std::move(nodes->items), std::move(pods->items));
+  });
+  return lists_;
+}
+
+Status CheckFeaturePlacement(const PowerContext& ctx, PlacementSnapshot& snapshot,
+                             std::string_view node, const kube::Object& pod) {
   auto annotations = pod.Annotations();
   if (annotations.find(std::string(kFeaturesAnnotation)) == annotations.end())
     return Status::Ok();
-  auto nodes = ctx.client.List(kube::kNodes, "");
-  auto pods =
-      nodes.ok() ? ctx.client.List(kube::kPods, "") : Result<kube::ObjectList>(nodes.status());
-  if (!nodes.ok() || !pods.ok()) {
+  const auto& lists = snapshot.Get(ctx.client);
+  if (!lists.ok()) {
     ctx.log.Warning(
         "node {}: cannot list Kubernetes nodes and pods to check the features' placement ({}); "
         "creating the pod and leaving the choice to Kubernetes' scheduler",
-        node, (!nodes.ok() ? nodes.status() : pods.status()).message());
+        node, lists.status().message());
     return Status::Ok();
   }
-  return FeaturePlacementPossible(ctx.setup.config.gpu_resource, pod, nodes->items, pods->items);
+  return FeaturePlacementPossible(ctx.setup.config.gpu_resource, pod, lists->first, lists->second);
 }
 
 }  // namespace k8sbridge::power

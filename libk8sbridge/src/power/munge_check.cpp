@@ -40,8 +40,13 @@ std::string SocketName(const std::string& socket) {
 
 }  // namespace
 
-std::string MungeCheckPayload(std::string_view cluster, std::string_view node) {
-  return fmt::format("k8sbridge-munge-check cluster={} node={}", cluster, node);
+std::string MungeCheckPayload(std::string_view cluster) {
+  return fmt::format("k8sbridge-munge-check cluster={}", cluster);
+}
+
+const Result<std::string>& SharedMungeCredential::Get(MungeCodec& munge, std::string_view cluster) {
+  std::call_once(once_, [&] { credential_ = munge.Encode(MungeCheckPayload(cluster)); });
+  return credential_;
 }
 
 Result<std::string> LibMungeCodec::Encode(std::string_view payload) {

@@ -266,7 +266,13 @@ CreateResult CreatePod(const PowerContext& ctx, Steady::time_point deadline,
               ns, node))};
 }
 
-NodeOutcome ResumeNode(const PowerContext& ctx, Steady::time_point deadline,
+// What the nodes of one resume call share: read or made once, when first needed.
+struct ResumeCall {
+  PlacementSnapshot placement;
+  SharedMungeCredential munge;
+};
+
+NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_point deadline,
                        const std::string& node, const ResumeRequest& request) {
   auto fail = [&](Status status) {
     std::string reason = NodeReason(status);
@@ -296,15 +302,15 @@ NodeOutcome ResumeNode(const PowerContext& ctx, Steady::time_point deadline,
     pod_request.gres = *gres;
   }
   if (ctx.munge) {
-    auto credential = ctx.munge->Encode(MungeCheckPayload(ctx.setup.config.cluster_name, node));
+    const auto& credential = call.munge.Get(*ctx.munge, ctx.setup.config.cluster_name);
     if (!credential.ok())
       return fail(credential.status());
-    pod_request.extra_env.emplace_back(kEnvMungeCheck, std::move(*credential));
+    pod_request.extra_env.emplace_back(kEnvMungeCheck, *credential);
   }
   auto pod = RenderWorkerPod(ctx.setup.config, *group, *tmpl, pod_request, ctx.log);
   if (!pod.ok())
     return fail(pod.status());
-  if (Status placeable = CheckFeaturePlacement(ctx, node, *pod); !placeable.ok())
+  if (Status placeable = CheckFeaturePlacement(ctx, call.placement, node, *pod); !placeable.ok())
     return fail(std::move(placeable));
 
   CreateResult created = CreatePod(ctx, deadline, node, *pod);
@@ -377,8 +383,9 @@ PowerReport ForEachNode(const PowerContext& ctx, const std::vector<std::string>&
 
 PowerReport Resume(const PowerContext& ctx, const std::vector<std::string>& nodes,
                    const ResumeRequest& request) {
+  ResumeCall call;
   return ForEachNode(ctx, nodes, [&](Steady::time_point deadline, const std::string& node) {
-    return ResumeNode(ctx, deadline, node, request);
+    return ResumeNode(ctx, call, deadline, node, request);
   });
 }
 

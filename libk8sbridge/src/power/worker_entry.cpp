@@ -31,10 +31,14 @@ std::string Dir(const std::string& path) {
   return slash == std::string::npos || slash == 0 ? std::string("/") : path.substr(0, slash);
 }
 
+std::string MungeSocketOf(const WorkerSettings& s) {
+  return s.munge_socket.empty() ? "/run/munge/munge.socket.2" : s.munge_socket;
+}
+
 Status StartPodMunged(const WorkerSettings& s, WorkerSystem& system, Logger& log) {
   // munged's state lives next to its socket, in a directory of the pod's own
   // (an emptyDir), never in the image's /run/munge, /var/lib/munge or /var/log/munge.
-  const std::string socket = s.munge_socket.empty() ? "/run/munge/munge.socket.2" : s.munge_socket;
+  const std::string socket = MungeSocketOf(s);
   const std::string dir = Dir(socket);
   if (Status st = system.MakePrivateDirectory(dir); !st.ok())
     return st.WithContext(fmt::format("preparing the munge socket directory {}", dir));
@@ -88,11 +92,11 @@ Status CheckMungeKey(const WorkerSettings& s, MungeCodec& munge, Logger& log) {
           "{} does not hold a munge credential ({}): the pod was not rendered by k8sbridge-power",
           kEnvMungeCheck, d.detail));
   }
-  const std::string expected = MungeCheckPayload(s.cluster, s.node);
+  const std::string expected = MungeCheckPayload(s.cluster);
   if (d.payload != expected) {
     return Status::PermissionDenied(fmt::format(
-        "the munge check credential was made for '{}', not for this pod ('{}'): the pod's "
-        "environment was copied from another node; let Slurm resume this node again",
+        "the munge check credential was made for '{}', not for this pod's cluster ('{}'): the "
+        "pod's environment was copied from another cluster; let Slurm resume this node again",
         d.payload, expected));
   }
   if (d.verdict == MungeDecoded::Verdict::kValidButStale) {
@@ -199,25 +203,35 @@ std::vector<std::string> SlurmdCommand(const WorkerSettings& s) {
 
 Status RunWorker(const WorkerSettings& s, WorkerSystem& system, MungeCodec& munge, Logger& log) {
   log.Info("worker for Slurm node {} (cluster {})", s.node, s.cluster.empty() ? "?" : s.cluster);
+  std::string munged_pid_file;
   if (!s.munged_key.empty()) {
     if (Status st = StartPodMunged(s, system, log); !st.ok())
       return st;
+    munged_pid_file = Dir(MungeSocketOf(s)) + "/munged.pid";
   }
-  if (Status st = CheckMungeKey(s, munge, log); !st.ok())
+  // The worker fails: the munged it started must not outlive it.
+  auto failed = [&](Status st) {
+    if (!munged_pid_file.empty())
+      system.StopDaemon(munged_pid_file);
     return st;
+  };
+  if (Status st = CheckMungeKey(s, munge, log); !st.ok())
+    return failed(st);
   if (!s.jail.empty()) {
     if (Status st = WaitForJail(s, system, log); !st.ok())
-      return st;
+      return failed(st);
     if (!s.jail_prepare.empty()) {
       std::vector<std::string> argv = SplitWords(s.jail_prepare);
       argv.insert(argv.begin() + 1, {"--jail", s.jail});
       if (Status st = system.Run(argv); !st.ok())
-        return st.WithContext(fmt::format("preparing the jail {} ({})", s.jail, kEnvJailPrepare));
+        return failed(
+            st.WithContext(fmt::format("preparing the jail {} ({})", s.jail, kEnvJailPrepare)));
     }
   }
   std::vector<std::string> argv = SlurmdCommand(s);
   log.Info("exec {}", fmt::join(argv, " "));
-  return system.Exec(argv).WithContext(fmt::format("exec {}", s.slurmd));
+  Status exec = system.Exec(argv);
+  return exec.ok() ? exec : failed(exec.WithContext(fmt::format("exec {}", s.slurmd)));
 }
 
 }  // namespace k8sbridge::power

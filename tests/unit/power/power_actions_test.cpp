@@ -236,7 +236,59 @@ power::ResumeRequest OneJob(std::vector<std::string> nodes, std::string features
 
 }  // namespace
 
+// Counts encodes; fails them when told to.
+class CountingMunge final : public power::MungeCodec {
+ public:
+  k8sbridge::Result<std::string> Encode(std::string_view payload) override {
+    ++encodes;
+    if (!up)
+      return k8sbridge::Status::Unavailable("no munged at /run/munge/munge.socket.2");
+    return "MUNGE:" + std::string(payload);
+  }
+  power::MungeDecoded Decode(std::string_view) override { return {}; }
+  int encodes = 0;
+  bool up = true;
+};
+
 BOOST_AUTO_TEST_SUITE(power_actions)
+
+BOOST_FIXTURE_TEST_CASE(one_munge_credential_serves_every_pod_of_a_resume, Fixture) {
+  CountingMunge munge;
+  auto ctx = Context();
+  ctx.munge = &munge;
+  std::vector<std::string> nodes = {"w-0", "w-1", "w-2"};
+  for (const auto& node : nodes)
+    slurm.SetGres(node, "gpu:8");
+  auto report = power::Resume(ctx, nodes, OneJob(nodes));
+  BOOST_TEST(report.Failed() == 0u);
+  BOOST_TEST(munge.encodes == 1);
+  for (const auto& node : nodes) {
+    kube::Object pod = api.Pod(node);
+    bool found = false;
+    for (const auto& e : pod.json()["spec"]["containers"][0]["env"].GetArray()) {
+      if (std::string(e["name"].GetString()) == "K8SBRIDGE_MUNGE_CHECK") {
+        found = true;
+        BOOST_TEST(std::string(e["value"].GetString()) ==
+                   "MUNGE:k8sbridge-munge-check cluster=hpc1");
+      }
+    }
+    BOOST_TEST(found);
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(no_munged_fails_the_nodes_before_any_pod, Fixture) {
+  CountingMunge munge;
+  munge.up = false;
+  auto ctx = Context();
+  ctx.munge = &munge;
+  std::vector<std::string> nodes = {"w-0", "w-1"};
+  for (const auto& node : nodes)
+    slurm.SetGres(node, "gpu:8");
+  auto report = power::Resume(ctx, nodes, OneJob(nodes));
+  BOOST_TEST(report.Failed() == 2u);
+  BOOST_TEST(api.PodCount() == 0u);
+  BOOST_TEST(slurm.failed().at("w-0").find("no munged") != std::string::npos);
+}
 
 BOOST_FIXTURE_TEST_CASE(resume_creates_one_rendered_pod_per_node, Fixture) {
   slurm.SetGres("w-0", "gpu:h100:8");

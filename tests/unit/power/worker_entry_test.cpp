@@ -35,6 +35,7 @@ class FakeWorkerSystem final : public power::WorkerSystem {
     exec = argv;
     return Status::Ok();
   }
+  void StopDaemon(const std::string& pid_file) override { stopped.push_back(pid_file); }
 
   FakeClock clock_;
   Status run_status;
@@ -44,6 +45,7 @@ class FakeWorkerSystem final : public power::WorkerSystem {
   std::vector<std::pair<std::string, std::string>> copies;
   std::vector<std::string> dirs;
   std::vector<std::string> exec;
+  std::vector<std::string> stopped;
 };
 
 // Decodes to a fixed verdict, and records what it was asked.
@@ -57,7 +59,7 @@ class FakeMunge final : public power::MungeCodec {
     return {verdict, payload, detail};
   }
   Verdict verdict = Verdict::kValid;
-  std::string payload = power::MungeCheckPayload("hpc1", "w-3");
+  std::string payload = power::MungeCheckPayload("hpc1");
   std::string detail = "Success";
   std::vector<std::string> decoded;
 };
@@ -118,14 +120,14 @@ BOOST_AUTO_TEST_CASE(a_stale_credential_still_proves_the_key) {
   BOOST_TEST(!system.exec.empty());
 }
 
-BOOST_AUTO_TEST_CASE(a_credential_for_another_node_is_refused) {
+BOOST_AUTO_TEST_CASE(a_credential_for_another_cluster_is_refused) {
   FakeWorkerSystem system;
   FakeMunge munge;
-  munge.payload = power::MungeCheckPayload("hpc1", "w-4");
+  munge.payload = power::MungeCheckPayload("hpc2");
   RecordingLogger log;
   Status s = power::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}}), system, munge, log);
   BOOST_TEST(!s.ok());
-  BOOST_TEST(s.message().find("node=w-4") != std::string::npos, s.message());
+  BOOST_TEST(s.message().find("cluster=hpc2") != std::string::npos, s.message());
   BOOST_TEST(system.exec.empty());
 }
 
@@ -157,6 +159,19 @@ BOOST_AUTO_TEST_CASE(starts_a_private_munged_with_a_copy_of_the_key) {
   BOOST_TEST(system.ran[0][0] == "/usr/sbin/munged");
   BOOST_TEST(system.ran[0][3] == "--socket=/run/munge/munge.socket.2");
   BOOST_TEST(!system.exec.empty());
+  BOOST_TEST(system.stopped.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_failing_worker_stops_the_munged_it_started) {
+  FakeWorkerSystem system;
+  FakeMunge munge;
+  munge.verdict = Verdict::kKeyMismatch;
+  RecordingLogger log;
+  auto s = Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"},
+                     {"K8SBRIDGE_MUNGE_SOCKET", "/run/munge/munge.socket.2"},
+                     {"K8SBRIDGE_MUNGED_KEY", "/etc/munge-secret/munge.key"}});
+  BOOST_TEST(!power::RunWorker(s, system, munge, log).ok());
+  BOOST_TEST(system.stopped == std::vector<std::string>{"/run/munge/munged.pid"});
 }
 
 BOOST_AUTO_TEST_CASE(waits_for_the_jail_then_prepares_it) {

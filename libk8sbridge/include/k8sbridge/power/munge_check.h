@@ -5,6 +5,7 @@
 // names the key, instead of a slurmd that never registers.
 #pragma once
 
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -15,8 +16,11 @@ namespace k8sbridge::power {
 // The pod environment variable that carries the credential.
 inline constexpr std::string_view kEnvMungeCheck = "K8SBRIDGE_MUNGE_CHECK";
 
-// What the credential says: a worker accepts only one made for its own node.
-std::string MungeCheckPayload(std::string_view cluster, std::string_view node);
+// What the credential says: a worker accepts only one made for its own cluster.
+// One credential serves every pod of a resume call (each pod has its own munged,
+// so decoding it in many pods is no replay), which keeps a 1000-node resume at one
+// munged round trip.
+std::string MungeCheckPayload(std::string_view cluster);
 
 struct MungeDecoded {
   enum class Verdict {
@@ -31,6 +35,18 @@ struct MungeDecoded {
   Verdict verdict = Verdict::kMalformed;
   std::string payload;
   std::string detail;  // libmunge's words
+};
+
+class MungeCodec;
+
+// The credential of one resume call, encoded when the first node needs it.
+class SharedMungeCredential {
+ public:
+  const Result<std::string>& Get(MungeCodec& munge, std::string_view cluster);
+
+ private:
+  std::once_flag once_;
+  Result<std::string> credential_ = Status::Internal("not encoded");
 };
 
 class MungeCodec {

@@ -58,6 +58,9 @@ class WorkerSystem {
   virtual Status MakePrivateDirectory(const std::string& path) = 0;
   // True when `path` is a mount point holding a root filesystem (usr/ inside).
   virtual Result<bool> IsMountedRootfs(const std::string& path) = 0;
+  // Stops the daemon whose pid is in `pid_file` (the pod's munged, when the
+  // worker fails after starting it).
+  virtual void StopDaemon(const std::string& pid_file) = 0;
   // Replaces the process; returns only on failure (fakes record and return Ok).
   virtual Status Exec(const std::vector<std::string>& argv) = 0;
 };
