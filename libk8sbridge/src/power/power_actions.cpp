@@ -1,6 +1,7 @@
 #include "k8sbridge/power/power_actions.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 
 #include <fmt/format.h>
@@ -143,13 +144,13 @@ bool Transient(const Status& s) {
 }
 
 // Runs `call` until it succeeds, fails for good, or `deadline` passes.
-Result<kube::Object> WithRetry(const PowerContext& ctx, Steady::time_point deadline,
-                               std::string_view what,
-                               const std::function<Result<kube::Object>()>& call) {
+template <typename Call>
+auto WithRetry(const PowerContext& ctx, Steady::time_point deadline, std::string_view what,
+               const Call& call) -> decltype(call()) {
   Clock& clock = ctx.client.clock();
   std::chrono::milliseconds backoff{200};
   for (;;) {
-    Result<kube::Object> r = call();
+    auto r = call();
     if (r.ok() || !Transient(r.status()))
       return r;
     const auto now = clock.Now();
@@ -321,17 +322,21 @@ NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_p
   return {node, created.action, {}};
 }
 
-// Suspend and ResumeFail: delete our pod; with `why` (ResumeFail), record first.
+// Suspend and ResumeFail: delete our pod; with `resume_failed`, record why first.
+// `listed` is the node's pod from Suspend's list of our pods, when it was there;
+// otherwise the pod is read by name (it may be absent, or not ours).
 NodeOutcome DeleteNodePod(const PowerContext& ctx, Steady::time_point deadline,
-                          const std::string& node, bool resume_failed) {
+                          const std::string& node, bool resume_failed,
+                          const kube::Object* listed = nullptr) {
   const std::string& ns = ctx.setup.config.namespace_;
   const std::string& cluster = ctx.setup.config.cluster_name;
   auto failed = [&](Status status) {
     ctx.log.Error("node {}: {}", node, status.message());
     return NodeOutcome{node, NodeAction::kFailed, std::move(status)};
   };
-  auto pod = WithRetry(ctx, deadline, fmt::format("get pod {}/{}", ns, node),
-                       [&] { return ctx.client.Get(kube::kPods, ns, node); });
+  auto pod = listed ? Result<kube::Object>(*listed)
+                    : WithRetry(ctx, deadline, fmt::format("get pod {}/{}", ns, node),
+                                [&] { return ctx.client.Get(kube::kPods, ns, node); });
   if (!pod.ok()) {
     if (IsNotFound(pod.status())) {
       if (resume_failed)
@@ -390,8 +395,27 @@ PowerReport Resume(const PowerContext& ctx, const std::vector<std::string>& node
 }
 
 PowerReport Suspend(const PowerContext& ctx, const std::vector<std::string>& nodes) {
+  // One list of our pods instead of a read per node; a node missing from it is
+  // read by name, so an absent pod and a pod that is not ours stay distinct.
+  std::map<std::string, kube::Object, std::less<>> ours;
+  if (nodes.size() > 1) {
+    const auto deadline = ctx.client.clock().Now() + ctx.setup.config.retry_deadline;
+    kube::ListOptions options;
+    options.label_selector = OwnedPodsSelector(ctx.setup.config.cluster_name);
+    auto listed = WithRetry(ctx, deadline, "list worker pods", [&] {
+      return ctx.client.List(kube::kPods, ctx.setup.config.namespace_, options);
+    });
+    if (listed.ok()) {
+      for (auto& pod : listed->items)
+        ours.emplace(pod.Name(), std::move(pod));
+    } else {
+      ctx.log.Warning("listing the worker pods failed ({}); reading each node's pod instead",
+                      listed.status().message());
+    }
+  }
   return ForEachNode(ctx, nodes, [&](Steady::time_point deadline, const std::string& node) {
-    return DeleteNodePod(ctx, deadline, node, false);
+    auto it = ours.find(node);
+    return DeleteNodePod(ctx, deadline, node, false, it == ours.end() ? nullptr : &it->second);
   });
 }
 

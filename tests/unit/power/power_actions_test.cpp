@@ -114,6 +114,17 @@ class FakeApi {
       pods_[name] = pod.ToJson();
       return FakeTransport::Json(201, pods_[name]);
     }
+    if (r.method == "GET" && (name.empty() || name[0] == '?')) {
+      // A list of our pods (the selector Suspend sends).
+      std::string items;
+      for (const auto& [pod_name, json] : pods_) {
+        if (kube::Object::Parse(json)->Labels().count("app.kubernetes.io/managed-by"))
+          items += (items.empty() ? "" : ",") + json;
+      }
+      ++lists_;
+      return FakeTransport::Json(
+          200, R"({"kind":"PodList","metadata":{"resourceVersion":"9"},"items":[)" + items + "]}");
+    }
     auto it = pods_.find(name);
     if (it == pods_.end()) {
       return FakeTransport::Json(
@@ -147,6 +158,9 @@ class FakeApi {
   std::vector<std::string> events_;
   std::map<std::string, int> gone_after_gets_;
   int uid_ = 0;
+
+ public:
+  int lists_ = 0;
 };
 
 // A pod as a k8sbridge resume left it, in `phase`; `owned` = ownership labels.
@@ -441,6 +455,10 @@ BOOST_FIXTURE_TEST_CASE(suspend_deletes_owned_pods_and_counts_404_as_success, Fi
   BOOST_TEST((Outcome(report, "w-1").action == power::NodeAction::kAbsent));
   BOOST_TEST(!api.Has("w-0"));
   BOOST_TEST(slurm.failed().empty());
+  // One list of our pods; only the node missing from it is read by name.
+  BOOST_TEST(api.lists_ == 1);
+  BOOST_TEST(Count("GET", "w-0") == 0);
+  BOOST_TEST(Count("GET", "w-1") == 1);
   // With the pod's own grace period: no gracePeriodSeconds override.
   for (const auto& r : transport->requests()) {
     if (r.method == "DELETE")
