@@ -265,11 +265,22 @@ class Rig:
             env.update(extra)
         return env
 
+    def host_command(self, cmd: Sequence[str]) -> list[str]:
+        """`cmd` as the rig runs it on the host (slurmctld, Slurm clients, daemons
+        beside slurmctld): in a mount namespace of its own whose /etc/hosts and
+        resolv.conf are the rig's. Slurm resolves peer addresses and node names;
+        with the host's resolver those lookups would leave the machine (and stall
+        for 5 s when unanswered). Here they end in the files or on loopback."""
+        script = ('mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && '
+                  'shift 2 && exec "$@"')
+        return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script,
+                "sh", str(self.node_hosts), str(self.node_resolv), *cmd]
+
     def run(self, cmd: Sequence[str], check: bool = False, timeout: float = 120,
             **kw) -> subprocess.CompletedProcess:
         """Runs a Slurm client command (srun, sbatch, scontrol...) against this rig."""
-        return subprocess.run(list(cmd), env=self.env(kw.pop("env", None)), text=True,
-                              capture_output=True, timeout=timeout, check=check, **kw)
+        return subprocess.run(self.host_command(cmd), env=self.env(kw.pop("env", None)),
+                              text=True, capture_output=True, timeout=timeout, check=check, **kw)
 
     def check_output(self, cmd: Sequence[str], timeout: float = 120, **kw) -> str:
         r = self.run(cmd, timeout=timeout, **kw)
@@ -442,8 +453,8 @@ PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partit
             out.close()
 
     def _start_slurmctld(self) -> None:
-        self.slurmctld = self._spawn("slurmctld", [
-            str(self.prefix / "sbin" / "slurmctld"), "-D", "-i", "-f", str(self.slurm_conf)])
+        self.slurmctld = self._spawn("slurmctld", self.host_command([
+            str(self.prefix / "sbin" / "slurmctld"), "-D", "-i", "-f", str(self.slurm_conf)]))
 
         def ready():
             if self.slurmctld.poll() is not None:
