@@ -414,6 +414,10 @@ int Run(int argc, char** argv) {
     const auto started = client.clock().Now();
     World world;
     auto loaded_nodes = slurm.LoadNodes();
+    if (auto took = client.clock().Now() - started; took > std::chrono::seconds(2)) {
+      log.Warning("slurm_load_node took {} ms",
+                  std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
+    }
     const bool slurm_ok = loaded_nodes.ok();
     if (!slurm_ok)
       metrics.ApiError("slurm");
@@ -469,8 +473,8 @@ int Run(int argc, char** argv) {
         metrics.Breaker(group.name, open.count(group.name) != 0);
     }
     metrics.Reconciled(client.clock().Now() - started);
-    if (!actions.empty())
-      log.Debug("pass: {} action(s)", actions.size());
+    log.Debug("pass: {} Slurm nodes, {} pods, {} Kubernetes nodes: {} action(s)",
+              world.slurm.size(), world.pods.size(), world.nodes.size(), actions.size());
   }
   log.Info("stopping");
   elector_cancel.Cancel();
