@@ -402,6 +402,51 @@ int Run(int argc, char** argv) {
   log.Info("started as {}: cluster {}, namespace {}, Lease {}, poll {} ms, metrics {}", identity,
            config.cluster_name, config.namespace_, lo.name, config.sync.poll_interval.count(),
            config.sync.metrics_listen.empty() ? "off" : config.sync.metrics_listen);
+  // Slurm is polled on its own thread, so that a slow answer (slurmctld busy) never
+  // holds up acting on a Kubernetes change; the loop acts on the latest answer while
+  // it is recent enough.
+  struct Snapshot {
+    Status status = Status::Unavailable("slurm_load_node has not answered yet");
+    std::vector<SlurmNode> nodes;
+    Clock::Steady::time_point when{};
+  };
+  std::mutex snapshot_mu;
+  Snapshot snapshot;
+  const Clock::Steady::duration slurm_max_age =
+      std::max<Clock::Steady::duration>(std::chrono::seconds(10), 4 * config.sync.poll_interval);
+  std::thread slurm_thread([&]() {
+    while (!g_stop.load()) {
+      const auto t0 = client.clock().Now();
+      auto loaded = slurm.LoadNodes();
+      const auto took = client.clock().Now() - t0;
+      if (took > std::chrono::seconds(2)) {
+        log.Warning("slurm_load_node took {} ms",
+                    std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
+      }
+      if (!loaded.ok())
+        metrics.ApiError("slurm");
+      bool changed = false;
+      {
+        std::lock_guard lock(snapshot_mu);
+        if (loaded.ok()) {
+          changed = !snapshot.status.ok() || *loaded != snapshot.nodes;
+          snapshot.nodes = std::move(*loaded);
+          snapshot.status = Status::Ok();
+          snapshot.when = client.clock().Now();
+        } else {
+          changed = snapshot.status.ok();
+          snapshot.status = loaded.status();
+        }
+      }
+      if (changed)
+        wake();
+      for (auto left = config.sync.poll_interval; left.count() > 0 && !g_stop.load();
+           left -= std::chrono::milliseconds(50))
+        std::this_thread::sleep_for(
+            std::min<std::chrono::milliseconds>(left, std::chrono::milliseconds(50)));
+    }
+  });
+
   std::string last_skip;  // logged once per change
   while (!g_stop.load()) {
     {
@@ -413,16 +458,14 @@ int Run(int argc, char** argv) {
       break;
     const auto started = client.clock().Now();
     World world;
-    auto loaded_nodes = slurm.LoadNodes();
-    if (auto took = client.clock().Now() - started; took > std::chrono::seconds(2)) {
-      log.Warning("slurm_load_node took {} ms",
-                  std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
+    Snapshot snap;
+    {
+      std::lock_guard lock(snapshot_mu);
+      snap = snapshot;
     }
-    const bool slurm_ok = loaded_nodes.ok();
-    if (!slurm_ok)
-      metrics.ApiError("slurm");
-    else
-      world.slurm = std::move(*loaded_nodes);
+    const bool slurm_ok = snap.status.ok() && started - snap.when <= slurm_max_age;
+    if (slurm_ok)
+      world.slurm = std::move(snap.nodes);
     const bool kube_ok = pods.IsHealthy() && nodes.IsHealthy() && metrics.KubeAnswering();
     metrics.Fresh("slurm", slurm_ok);
     metrics.Fresh("kubernetes", kube_ok);
@@ -430,13 +473,20 @@ int Run(int argc, char** argv) {
     metrics.Leader(leader);
     std::string skip;
     if (!slurm_ok)
-      skip = fmt::format("slurm_unreadable|Slurm cannot be read ({})",
-                         loaded_nodes.status().ToString());
+      skip = fmt::format(
+          "slurm_unreadable|Slurm cannot be read ({})",
+          !snap.status.ok()
+              ? snap.status.ToString()
+              : fmt::format(
+                    "no answer to slurm_load_node for {} s",
+                    std::chrono::duration_cast<std::chrono::seconds>(started - snap.when).count()));
     else if (!kube_ok)
       skip = fmt::format(
-          "kubernetes_unreadable|Kubernetes cannot be read (pods cache {}, nodes "
-          "cache {})",
-          pods.IsHealthy() ? "live" : "stale", nodes.IsHealthy() ? "live" : "stale");
+          "kubernetes_unreadable|Kubernetes cannot be read (pods cache {}, nodes cache {}, API "
+          "server {})",
+          pods.IsHealthy() ? "live" : "not synced or failing",
+          nodes.IsHealthy() ? "live" : "not synced or failing",
+          metrics.KubeAnswering() ? "answering" : "failing");
     else if (!leader)
       skip = "not_leader|not the leader: watching only";
     world.pods = pods.List();
@@ -477,6 +527,7 @@ int Run(int argc, char** argv) {
               world.slurm.size(), world.pods.size(), world.nodes.size(), actions.size());
   }
   log.Info("stopping");
+  slurm_thread.join();
   elector_cancel.Cancel();
   elector_thread.join();  // releases the lease: the other daemon takes over at once
   pods.Stop();

@@ -80,7 +80,7 @@ std::string LibslurmControl::UserName(uint32_t uid) {
 }
 
 Result<std::vector<SlurmNode>> LibslurmControl::LoadNodes() {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(load_mu_);
   node_info_msg_t* msg = nullptr;
   // With the time of our copy, slurmctld answers SLURM_NO_CHANGE_IN_DATA (cheap)
   // unless a node changed since.
@@ -127,18 +127,18 @@ Status LibslurmControl::Update(std::string_view node, uint32_t state, std::strin
 }
 
 Status LibslurmControl::Drain(std::string_view node, std::string_view reason) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(update_mu_);
   return Update(node, NODE_STATE_DRAIN, reason, "DRAIN");
 }
 
 Status LibslurmControl::Undrain(std::string_view node) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(update_mu_);
   // UNDRAIN clears the DRAIN flag only: a node that is DOWN for another reason stays so.
   return Update(node, NODE_STATE_UNDRAIN, "", "UNDRAIN");
 }
 
 Status LibslurmControl::DownAndPowerDown(std::string_view node, std::string_view reason) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(update_mu_);
   // DOWN first: its jobs requeue at once. Then POWER_DOWN: the node goes back to
   // POWERED_DOWN after SuspendTimeout, and its next resume makes a fresh pod.
   if (Status s = Update(node, NODE_STATE_DOWN, reason, "DOWN"); !s.ok())

@@ -25,7 +25,9 @@ class LibslurmControl final : public SlurmControl {
   Status Update(std::string_view node, uint32_t state, std::string_view reason,
                 std::string_view what);
   std::string UserName(uint32_t uid);
-  std::mutex mu_;
+  // Loads and updates may run at once on different threads (each RPC has its own
+  // connection): a slow node dump must not hold up a drain.
+  std::mutex load_mu_, update_mu_;
   time_t last_update_ = 0;  // slurmctld's time of the copy we hold; 0 = none yet
   std::vector<SlurmNode> nodes_;
   std::map<uint32_t, std::string> users_;

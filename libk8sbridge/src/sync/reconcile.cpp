@@ -207,7 +207,8 @@ std::optional<std::string> NodeTrouble(const kube::Object& node, std::string_vie
       std::string detail = why;
       if (!message.empty())
         detail += (detail.empty() ? "" : ": ") + message;
-      return SlurmReason(fmt::format("Kubernetes node {} NotReady (Ready={}){}{}", name, status,
+      // No '=' in reasons: `scontrol -o show node` readers split on KEY=.
+      return SlurmReason(fmt::format("Kubernetes node {} NotReady ({}){}{}", name, status,
                                      detail.empty() ? "" : ": ", detail));
     }
   }
@@ -215,8 +216,7 @@ std::optional<std::string> NodeTrouble(const kube::Object& node, std::string_vie
     return SlurmReason(fmt::format("Kubernetes node {} cordoned", name));
   for (const Taint& t : Taints(node)) {
     if (t.effect == "NoExecute" && !HardwareTaint(t)) {
-      return SlurmReason(fmt::format("Kubernetes node {} has taint {}{}{}:NoExecute", name, t.key,
-                                     t.value.empty() ? "" : "=", t.value));
+      return SlurmReason(fmt::format("Kubernetes node {} has taint {}:NoExecute", name, t.key));
     }
   }
   return std::nullopt;

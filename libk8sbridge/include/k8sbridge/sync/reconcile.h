@@ -73,6 +73,7 @@ struct SlurmNode {
   std::string_view BaseName() const;
   bool Down() const { return base == Base::kDown; }
   bool OwnedReason() const { return std::string_view(reason).starts_with(kReasonPrefix); }
+  friend bool operator==(const SlurmNode&, const SlurmNode&) = default;
 };
 
 // One snapshot of both sides. Pods: the worker pods of this cluster (selected by
