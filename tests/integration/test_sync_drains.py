@@ -3,17 +3,19 @@ directions.
 
 - An admin's hardware drain cordons and taints the Kubernetes node and annotates the
   pod; a resume undoes both. A cordon made by someone else is left alone (and drains
-  the Slurm node with a k8sbridge: reason until it is lifted).
+  the Slurm node with a k8sbridge: reason until it is lifted). `--once` does one pass.
 - A Kubernetes node NotReady drains its Slurm node with a k8sbridge: reason; when it
   is Ready again the drain is undone, and an admin drain on another node is untouched.
 """
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rigtest import main  # noqa: E402
-from sync_rig import SyncRigTestCase, wait_for  # noqa: E402
+from sync_rig import SYNC, SyncRigTestCase, wait_for  # noqa: E402
 
 TAINT = "k8sbridge.io/hardware"
 
@@ -84,6 +86,19 @@ class SyncDrains(SyncRigTestCase):
             # Lifted by its owner: our drain is undone.
             self.sim.kubectl("uncordon", "node-0")
             wait_for(lambda: "DRAIN" not in rig.node("w-0")["State"], 30, "w-0 undrained")
+
+            # --once: one pass without the daemon (and without leader election).
+            d.stop()
+            rig.check_output(["scontrol", "update", "nodename=w-1", "state=drain",
+                              "reason=NVLink errors"])
+            once = subprocess.run([str(SYNC), "--config", self.conf["path"], "--once"],
+                                  env=dict(os.environ, SLURM_CONF=str(rig.slurm_conf)),
+                                  capture_output=True, text=True, timeout=60)
+            self.assertEqual(once.returncode, 0, once.stderr)
+            self.assertIn("cordon node-1", once.stderr)
+            n = self.knode("node-1")
+            self.assertTrue(n["spec"].get("unschedulable"))
+            self.assertIn(TAINT, taint_keys(n))
         self.assertNoLeftovers()
 
     def test_not_ready_node_drains_and_recovery_undrains_only_ours(self):
