@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The README's main command: sets everything up and runs k8sbridge's main job on
-# a local demo cluster. Until the power_k8s demo lands, the main job is the rig's
-# smoke job: real slurmctld and two slurmd "hosts" in their own namespaces
-# running an srun and an sbatch job.
+# The README's main command: sets everything up (Debian packages, Slurm 24.11.5,
+# the build) and runs k8sbridge's main job on a local demo cluster: Slurm's power
+# saving turns powered-down CLOUD nodes into Kubernetes worker pods that run
+# slurmd (in kubesim, the project's Kubernetes stand-in), runs a 4-node job in
+# them, and deletes the pods after SuspendTime. Ctrl-C stops it cleanly.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -13,4 +14,7 @@ opts=(-Dslurm_prefix="$K8SBRIDGE_CACHE/slurm-24.11.5/install" -Dslurm_src="$K8SB
 if [ -f "$build/build.ninja" ]; then meson setup --reconfigure "$build" "${opts[@]}" >/dev/null
 else meson setup "$build" "${opts[@]}" >/dev/null; fi
 meson compile -C "$build" >/dev/null
-exec /usr/bin/python3 tests/rig/rigctl.py smoke --nodes 2
+export K8SBRIDGE_BUILD_ROOT="$build"
+export K8SBRIDGE_SLURM_PREFIX="$K8SBRIDGE_CACHE/slurm-24.11.5/install"
+export K8SBRIDGE_RIG_LOGDIR="$build/meson-logs/demo"
+exec /usr/bin/python3 scripts/demo.py

@@ -28,6 +28,7 @@
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/config.h"
 #include "k8sbridge/kube/events.h"
+#include "k8sbridge/power/munge_check.h"
 #include "k8sbridge/power/power_actions.h"
 #include "k8sbridge/power/resume_file.h"
 #include "k8sbridge/power/setup.h"
@@ -91,14 +92,7 @@ void Usage(Logger& log) {
 }
 
 Result<kube::Config> KubeConfigFor(const conf::BridgeConfig& c) {
-  Result<kube::Config> config = Status::Internal("unset");
-  if (c.in_cluster || (c.kubeconfig.empty() && std::getenv("KUBERNETES_SERVICE_HOST"))) {
-    config = kube::InClusterConfigFromEnv();
-  } else if (!c.kubeconfig.empty()) {
-    config = kube::LoadKubeconfig({c.kubeconfig}, c.kube_context);
-  } else {
-    config = kube::LoadKubeconfig({}, c.kube_context);
-  }
+  auto config = kube::ProgramConfig(c.kubeconfig, c.kube_context, c.in_cluster);
   if (!config.ok())
     return config.status().WithContext(fmt::format("{}: Kubernetes connection", c.file));
   return config;
@@ -172,40 +166,57 @@ int Run(int argc, char** argv) {
   if (config_path.empty())
     config_path = conf::DefaultConfigPath();
   power::SlurmHostlists hostlists;
-  auto config = conf::LoadBridgeConfig(config_path, hostlists);
-  if (!config.ok()) {
-    log.Error("{}", config.status().message());
-    return kExitUsage;
-  }
-  if (!config->log_file.empty()) {
-    if (Status s = log.OpenFile(config->log_file); !s.ok())
-      log.Warning("{}: {}", config->file, s.message());
-  }
-  auto setup = power::LoadPowerSetup(std::move(*config));
-  if (!setup.ok()) {
-    log.Error("{}", setup.status().message());
-    return kExitUsage;
-  }
   auto nodes = hostlists.Expand(args[0]);
   if (!nodes.ok()) {
     log.Error("HOSTLIST argument: {}", nodes.status().message());
     return kExitUsage;
   }
+  power::LibslurmNodes slurm;
+  // A resume that cannot even start fails its nodes at once (no pod is touched),
+  // so Slurm requeues the jobs now instead of after ResumeTimeout.
+  auto give_up = [&](const Status& why) {
+    log.Error("{}", why.message());
+    if (subcommand != "resume")
+      return kExitUsage;
+    // slurmscriptd always sets SLURM_CONF; without it (a manual run) libslurm would
+    // go looking for a configuration server, so Slurm is left alone.
+    const char* slurm_conf = std::getenv("SLURM_CONF");
+    if (slurm_conf == nullptr || access(slurm_conf, R_OK) != 0) {
+      log.Error(
+          "SLURM_CONF is not set or not readable: nodes {} are left for Slurm's "
+          "ResumeTimeout",
+          args[0]);
+      return kExitUsage;
+    }
+    const std::string reason = power::NodeReason(why);
+    for (const auto& node : *nodes) {
+      if (Status s = slurm.FailNode(node, reason); !s.ok())
+        log.Error("node {}: could not set it DOWN/POWER_DOWN: {}", node, s.message());
+    }
+    return kExitUsage;
+  };
+  auto config = conf::LoadBridgeConfig(config_path, hostlists);
+  if (!config.ok())
+    return give_up(config.status());
+  if (!config->log_file.empty()) {
+    if (Status s = log.OpenFile(config->log_file); !s.ok())
+      log.Warning("{}: {}", config->file, s.message());
+  }
+  auto setup = power::LoadPowerSetup(std::move(*config));
+  if (!setup.ok())
+    return give_up(setup.status());
   power::ResumeRequest request;
   if (resume_json) {
     auto parsed = power::ParseResumeFile(*resume_json, resume_path, hostlists);
     if (!parsed.ok()) {
-      log.Error("{}", parsed.status().message());
-      return kExitUsage;
+      return give_up(parsed.status());
     }
     request = std::move(*parsed);
   }
 
   auto kube_config = KubeConfigFor(setup->config);
-  if (!kube_config.ok()) {
-    log.Error("{}", kube_config.status().message());
-    return kExitUsage;
-  }
+  if (!kube_config.ok())
+    return give_up(kube_config.status());
   kube::ClientOptions options;
   options.logger = &log;
   options.qps = setup->config.qps;
@@ -215,12 +226,9 @@ int Run(int argc, char** argv) {
   // power::Resume/Suspend retry 429/5xx themselves, bounded by RetryDeadline.
   options.max_retries = 0;
   auto client = kube::Client::Create(*kube_config, options);
-  if (!client.ok()) {
-    log.Error("{}", client.status().message());
-    return kExitUsage;
-  }
+  if (!client.ok())
+    return give_up(client.status());
 
-  power::LibslurmNodes slurm;
   std::unique_ptr<kube::EventRecorder> events;
   if (subcommand == "resume-fail") {
     kube::EventRecorderOptions eo;
@@ -231,7 +239,22 @@ int Run(int argc, char** argv) {
     eo.default_namespace = setup->config.namespace_;
     events = std::make_unique<kube::EventRecorder>(**client, eo);
   }
-  power::PowerContext ctx{*setup, **client, slurm, log, events.get()};
+  std::unique_ptr<power::LibMungeCodec> munge;
+  if (subcommand == "resume" && setup->config.munge_check) {
+    std::string socket = setup->config.munge_socket;
+    if (socket.empty()) {
+      // The munged slurmctld authenticates with, as its configuration names it.
+      auto from_slurm = slurm.ControllerMungeSocket();
+      if (from_slurm.ok()) {
+        socket = *from_slurm;
+      } else {
+        log.Warning("{}; the munge check uses libmunge's default socket (set MungeSocket=)",
+                    from_slurm.status().message());
+      }
+    }
+    munge = std::make_unique<power::LibMungeCodec>(socket);
+  }
+  power::PowerContext ctx{*setup, **client, slurm, log, events.get(), munge.get()};
 
   log.Info("{} {} ({} node(s)), namespace {}", subcommand, args[0], nodes->size(),
            setup->config.namespace_);

@@ -25,6 +25,28 @@ void LibslurmNodes::Init() {
   std::call_once(init_, [] { slurm_init(nullptr); });
 }
 
+Result<std::string> LibslurmNodes::ControllerMungeSocket() {
+  Init();
+  std::lock_guard lock(mu_);
+  slurm_conf_t* conf = nullptr;
+  if (slurm_load_ctl_conf(0, &conf) != SLURM_SUCCESS || !conf)
+    return Status::Unavailable(fmt::format("slurm_load_ctl_conf: {}", LastSlurmError()));
+  std::string authinfo = conf->authinfo ? conf->authinfo : "";
+  slurm_free_ctl_conf(conf);
+  // "socket=/run/munge/munge.socket.2,ttl=300": comma-separated key=value.
+  std::string_view rest = authinfo;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    if (item.starts_with("socket="))
+      return std::string(item.substr(7));
+    if (comma == std::string_view::npos)
+      break;
+    rest.remove_prefix(comma + 1);
+  }
+  return std::string();
+}
+
 Result<std::string> LibslurmNodes::Gres(std::string_view node) {
   Init();
   std::lock_guard lock(mu_);

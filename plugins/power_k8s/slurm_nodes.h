@@ -13,6 +13,9 @@ class LibslurmNodes final : public SlurmNodes {
  public:
   Result<std::string> Gres(std::string_view node) override;
   Status FailNode(std::string_view node, std::string_view reason) override;
+  // The munged socket slurmctld uses (AuthInfo=socket=...), "" when it names none
+  // (libmunge's default): the resume step's munge check must use that munged.
+  Result<std::string> ControllerMungeSocket();
 
  private:
   void Init();

@@ -17,7 +17,11 @@
 
 #include "k8sbridge/health/checks.h"
 #include "k8sbridge/health/config.h"
+#include "k8sbridge/health/publish.h"
 #include "k8sbridge/health/runner.h"
+#include "k8sbridge/kube/client.h"
+#include "k8sbridge/kube/config.h"
+#include "k8sbridge/kube/events.h"
 #include "k8sbridge/log.h"
 #include "slurm_nodes.h"
 
@@ -43,7 +47,8 @@ void Usage(FILE* out) {
 }
 
 void OnAlarm(int) {
-  static const char msg[] = "k8sbridge-health: error: total deadline passed; exiting before Slurm kills us\n";
+  static const char msg[] =
+      "k8sbridge-health: error: total deadline passed; exiting before Slurm kills us\n";
   ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)ignored;
   _exit(kOverran);
@@ -57,7 +62,54 @@ void PrintDiagnosis(const Report& r, const std::string& node) {
   if (r.findings.empty())
     std::printf("\nnode %s: healthy\n", node.c_str());
   else
-    std::printf("\nnode %s: would drain with reason: %s\n", node.c_str(), DrainReason(r.findings).c_str());
+    std::printf("\nnode %s: would drain with reason: %s\n", node.c_str(),
+                DrainReason(r.findings).c_str());
+}
+
+// Best effort and bounded by KubeTimeout: Slurm already has the verdict.
+void Publish(const HealthConfig& config, const Report& report, Logger& log) {
+  std::string k8s_node = config.kube_node;
+  if (k8s_node.empty()) {
+    if (const char* n = std::getenv("K8SBRIDGE_HOST_NODE"))
+      k8s_node = n;
+  }
+  if (k8s_node.empty()) {
+    log.Warning(
+        "{}: KubePublish=yes but the Kubernetes node is unknown: set KubeNode=, or run "
+        "in a worker pod (K8SBRIDGE_HOST_NODE)",
+        config.file);
+    return;
+  }
+  auto kube_config = kube::ProgramConfig(config.kubeconfig, "", false);
+  if (!kube_config.ok()) {
+    log.Warning("not publishing to Kubernetes: {}", kube_config.status().message());
+    return;
+  }
+  kube::ClientOptions options;
+  options.logger = &log;
+  options.max_retries = 0;
+  options.connect_timeout = config.kube_timeout;
+  options.request_timeout = config.kube_timeout;
+  auto client = kube::Client::Create(*kube_config, options);
+  if (!client.ok()) {
+    log.Warning("not publishing to Kubernetes: {}", client.status().message());
+    return;
+  }
+  kube::EventRecorderOptions eo;
+  eo.reporting_controller = "k8sbridge.io/health";
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  eo.reporting_instance = host;
+  kube::EventRecorder events(**client, eo);
+  auto published =
+      PublishCondition(**client, &events, k8s_node, config.kube_condition_type, report.findings);
+  events.Flush(config.kube_timeout);
+  if (!published.ok()) {
+    log.Warning("not published to Kubernetes: {}", published.status().message());
+    return;
+  }
+  log.Info("Kubernetes node {}: condition {}={}{}", k8s_node, config.kube_condition_type,
+           published->status, published->changed ? " (changed)" : "");
 }
 
 }  // namespace
@@ -81,7 +133,8 @@ int main(int argc, char** argv) {
   }
   StderrLogger log("k8sbridge-health");
   if (args.node.empty()) {
-    if (const char* n = std::getenv("SLURMD_NODENAME")) args.node = n;
+    if (const char* n = std::getenv("SLURMD_NODENAME"))
+      args.node = n;
   }
   if (args.node.empty()) {
     char host[256] = {};
@@ -112,13 +165,15 @@ int main(int argc, char** argv) {
       // Fail closed: without Slurm's view we can neither drain safely nor resume.
       log.Error("cannot read node {} from Slurm: {}; changing nothing", args.node,
                 got.status().message());
-      if (!args.diagnose) return kSlurmUnreadable;
+      if (!args.diagnose)
+        return kSlurmUnreadable;
     } else {
       node = *got;
     }
   }
   std::optional<unsigned> expected = config->gpu_count;
-  if (!expected && node) expected = GpusFromGres(node->gres);
+  if (!expected && node)
+    expected = GpusFromGres(node->gres);
 
   Report report = RunChecks(*config, expected, *state);
   if (args.diagnose) {
@@ -135,7 +190,10 @@ int main(int argc, char** argv) {
     log.Error("node {}: {} failed: {}", args.node, ActionName(d.action), applied.message());
     return kSlurmUnreadable;
   }
-  for (const auto& f : report.findings) log.Error("{}: {} {}", f.check, f.subject, f.message);
+  for (const auto& f : report.findings)
+    log.Error("{}: {} {}", f.check, f.subject, f.message);
   log.Info("node {}: {} ({})", args.node, ActionName(d.action), d.explanation);
+  if (config->kube_publish)
+    Publish(*config, report, log);
   return report.findings.empty() ? kHealthy : kUnhealthy;
 }

@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+from kubesim_harness import KubeSim
 from rigtest import BUILD_ROOT, Rig, RigConfig, RigTestCase, main, wait_for
 
 HEALTH = BUILD_ROOT / "programs" / "health" / "k8sbridge-health"
@@ -129,6 +130,40 @@ class HealthRigTest(RigTestCase):
             "[hardware] k8sbridge-health: mlx5_0 port 1 state 1: DOWN"), "drained for the IB port")
         self.assertIn("DRAIN", node["State"])
         self.assertNotIn("DRAIN", rig.node("w-0")["State"])
+
+    def test_result_is_published_to_kubernetes(self):
+        rig = self.start_rig()
+        # The nodes' network namespaces reach the host only on the rig's bridge.
+        sim = KubeSim("--fake-nodes", "2", "--listen", f"{rig.bridge_address}:0")
+        self.addCleanup(sim.close)
+        self.write_conf("w-0", f"KubePublish=yes Kubeconfig={sim.kubeconfig} KubeNode=node-0\n")
+
+        def condition():
+            node = sim.kubectl_json("get", "node", "node-0")
+            for c in node["status"].get("conditions", []):
+                if c["type"] == "K8sbridgeHealthProblem":
+                    return c
+            return None
+        healthy = wait_for(condition, 60, "the condition on node-0")
+        self.assertEqual(healthy["status"], "False")
+        self.assertEqual(healthy["reason"], "HealthCheckPassed")
+
+        self.set_gpus("w-0", [healthy_gpu(0x3b), dict(healthy_gpu(0x3c), xid_events=[79])])
+        bad = wait_for(lambda: (c := condition()) and c["status"] == "True" and c, 60,
+                       "the condition to turn True")
+        self.assertEqual(bad["reason"], "HealthCheckFailed")
+        self.assertEqual(bad["message"], XID_REASON)
+        # Ready and the other conditions are untouched.
+        types = [c["type"] for c in sim.kubectl_json("get", "node", "node-0")["status"]["conditions"]]
+        self.assertIn("Ready", types)
+
+        def warning():
+            events = sim.kubectl_json("get", "events", "--field-selector",
+                                      "involvedObject.name=node-0")["items"]
+            return [e for e in events if e.get("reason") == "HealthCheckFailed"]
+        event = wait_for(warning, 30, "a HealthCheckFailed event on node-0")[0]
+        self.assertEqual(event["type"], "Warning")
+        self.assertIn("XID 79", event["message"])
 
 
 if __name__ == "__main__":

@@ -73,6 +73,7 @@ class PowerKubesim(unittest.TestCase):
             f"ClusterName=hpc1\nKubeconfig={self.sim.kubeconfig}\nNamespace=default\n"
             f"Concurrency={concurrency}\nRetryDeadline=15\nPlacementLabel={LEAF}\n"
             f"LogFile={self.dir / 'power.log'}\n"
+            "MungeCheck=no\n"
             "NodeGroup=gpu Nodes=w-[0-3] PodTemplate=worker.yaml Gpus=4\n"
             f"Feature=h100 Selector=nvidia.com/gpu.product={PRODUCT}\n")
         return conf

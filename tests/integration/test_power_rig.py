@@ -11,16 +11,15 @@ pod appears and stops it when the pod is deleted, as a kubelet would).
 """
 
 import shutil
-import stat
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kubesim_harness import KubeSim  # noqa: E402
-from rigtest import BUILD_ROOT, Rig, RigTestCase, main, wait_for  # noqa: E402
+from podcluster import POWER, power_program_lines  # noqa: E402
+from rigtest import Rig, RigTestCase, main, wait_for  # noqa: E402
 
-POWER = BUILD_ROOT / "plugins" / "power_k8s" / "k8sbridge-power"
 TEMPLATE = """\
 spec:
   terminationGracePeriodSeconds: 1
@@ -49,16 +48,7 @@ class PowerRig(RigTestCase):
             f"ClusterName=rig\nKubeconfig={self.sim.kubeconfig}\nNamespace=default\n"
             f"RetryDeadline=5\nLogFile={self.dir / 'power.log'}\n"
             "NodeGroup=w Nodes=w-[0-1] PodTemplate=worker.yaml\n")
-        lines = []
-        for key, sub in (("ResumeProgram", "resume"), ("SuspendProgram", "suspend"),
-                         ("ResumeFailProgram", "resume-fail")):
-            script = self.dir / f"{sub}.sh"
-            script.write_text(
-                "#!/bin/sh\n"
-                f"export SLURM_CONF={slurm_conf_path}\n"
-                f"exec {POWER} --config {self.dir / 'k8sbridge.conf'} {sub} \"$1\"\n")
-            script.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-            lines.append(f"{key}={script}")
+        lines = [power_program_lines(self.dir, self.dir / "k8sbridge.conf", slurm_conf_path)]
         return "\n".join(lines + ["SuspendTimeout=5", "ResumeTimeout=300"])
 
     def pod(self, name):

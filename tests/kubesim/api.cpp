@@ -12,11 +12,37 @@
 #include <rapidjson/writer.h>
 
 #include "patch.h"
+#include "quantity.h"
 #include "selector.h"
 
 namespace kubesim {
 
 namespace {
+
+// Kubernetes' ValidateResourceRequirements, the part a template most often gets
+// wrong: a request above its limit.
+Status ValidateContainerResources(const rapidjson::Value& containers) {
+  for (rapidjson::SizeType i = 0; i < containers.Size(); ++i) {
+    const rapidjson::Value* requests = Find(containers[i], "resources.requests");
+    const rapidjson::Value* limits = Find(containers[i], "resources.limits");
+    if (requests == nullptr || limits == nullptr || !requests->IsObject() || !limits->IsObject())
+      continue;
+    for (const auto& r : requests->GetObject()) {
+      auto limit = limits->FindMember(r.name);
+      if (limit == limits->MemberEnd() || !r.value.IsString() || !limit->value.IsString())
+        continue;
+      auto want = ParseQuantityMilli(r.value.GetString());
+      auto most = ParseQuantityMilli(limit->value.GetString());
+      if (want.ok() && most.ok() && *want > *most) {
+        return Status::InvalidArgument(fmt::format(
+            "spec.containers[{}].resources.requests: Invalid value: \"{}\": must be less than or "
+            "equal to {} limit of {}",
+            i, r.value.GetString(), r.name.GetString(), limit->value.GetString()));
+      }
+    }
+  }
+  return Status::Ok();
+}
 
 struct ResourceDef {
   std::string group;
@@ -1007,6 +1033,8 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
                                named);
       }
     }
+    if (Status s = ValidateContainerResources(*containers); !s.ok())
+      return ErrorFromStatus(s, named);
   }
   auto& a = doc.GetAllocator();
   if (doc.HasMember("apiVersion"))

@@ -97,6 +97,27 @@ ExitInfo DescribeExit(int wait_status, bool killed_by_kubelet) {
   return info;
 }
 
+std::string LogTail(const std::string& path) {
+  constexpr size_t kMaxBytes = 2048;
+  constexpr size_t kMaxLines = 80;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return "";
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff start = size > static_cast<std::streamoff>(kMaxBytes)
+                                   ? size - static_cast<std::streamoff>(kMaxBytes)
+                                   : 0;
+  in.seekg(start);
+  std::string tail((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t lines = 0;
+  for (size_t i = tail.size(); i > 0; --i) {
+    if (tail[i - 1] == '\n' && i != tail.size() && ++lines == kMaxLines)
+      return tail.substr(i);
+  }
+  return tail;
+}
+
 }  // namespace kubelet_internal
 
 namespace {
@@ -486,6 +507,7 @@ void Kubelet::StartPod(const rapidjson::Value& pod) {
   const rapidjson::Value& c = (*containers)[0];
   rp.container = Str(Member(&c, "name"));
   rp.image = Str(Member(&c, "image"));
+  rp.fallback_to_logs = Str(Member(&c, "terminationMessagePolicy")) == "FallbackToLogsOnError";
   RunningPod& p = pods_[rp.uid] = rp;
 
   if (HasAnnotation(pod, kFailStartAnnotation)) {
@@ -815,6 +837,10 @@ void Kubelet::PollPod(RunningPod& rp) {
     ExitInfo info = kubelet_internal::DescribeExit(ws, rp.kill_sent);
     rp.exit_code = info.exit_code;
     rp.reason = info.reason;
+    // There is no terminationMessagePath file here (the pod shares the host's
+    // /dev); FallbackToLogsOnError takes the log's tail, as the kubelet does.
+    if (rp.fallback_to_logs && rp.exit_code != 0)
+      rp.message = kubelet_internal::LogTail(PodDir(rp.uid) + "/" + rp.container + ".log");
     log_.Info("kubelet: {}/{} exited with code {} ({})", rp.ns, rp.name, rp.exit_code, rp.reason);
   }
   rp.state = RunningPod::State::kExited;

@@ -76,6 +76,9 @@ struct ExitInfo {
   std::string reason;
 };
 ExitInfo DescribeExit(int wait_status, bool killed_by_kubelet);
+// The termination message FallbackToLogsOnError gives: the log's last 80 lines,
+// at most its last 2048 bytes (the kubelet's limits).
+std::string LogTail(const std::string& path);
 }  // namespace kubelet_internal
 
 class Kubelet {
@@ -116,6 +119,7 @@ class Kubelet {
  private:
   struct RunningPod {
     std::string ns, name, uid, node, container, image;
+    bool fallback_to_logs = false;  // terminationMessagePolicy: FallbackToLogsOnError
     pid_t pid = -1;
     int status_fd = -1;  // read end of kubesim-podrun's status pipe; -1 once read
     std::string status_text;

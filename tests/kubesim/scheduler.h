@@ -8,6 +8,8 @@
 // Scheduler class is the loop around it: it watches the store and binds.
 #pragma once
 
+#include "quantity.h"
+
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -25,9 +27,6 @@
 
 namespace kubesim {
 
-// A Kubernetes quantity ("500m", "4Gi", "8", "1.5", "2e3") in thousandths of a unit,
-// rounded up as Quantity.MilliValue() does. kInvalidArgument names the bad text.
-Result<int64_t> ParseQuantityMilli(std::string_view text);
 
 // Resource name -> amount in milli-units ("cpu", "memory", "nvidia.com/gpu", ...).
 using ResourceList = std::map<std::string, int64_t>;

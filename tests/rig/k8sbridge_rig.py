@@ -142,6 +142,9 @@ class RigConfig:
     cgroup_conf: str = "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n"
     extra_files: dict = field(default_factory=dict)  # name -> text, written to etc/
     start_slurmd: bool = True          # False: the test (or a ResumeProgram) starts them
+    # False: the nodes get no namespaces, addresses or munged from the rig; they
+    # run as pods of a kubesim kubelet (tests/integration/podcluster.py).
+    node_namespaces: bool = True
     debug: str = "debug"
 
 
@@ -286,6 +289,9 @@ class Rig:
               "dev", self.bridge])
         _run(["ip", "link", "set", self.bridge, "up"])
         for i, spec in enumerate(self.config.nodes):
+            if not self.config.node_namespaces:
+                self.workers[spec.name] = Worker(spec, "", "", "")
+                continue
             netns = f"{RESOURCE_PREFIX}-{self.id}-{spec.name}"
             veth_host = f"kv{self.id}{i}"
             address = str(hosts[10 + i])
@@ -309,7 +315,7 @@ class Rig:
         a 5 s time-out per lookup."""
         hosts = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback",
                  f"{self.bridge_address} rig-controller"]
-        hosts += [f"{w.address} {name}" for name, w in self.workers.items()]
+        hosts += [f"{w.address} {name}" for name, w in self.workers.items() if w.address]
         self.node_hosts = self.workdir / "node-hosts"
         self.node_hosts.write_text("\n".join(hosts) + "\n")
         self.node_resolv = self.workdir / "node-resolv.conf"
@@ -318,7 +324,8 @@ class Rig:
 
     def _stop_network(self) -> None:
         for w in self.workers.values():
-            _run(["ip", "netns", "del", w.netns], check=False)
+            if w.netns:
+                _run(["ip", "netns", "del", w.netns], check=False)
         _run(["ip", "link", "del", self.bridge], check=False)
 
     def netns_path(self, node: str) -> str:
@@ -340,7 +347,7 @@ class Rig:
         _run(["mungekey", "--create", f"--keyfile={self.munge_key}"])
         os.chmod(self.munge_key, 0o600)
         self.munged = self._start_munged("munged", mdir)
-        for name in self.workers:
+        for name in self.workers if self.config.node_namespaces else ():
             d = self.workdir / f"munge-{name}"
             d.mkdir(mode=0o755, exist_ok=True)
             self.node_munged[name] = self._start_munged(f"munged-{name}", d)
@@ -465,12 +472,15 @@ PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partit
         return ["nsenter", f"--net={self.netns_path(node)}", "unshare", "--uts", "--mount",
                 "--propagation", "private", "--", "sh", "-c", inner]
 
-    def start_slurmd(self, node: str) -> None:
+    def start_slurmd(self, node: str, env: Optional[dict] = None) -> None:
+        """Starts `node`'s slurmd; `env` adds to its environment (what a worker pod's
+        downward API would set, e.g. K8SBRIDGE_HOST_NODE)."""
         w = self.workers[node]
         if w.proc and w.proc.poll() is None:
             return
         (self.workdir / "spool" / node).mkdir(parents=True, exist_ok=True)
-        w.proc = self._spawn(f"slurmd-{node}.stdout", self.slurmd_command(node))
+        w.proc = self._spawn(f"slurmd-{node}.stdout", self.slurmd_command(node),
+                             env=self.env(env) if env else None)
 
     def stop_slurmd(self, node: str, sig: int = signal.SIGTERM) -> None:
         w = self.workers[node]
@@ -506,7 +516,7 @@ PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partit
         and leave the daemons' process groups, but keep the rig's id in their
         environment, or live in the rig's network namespaces."""
         pids = _pids_with_env(RIG_ENV, self.id)
-        for w in self.workers.values():
+        for w in (w for w in self.workers.values() if w.netns):
             r = _run(["ip", "netns", "pids", w.netns], check=False)
             pids += [int(p) for p in r.stdout.split()]
         _kill_and_wait(pids)

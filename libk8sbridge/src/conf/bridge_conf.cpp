@@ -150,6 +150,25 @@ const std::map<std::string, Setter, std::less<>>& GlobalSetters() {
          c.conf_server = v;
          return Status::Ok();
        }},
+      {"MungeCheck",
+       [](BridgeConfig& c, const std::string& v) {
+         auto b = ParseBool(v);
+         if (!b.ok())
+           return b.status();
+         c.munge_check = *b;
+         return Status::Ok();
+       }},
+      {"MungeSocket",
+       [](BridgeConfig& c, const std::string& v) {
+         if (v.empty() || v.front() != '/') {
+           return Status::InvalidArgument(fmt::format(
+               "'{}' is not an absolute path: give the socket of the munged that slurmctld "
+               "uses (slurm.conf AuthInfo=socket=...), e.g. /run/munge/munge.socket.2",
+               v));
+         }
+         c.munge_socket = v;
+         return Status::Ok();
+       }},
       {"LogFile",
        [](BridgeConfig& c, const std::string& v) {
          if (v.empty() || v.front() != '/') {
@@ -271,6 +290,31 @@ const std::map<std::string, Setter, std::less<>>& GlobalSetters() {
          if (!a.ok())
            return a.status();
          c.placement_affinity = *a;
+         return Status::Ok();
+       }},
+      {"FeatureLabelTimeout",
+       [](BridgeConfig& c, const std::string& v) {
+         auto d = ParseDuration(v);
+         if (!d.ok())
+           return d.status();
+         if (d->count() <= 0 || *d > std::chrono::seconds(30)) {
+           return Status::InvalidArgument(fmt::format(
+               "'{}' is out of range: slurmd registration waits this long at most for node "
+               "labels, so give 1 ms to 30 s, e.g. 2s",
+               v));
+         }
+         c.feature_label_timeout = *d;
+         return Status::Ok();
+       }},
+      {"FeatureCacheFile",
+       [](BridgeConfig& c, const std::string& v) {
+         if (v.empty() || v.front() != '/') {
+           return Status::InvalidArgument(
+               fmt::format("'{}' is not an absolute path: give a file slurmd may write, e.g. "
+                           "/var/spool/slurmd/%n/k8sbridge-labels.json (%n is the Slurm node name)",
+                           v));
+         }
+         c.feature_cache_file = v;
          return Status::Ok();
        }},
       {"FeatureLabelPrefix",

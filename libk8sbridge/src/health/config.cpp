@@ -75,7 +75,8 @@ const std::vector<std::string_view>& HealthKeys() {
       "CheckThrottle", "CheckPcie", "CheckIb", "NvmlLibrary", "GpuCount", "XidDrain",
       "EccUncorrectedMax", "ThrottleDrainMask", "PcieMinWidth", "PcieMinGeneration", "KmsgPath",
       "XidEventWait", "IbSysfsRoot", "IbPort", "JailPath", "MinFreeGiB", "CheckTimeout",
-      "TotalTimeout", "ResumeAfterCleanRuns", "StateDir"};
+      "TotalTimeout", "ResumeAfterCleanRuns", "StateDir", "KubePublish", "Kubeconfig", "KubeNode",
+      "KubeConditionType", "KubeTimeout"};
   return keys;
 }
 
@@ -108,6 +109,18 @@ Result<HealthConfig> ParseHealthConfig(std::string_view text, std::string_view f
       else if (KeyEquals(p.key, "IbSysfsRoot")) c.ib_sysfs_root = p.value;
       else if (KeyEquals(p.key, "JailPath")) c.jail_path = p.value;
       else if (KeyEquals(p.key, "StateDir")) c.state_dir = p.value;
+      else if (KeyEquals(p.key, "KubePublish")) s = flag(c.kube_publish);
+      else if (KeyEquals(p.key, "Kubeconfig")) c.kubeconfig = p.value;
+      else if (KeyEquals(p.key, "KubeNode")) c.kube_node = p.value;
+      else if (KeyEquals(p.key, "KubeConditionType")) {
+        if (p.value.empty() || p.value.find_first_of(" /=") != std::string::npos)
+          return Bad(file, n, p, "expected a condition type such as K8sbridgeHealthProblem");
+        c.kube_condition_type = p.value;
+      } else if (KeyEquals(p.key, "KubeTimeout")) {
+        auto v = ParseDuration(file, n, p);
+        if (!v.ok()) return v.status();
+        c.kube_timeout = *v;
+      }
       else if (KeyEquals(p.key, "GpuCount")) {
         auto v = ParseNumber<unsigned>(file, n, p, "expected a number of GPUs");
         if (!v.ok()) return v.status();

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "k8sbridge/conf/conf_file.h"
+
 namespace k8sbridge::jail {
 namespace {
 
@@ -24,12 +26,12 @@ std::vector<std::string_view> Split(std::string_view text, char sep) {
 }
 
 Result<bool> ParseBool(std::string_view key, std::string_view value) {
-  if (value == "yes" || value == "true" || value == "1")
-    return true;
-  if (value == "no" || value == "false" || value == "0")
-    return false;
-  return Status::InvalidArgument(
-      fmt::format("spank_jail option {}={}: expected yes or no", key, value));
+  auto b = conf::ParseBool(std::string(value));
+  if (!b.ok()) {
+    return Status::InvalidArgument(
+        fmt::format("spank_jail option {}={}: expected yes or no", key, value));
+  }
+  return b;
 }
 
 }  // namespace

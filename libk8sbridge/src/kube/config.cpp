@@ -426,4 +426,13 @@ Result<std::string> DecodeBase64(std::string_view in, std::string_view what) {
   return out;
 }
 
+Result<Config> ProgramConfig(const std::string& kubeconfig, const std::string& context,
+                             bool in_cluster) {
+  if (in_cluster || (kubeconfig.empty() && std::getenv("KUBERNETES_SERVICE_HOST")))
+    return InClusterConfigFromEnv();
+  if (!kubeconfig.empty())
+    return LoadKubeconfig({kubeconfig}, context);
+  return LoadKubeconfig({}, context);
+}
+
 }  // namespace k8sbridge::kube

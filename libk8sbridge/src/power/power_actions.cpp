@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "k8sbridge/kube/api_error.h"
+#include "k8sbridge/power/feature_placement.h"
 #include "k8sbridge/power/worker_pod.h"
 
 namespace k8sbridge::power {
@@ -294,9 +295,17 @@ NodeOutcome ResumeNode(const PowerContext& ctx, Steady::time_point deadline,
     }
     pod_request.gres = *gres;
   }
+  if (ctx.munge) {
+    auto credential = ctx.munge->Encode(MungeCheckPayload(ctx.setup.config.cluster_name, node));
+    if (!credential.ok())
+      return fail(credential.status());
+    pod_request.extra_env.emplace_back(kEnvMungeCheck, std::move(*credential));
+  }
   auto pod = RenderWorkerPod(ctx.setup.config, *group, *tmpl, pod_request, ctx.log);
   if (!pod.ok())
     return fail(pod.status());
+  if (Status placeable = CheckFeaturePlacement(ctx, node, *pod); !placeable.ok())
+    return fail(std::move(placeable));
 
   CreateResult created = CreatePod(ctx, deadline, node, *pod);
   if (created.action == NodeAction::kFailed)

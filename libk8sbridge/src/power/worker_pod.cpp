@@ -333,6 +333,10 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
     command.PushBack(Str(config.worker_command, a), a);
     container.AddMember("command", command, a);
   }
+  // A worker that fails (munge key mismatch, no jail, slurmd refusing to start)
+  // says why in its last log lines: make them the pod's status message.
+  if (!container.HasMember("terminationMessagePolicy"))
+    container.AddMember("terminationMessagePolicy", "FallbackToLogsOnError", a);
   SetEnvValue(container, kEnvNodeName, request.node, a);
   SetEnvValue(container, kEnvCluster, config.cluster_name, a);
   SetEnvValue(container, kEnvNodeGroup, group.name, a);

@@ -99,6 +99,13 @@ BOOST_AUTO_TEST_CASE(create_get_and_errors_are_status_objects) {
                       R"({"metadata":{"name":"Bad_Name"},"spec":{"containers":[{"name":"c"}]}})");
   BOOST_TEST(invalid.code == 422);
   BOOST_TEST(GetString(Body(invalid), "reason") == "Invalid");
+  auto over_limit = Call("POST", "/api/v1/namespaces/default/pods",
+                         R"({"metadata":{"name":"big"},"spec":{"containers":[{"name":"c",)"
+                         R"("resources":{"requests":{"cpu":"2"},"limits":{"cpu":"1"}}}]}})");
+  BOOST_TEST(over_limit.code == 422);
+  BOOST_TEST(GetString(Body(over_limit), "message") ==
+             "Pod \"big\" is invalid: spec.containers[0].resources.requests: Invalid value: "
+             "\"2\": must be less than or equal to cpu limit of 1");
   auto other_ns = Call(
       "POST", "/api/v1/namespaces/default/pods",
       R"({"metadata":{"name":"x","namespace":"kube-system"},"spec":{"containers":[{"name":"c"}]}})");

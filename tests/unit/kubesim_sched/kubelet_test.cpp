@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 
 #include <csignal>
+#include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -66,6 +68,22 @@ BOOST_AUTO_TEST_CASE(exit_reasons) {
   BOOST_CHECK_EQUAL(DescribeExit(SIGKILL, false).exit_code, 137);
   BOOST_CHECK_EQUAL(DescribeExit(SIGKILL, true).reason, "Error");
   BOOST_CHECK_EQUAL(DescribeExit(SIGTERM, true).exit_code, 143);
+}
+
+BOOST_AUTO_TEST_CASE(termination_message_from_the_log_tail) {
+  const std::string path = "/tmp/kubesim-logtail-" + std::to_string(getpid());
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 100; ++i)
+      out << "line " << i << "\n";
+    out << "fatal: munge key mismatch\n";
+  }
+  const std::string tail = kubelet_internal::LogTail(path);
+  std::remove(path.c_str());
+  BOOST_TEST(tail.find("fatal: munge key mismatch") != std::string::npos);
+  BOOST_TEST(tail.find("line 20\n") == std::string::npos);  // the last 80 lines only
+  BOOST_TEST(tail.find("line 21\n") != std::string::npos);
+  BOOST_TEST(kubelet_internal::LogTail(path).empty());  // no log: no message
 }
 
 BOOST_AUTO_TEST_CASE(pod_network_and_addresses) {

@@ -121,7 +121,8 @@ BOOST_AUTO_TEST_CASE(single_node_job_full_pod) {
       R"({"name":"K8SBRIDGE_HOST_NODE","valueFrom":{"fieldRef":{"fieldPath":"spec.nodeName"}}},)"
       R"({"name":"K8SBRIDGE_MUNGE_CHECK","value":"cred"}],)"
       R"("resources":{"limits":{"memory":"64Gi","nvidia.com/gpu":"8"},"requests":{"nvidia.com/gpu":"8"}},)"
-      R"("command":["/usr/sbin/k8sbridge-worker"]}],"restartPolicy":"Never",)"
+      R"("command":["/usr/sbin/k8sbridge-worker"],"terminationMessagePolicy":"FallbackToLogsOnError"}],)"
+             R"("restartPolicy":"Never",)"
       R"("nodeSelector":{"nvidia.com/gpu.product":"NVIDIA-H100-80GB-HBM3"}},)"
       R"("apiVersion":"v1","kind":"Pod"})");
   // A single-node job gets no pod affinity.

@@ -103,12 +103,22 @@ struct BridgeConfig {
   std::string worker_command = "/usr/sbin/k8sbridge-worker";
   std::string
       conf_server;  // host[:port] of slurmctld for configless slurmd; "" = pod has slurm.conf
+  // The resume step encodes a munge credential with the controller's munged and
+  // the worker decodes it before starting slurmd, so a pod with the wrong munge
+  // key fails at once with a clear status instead of never registering.
+  bool munge_check = true;
+  std::string munge_socket;  // the controller's munged; "" = libmunge's default
   std::string gpu_resource = "nvidia.com/gpu";
   std::string placement_label;  // global default for node groups
   PlacementAffinity placement_affinity = PlacementAffinity::kRequired;
   // Unmapped Slurm features pass through as node label "<prefix><feature>=true";
   // "" = unmapped features only constrain Slurm, not the pod.
   std::string feature_label_prefix;
+  // node_features/k8s in slurmd: how long registration waits for the node's labels
+  // before it uses the cache file, and where that file is ("" = beside slurmd's
+  // spool: <SlurmdSpoolDir>/k8sbridge-labels.json; %n = the Slurm node name).
+  std::chrono::milliseconds feature_label_timeout{2'000};
+  std::string feature_cache_file;
 
   std::vector<NodeGroup> node_groups;
   std::vector<FeatureMapping> features;

@@ -52,6 +52,14 @@ struct HealthConfig {
   // Outcome.
   unsigned resume_after_clean_runs = 2;
   std::string state_dir = "/var/lib/k8sbridge/health";
+
+  // Publishing the result to Kubernetes: a node condition and, when it changes,
+  // an Event on the Kubernetes node. Best effort: it never changes what Slurm gets.
+  bool kube_publish = false;
+  std::string kubeconfig;  // "" = in-cluster (the pod's service account), else $KUBECONFIG
+  std::string kube_node;   // "" = $K8SBRIDGE_HOST_NODE (the worker pod's spec.nodeName)
+  std::string kube_condition_type = "K8sbridgeHealthProblem";
+  std::chrono::milliseconds kube_timeout{5'000};
 };
 
 Result<HealthConfig> ParseHealthConfig(std::string_view text, std::string_view file);

@@ -73,6 +73,12 @@ Result<Config> InClusterConfig(
     std::string_view sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
 Result<Config> InClusterConfigFromEnv();
 
+// The connection rule every k8sbridge program follows: in-cluster when asked, or
+// when no kubeconfig is named and KUBERNETES_SERVICE_HOST is set; else the named
+// kubeconfig; else $KUBECONFIG or ~/.kube/config.
+Result<Config> ProgramConfig(const std::string& kubeconfig, const std::string& context,
+                             bool in_cluster);
+
 // Decodes base64 (the *-data fields); errors name `what`.
 Result<std::string> DecodeBase64(std::string_view in, std::string_view what);
 

@@ -15,6 +15,7 @@
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/events.h"
 #include "k8sbridge/log.h"
+#include "k8sbridge/power/munge_check.h"
 #include "k8sbridge/power/resume_file.h"
 #include "k8sbridge/power/setup.h"
 #include "k8sbridge/status.h"
@@ -52,6 +53,8 @@ struct PowerContext {
   SlurmNodes& slurm;
   Logger& log;
   kube::EventRecorder* events = nullptr;  // ResumeFail's pod events; null: log only
+  // Resume's munge check credential (MungeCheck=yes); null: pods get none.
+  MungeCodec* munge = nullptr;
 };
 
 // What happened to one node.

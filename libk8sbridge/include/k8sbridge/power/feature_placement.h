@@ -1,0 +1,30 @@
+// Resume with features: before a worker pod whose jobs asked for features is
+// created, is there a Kubernetes node that can take it? When none can (no node has
+// the labels, or every such node's GPUs are taken), the node fails fast through
+// SlurmNodes::FailNode with "k8sbridge: no Kubernetes node offers ...", the job is
+// requeued and stays pending, and it never runs on other hardware. docs/features.md.
+#pragma once
+
+#include <string_view>
+
+#include "k8sbridge/kube/object.h"
+#include "k8sbridge/power/power_actions.h"
+#include "k8sbridge/status.h"
+
+namespace k8sbridge::power {
+
+// OK when `pod` asks for no features (no k8sbridge.io/features annotation), when
+// some Ready, schedulable Kubernetes node satisfies its nodeSelector and required
+// node affinity and has the GPUs it requests free, or when Kubernetes cannot be
+// asked (then Kubernetes' scheduler decides: never fail a node on a guess).
+// kUnavailable, naming the features and what was found, otherwise.
+Status CheckFeaturePlacement(const PowerContext& ctx, std::string_view node,
+                             const kube::Object& pod);
+
+// The same test on given lists, for tests and for callers that already hold them:
+// `nodes` are Node objects, `pods` are the pods bound anywhere (all namespaces).
+Status FeaturePlacementPossible(std::string_view gpu_resource, const kube::Object& pod,
+                                const std::vector<kube::Object>& nodes,
+                                const std::vector<kube::Object>& pods);
+
+}  // namespace k8sbridge::power

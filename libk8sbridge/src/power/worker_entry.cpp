@@ -1,0 +1,223 @@
+#include "k8sbridge/power/worker_entry.h"
+
+#include <sstream>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "k8sbridge/conf/conf_file.h"
+#include "k8sbridge/power/worker_pod.h"
+
+namespace k8sbridge::power {
+namespace {
+
+constexpr auto kJailPollInterval = std::chrono::milliseconds(250);
+
+std::string Env(const std::function<const char*(const char*)>& getenv, std::string_view name) {
+  const char* v = getenv(std::string(name).c_str());
+  return v ? std::string(v) : std::string();
+}
+
+Status NeedAbsolute(std::string_view variable, const std::string& value, std::string_view what) {
+  if (!value.empty() && value.front() != '/') {
+    return Status::InvalidArgument(
+        fmt::format("{}='{}' is not an absolute path: give the path of {}", variable, value, what));
+  }
+  return Status::Ok();
+}
+
+std::string Dir(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos || slash == 0 ? std::string("/") : path.substr(0, slash);
+}
+
+Status StartPodMunged(const WorkerSettings& s, WorkerSystem& system, Logger& log) {
+  // munged's state lives next to its socket, in a directory of the pod's own
+  // (an emptyDir), never in the image's /run/munge, /var/lib/munge or /var/log/munge.
+  const std::string socket = s.munge_socket.empty() ? "/run/munge/munge.socket.2" : s.munge_socket;
+  const std::string dir = Dir(socket);
+  if (Status st = system.MakePrivateDirectory(dir); !st.ok())
+    return st.WithContext(fmt::format("preparing the munge socket directory {}", dir));
+  const std::string key = dir + "/munge.key";
+  if (Status st = system.CopyPrivateFile(s.munged_key, key); !st.ok()) {
+    return st.WithContext(fmt::format(
+        "{}={}: copying the munge key (mount the Secret with the cluster's munge.key there)",
+        kEnvMungedKey, s.munged_key));
+  }
+  std::vector<std::string> argv = {s.munged,
+                                   "--force",
+                                   "--key-file=" + key,
+                                   "--socket=" + socket,
+                                   "--pid-file=" + dir + "/munged.pid",
+                                   "--seed-file=" + dir + "/munged.seed",
+                                   "--log-file=" + dir + "/munged.log"};
+  log.Info("starting the pod's munged: socket {}", socket);
+  if (Status st = system.Run(argv); !st.ok())
+    return st.WithContext(fmt::format("starting munged (its log: {}/munged.log)", dir));
+  return Status::Ok();
+}
+
+Status CheckMungeKey(const WorkerSettings& s, MungeCodec& munge, Logger& log) {
+  if (s.munge_credential.empty()) {
+    log.Warning(
+        "{} is not set: the munge key is not checked (MungeCheck=no in k8sbridge.conf, or a pod "
+        "not made by k8sbridge-power); a wrong key shows only as a node that never registers",
+        kEnvMungeCheck);
+    return Status::Ok();
+  }
+  const std::string socket = s.munge_socket.empty() ? "libmunge's default socket" : s.munge_socket;
+  MungeDecoded d = munge.Decode(s.munge_credential);
+  switch (d.verdict) {
+    case MungeDecoded::Verdict::kValid:
+    case MungeDecoded::Verdict::kValidButStale:
+      break;
+    case MungeDecoded::Verdict::kKeyMismatch:
+      return Status::PermissionDenied(fmt::format(
+          "munge key mismatch: this pod's munged ({}) cannot decode the credential that the "
+          "controller's munged made at resume ({}); the pod holds a different munge.key than "
+          "slurmctld. Mount the controller's key (the Secret in the pod template) and let Slurm "
+          "resume the node again",
+          socket, d.detail));
+    case MungeDecoded::Verdict::kUnavailable:
+      return Status::Unavailable(fmt::format(
+          "cannot check the munge key: no munged answers at {} ({}); run munged in the pod "
+          "(set {} to the key's path to let k8sbridge-worker start it) or fix {}",
+          socket, d.detail, kEnvMungedKey, kEnvMungeSocket));
+    case MungeDecoded::Verdict::kMalformed:
+      return Status::InvalidArgument(fmt::format(
+          "{} does not hold a munge credential ({}): the pod was not rendered by k8sbridge-power",
+          kEnvMungeCheck, d.detail));
+  }
+  const std::string expected = MungeCheckPayload(s.cluster, s.node);
+  if (d.payload != expected) {
+    return Status::PermissionDenied(fmt::format(
+        "the munge check credential was made for '{}', not for this pod ('{}'): the pod's "
+        "environment was copied from another node; let Slurm resume this node again",
+        d.payload, expected));
+  }
+  if (d.verdict == MungeDecoded::Verdict::kValidButStale) {
+    log.Info("munge key matches the controller's (the credential itself is stale: {})", d.detail);
+  } else {
+    log.Info("munge key matches the controller's");
+  }
+  return Status::Ok();
+}
+
+Status WaitForJail(const WorkerSettings& s, WorkerSystem& system, Logger& log) {
+  Clock& clock = system.clock();
+  const auto deadline = clock.Now() + s.jail_wait;
+  bool said = false;
+  for (;;) {
+    auto mounted = system.IsMountedRootfs(s.jail);
+    if (mounted.ok() && *mounted) {
+      log.Info("jail {} is mounted", s.jail);
+      return Status::Ok();
+    }
+    if (clock.Now() >= deadline) {
+      std::string why = mounted.ok() ? "it is not a mount point holding a root filesystem (usr/)"
+                                     : mounted.status().message();
+      return Status::Timeout(fmt::format(
+          "jail {} is not mounted after {} s: {}; check the pod template's volume for it (is "
+          "the claim bound and the file server reachable?) or raise {}",
+          s.jail, std::chrono::duration_cast<std::chrono::seconds>(s.jail_wait).count(), why,
+          kEnvJailWait));
+    }
+    if (!said) {
+      log.Info("waiting up to {} s for the jail {} to be mounted",
+               std::chrono::duration_cast<std::chrono::seconds>(s.jail_wait).count(), s.jail);
+      said = true;
+    }
+    clock.SleepFor(kJailPollInterval);
+  }
+}
+
+std::vector<std::string> SplitWords(const std::string& text) {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string w; in >> w;)
+    words.push_back(w);
+  return words;
+}
+
+}  // namespace
+
+Result<WorkerSettings> WorkerSettingsFromEnv(const std::function<const char*(const char*)>& getenv,
+                                             std::vector<std::string> args) {
+  WorkerSettings s;
+  s.node = Env(getenv, kEnvNodeName);
+  if (s.node.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "{} is not set: k8sbridge-worker runs as the command of a worker pod rendered by "
+        "k8sbridge-power, which sets it to the Slurm node name",
+        kEnvNodeName));
+  }
+  s.cluster = Env(getenv, kEnvCluster);
+  s.munge_credential = Env(getenv, kEnvMungeCheck);
+  s.munge_socket = Env(getenv, kEnvMungeSocket);
+  s.munged_key = Env(getenv, kEnvMungedKey);
+  if (std::string v = Env(getenv, kEnvMunged); !v.empty())
+    s.munged = v;
+  s.jail = Env(getenv, kEnvJail);
+  if (std::string v = Env(getenv, kEnvJailWait); !v.empty()) {
+    auto d = conf::ParseDuration(v);
+    if (!d.ok())
+      return d.status().WithContext(std::string(kEnvJailWait));
+    s.jail_wait = *d;
+  }
+  s.jail_prepare = Env(getenv, kEnvJailPrepare);
+  if (std::string v = Env(getenv, kEnvSlurmd); !v.empty())
+    s.slurmd = v;
+  s.conf_server = Env(getenv, kEnvConfServer);
+  s.slurmd_args = std::move(args);
+  for (const auto& [variable, value, what] :
+       {std::tuple{kEnvMungeSocket, s.munge_socket, "munged's socket"},
+        std::tuple{kEnvMungedKey, s.munged_key, "the munge key file"},
+        std::tuple{kEnvMunged, s.munged, "munged"},
+        std::tuple{kEnvJail, s.jail, "the jail's mount point"},
+        std::tuple{kEnvSlurmd, s.slurmd, "slurmd"}}) {
+    if (Status st = NeedAbsolute(variable, value, what); !st.ok())
+      return st;
+  }
+  if (!s.jail_prepare.empty() && s.jail.empty()) {
+    return Status::InvalidArgument(fmt::format("{} is set but {} is not: say which jail to prepare",
+                                               kEnvJailPrepare, kEnvJail));
+  }
+  return s;
+}
+
+std::vector<std::string> SlurmdCommand(const WorkerSettings& s) {
+  // -b: a pod is always a fresh boot; slurmctld then accepts the node's new
+  // address and clears a pending reboot (see docs/power.md).
+  std::vector<std::string> argv = {s.slurmd, "-D", "-b", "-N", s.node};
+  if (!s.conf_server.empty()) {
+    argv.push_back("--conf-server");
+    argv.push_back(s.conf_server);
+  }
+  argv.insert(argv.end(), s.slurmd_args.begin(), s.slurmd_args.end());
+  return argv;
+}
+
+Status RunWorker(const WorkerSettings& s, WorkerSystem& system, MungeCodec& munge, Logger& log) {
+  log.Info("worker for Slurm node {} (cluster {})", s.node, s.cluster.empty() ? "?" : s.cluster);
+  if (!s.munged_key.empty()) {
+    if (Status st = StartPodMunged(s, system, log); !st.ok())
+      return st;
+  }
+  if (Status st = CheckMungeKey(s, munge, log); !st.ok())
+    return st;
+  if (!s.jail.empty()) {
+    if (Status st = WaitForJail(s, system, log); !st.ok())
+      return st;
+    if (!s.jail_prepare.empty()) {
+      std::vector<std::string> argv = SplitWords(s.jail_prepare);
+      argv.insert(argv.begin() + 1, {"--jail", s.jail});
+      if (Status st = system.Run(argv); !st.ok())
+        return st.WithContext(fmt::format("preparing the jail {} ({})", s.jail, kEnvJailPrepare));
+    }
+  }
+  std::vector<std::string> argv = SlurmdCommand(s);
+  log.Info("exec {}", fmt::join(argv, " "));
+  return system.Exec(argv).WithContext(fmt::format("exec {}", s.slurmd));
+}
+
+}  // namespace k8sbridge::power

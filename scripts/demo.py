@@ -1,0 +1,118 @@
+"""The README's main job on one machine: Slurm's power saving turns powered-down
+CLOUD nodes into Kubernetes worker pods running slurmd, runs a 4-node job in
+them, and deletes the pods once they are idle. Run it through scripts/demo.sh.
+
+Kubernetes here is kubesim, the project's stand-in (docs/kubesim.md), with fake GPU
+nodes; everything on the Slurm side is real: munge, slurmctld, slurmd in the pods,
+and k8sbridge's programs as slurm.conf has them.
+"""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
+from podcluster import GPU_PRODUCT, LEAF_LABEL, PodCluster  # noqa: E402
+from rigtest import NodeSpec  # noqa: E402
+
+SUSPEND_TIME = 20
+
+
+def say(text=""):
+    print(f"[{time.strftime('%H:%M:%S')}] {text}" if text else "", flush=True)
+
+
+def show(title, text):
+    say(title)
+    for line in text.rstrip().splitlines():
+        print("    " + line)
+    sys.stdout.flush()
+
+
+class Demo:
+    def __init__(self, cluster):
+        self.c = cluster
+        self.last = {}
+
+    def kubectl(self, *args):
+        return self.c.sim.kubectl(*args, check=False).stdout
+
+    def sinfo(self):
+        return self.c.rig.check_output(["sinfo", "-N", "-o", "%N %T %f"])
+
+    def pods(self):
+        return self.kubectl("get", "pods", "-o", "wide")
+
+    def show_changes(self):
+        for name, fn in (("sinfo", self.sinfo), ("pods", self.pods)):
+            now = fn()
+            # Ages change every second: compare without the AGE column.
+            key = "\n".join(" ".join(w for i, w in enumerate(line.split()) if i != 4)
+                            for line in now.splitlines()) if name == "pods" else now
+            if self.last.get(name) != key:
+                self.last[name] = key
+                show(f"{'sinfo -N' if name == 'sinfo' else 'kubectl get pods -o wide'}:", now)
+
+    def run(self):
+        rig = self.c.rig
+        show("Kubernetes nodes (kubesim) with their GPU and InfiniBand leaf labels:",
+             self.kubectl("get", "nodes", "-L", "nvidia.com/gpu.product", "-L", LEAF_LABEL))
+        show("k8sbridge.conf:", self.c.conf_path.read_text())
+        show("slurm.conf power saving:",
+             "\n".join(line for line in rig.slurm_conf.read_text().splitlines()
+                       if line.split("=")[0] in ("ResumeProgram", "SuspendProgram",
+                                                 "ResumeFailProgram", "SuspendTime")
+                       or line.startswith("NodeName")))
+        self.show_changes()
+        out = rig.workdir / "demo-job.out"
+        script = ("#!/bin/sh\n"
+                  "echo \"job $SLURM_JOB_ID on $SLURM_JOB_NODELIST\"\n"
+                  "srun -l sh -c 'echo \"$(hostname) pod IP $(hostname -I)\"' | sort\n")
+        job = rig.sbatch(script, ["-N4", "-C", "h100", "-J", "demo", "-o", str(out)])
+        say(f"submitted: sbatch -N4 -C h100 (job {job}); Slurm resumes 4 CLOUD nodes")
+        deadline = time.monotonic() + 300
+        while True:
+            self.show_changes()
+            state = rig.job(job).get("JobState")
+            if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"job {job} did not finish in 300 s:\n{self.c.describe()}")
+            time.sleep(1)
+        say(f"job {job} {state}")
+        show("job output:", out.read_text() if out.exists() else "(no output)")
+        say(f"the nodes are idle: after SuspendTime={SUSPEND_TIME}s Slurm runs SuspendProgram, "
+            "which deletes the pods")
+        deadline = time.monotonic() + 180
+        while True:
+            self.show_changes()
+            nodes = rig.nodes()
+            if all("POWERED_DOWN" in n["State"] for n in nodes.values()) and \
+                    all(self.c.pod(name) is None for name in nodes):
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the pods were not deleted in 180 s:\n{self.c.describe()}")
+            time.sleep(1)
+        say("all pods deleted and all nodes powered down again (~ in sinfo)")
+        return state == "COMPLETED"
+
+
+def main():
+    nodes = [NodeSpec(f"w-{i}", features=["h100"]) for i in range(4)]
+    groups = [("w", "w-[0-3]", f"Gpus=8 PlacementLabel={LEAF_LABEL}")]
+    say("starting kubesim (4 fake GPU nodes, 2 InfiniBand leaves), munge and slurmctld")
+    with PodCluster(nodes, groups, fake_nodes=4, ib_leaves=2, suspend_time=SUSPEND_TIME,
+                    conf_extra=f"Feature=h100 Selector=nvidia.com/gpu.product={GPU_PRODUCT}\n"
+                               "PlacementAffinity=preferred") as cluster:
+        ok = Demo(cluster).run()
+    say("stopped: kubesim, slurmctld and munge are gone")
+    left = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True,
+                          text=True).stdout
+    if "kspc" in left or "k8sb" in left:
+        say("warning: a demo bridge is still there:\n" + left)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Shared set-up for the node_features/k8s end-to-end tests: a rig whose slurmctld
+and slurmd load node_features_k8s.so (NodeFeaturesPlugins=k8s), kubesim with two
+H100 and two A100 nodes served on the rig's bridge address (so slurmd, inside its
+node's network namespace, reaches the API), k8sbridge-power as the power programs,
+and the test as the kubelet: when a worker pod is bound, the node's slurmd starts
+with K8SBRIDGE_HOST_NODE=<spec.nodeName>, as the downward API would set it; when
+the pod is gone, it stops.
+"""
+
+import shutil
+import stat
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kubesim_harness import KubeSim  # noqa: E402
+from rigtest import BUILD_ROOT, NodeSpec, Rig, RigTestCase, wait_for  # noqa: E402
+
+POWER = BUILD_ROOT / "plugins" / "power_k8s" / "k8sbridge-power"
+PLUGIN_DIR = BUILD_ROOT / "plugins" / "node_features_k8s"
+SKEWED_PLUGIN_DIR = PLUGIN_DIR / "skewed"
+H100 = "NVIDIA-H100-80GB-HBM3"
+A100 = "NVIDIA-A100-SXM4-80GB"
+KUBE_NODES = {"k-h100-0": H100, "k-h100-1": H100, "k-a100-0": A100, "k-a100-1": A100}
+POOL = [f"w-{i}" for i in range(8)]
+
+TEMPLATE = """\
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: slurmd
+    image: registry.example/slurm-worker:24.11
+"""
+
+
+def node_manifests() -> str:
+    docs = []
+    for name, product in KUBE_NODES.items():
+        extra = ""
+        if name == "k-h100-0":
+            extra = '\n    feature.node.kubernetes.io/rdma.available: "true"'
+        docs.append(f"""\
+apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  labels:
+    nvidia.com/gpu.product: {product}{extra}
+status:
+  capacity:
+    cpu: "8"
+    memory: 64Gi
+    pods: "10"
+    nvidia.com/gpu: "1"
+""")
+    return "---\n".join(docs)
+
+
+def bridge_conf(kubeconfig: Path, log_file: Path) -> str:
+    return (f"ClusterName=rig\nKubeconfig={kubeconfig}\nNamespace=default\n"
+            f"RetryDeadline=5\nLogFile={log_file}\n"
+            "FeatureLabelPrefix=feature.node.kubernetes.io/\nFeatureLabelTimeout=2s\n"
+            "NodeGroup=w Nodes=w-[0-7] PodTemplate=worker.yaml Gpus=1\n"
+            f"Feature=h100 Selector=nvidia.com/gpu.product={H100}\n"
+            f"Feature=a100 Selector=nvidia.com/gpu.product={A100}\n")
+
+
+class FeaturesRigCase(RigTestCase):
+    def setUp(self):
+        super().setUp()
+        for need in (POWER, PLUGIN_DIR / "node_features_k8s.so"):
+            if not need.exists():
+                self.skipTest(f"{need} is not built")
+        self.dir = Path(tempfile.mkdtemp(prefix="features-rig-"))
+        self.dir.chmod(0o755)
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.kubeconfig = self.dir / "kubeconfig"
+        self.sim = None
+        self.started = {}  # Slurm node -> Kubernetes node its slurmd was started for
+        self.slurmd_env = {}  # Slurm node -> more environment for its next start
+        self._stop = threading.Event()
+        self._kubelet = None
+
+    def power_lines(self, rig: Rig) -> str:
+        lines = []
+        for key, sub in (("ResumeProgram", "resume"), ("SuspendProgram", "suspend"),
+                         ("ResumeFailProgram", "resume-fail")):
+            script = self.dir / f"{sub}.sh"
+            script.write_text(
+                "#!/bin/sh\n"
+                f"export SLURM_CONF={rig.slurm_conf}\n"
+                f"exec {POWER} --config {rig.etc / 'k8sbridge.conf'} {sub} \"$1\"\n")
+            script.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+            lines.append(f"{key}={script}")
+        return "\n".join(lines)
+
+    def make_rig(self, nodes=POOL, power=True, suspend_time=600, plugin_dir=PLUGIN_DIR) -> Rig:
+        specs = [NodeSpec(n, features=("h100", "a100")) for n in nodes]
+        rig = Rig(specs, start_slurmd=False)
+        prefix = rig.prefix
+        extra = [f"PluginDir={plugin_dir}:{prefix / 'lib' / 'slurm'}", "NodeFeaturesPlugins=k8s"]
+        if power:
+            extra += [self.power_lines(rig), "SuspendTimeout=5", "ResumeTimeout=300",
+                      f"SuspendTime={suspend_time}"]
+        rig.config.slurm_conf_extra = "\n".join(extra) + "\n"
+        rig.config.extra_files = {
+            "k8sbridge.conf": bridge_conf(self.kubeconfig, self.dir / "power.log"),
+            "worker.yaml": TEMPLATE,
+        }
+        return rig
+
+    def start_kube(self, rig: Rig) -> None:
+        """kubesim on the rig's bridge address (plain HTTP: its test CA does not name
+        that address), after the rig made the bridge."""
+        nodes = self.dir / "nodes.yaml"
+        nodes.write_text(node_manifests())
+        self.sim = KubeSim("--nodes", str(nodes), "--listen", f"{rig.bridge_address}:0",
+                           https=False, scheduler=True)
+        self.addCleanup(self.sim.close)
+        shutil.copy(self.sim.kubeconfig, self.kubeconfig)
+
+    # ---- the test's kubelet ----------------------------------------------------
+
+    def pod(self, name):
+        status, _, body = self.sim.request("GET", f"/api/v1/namespaces/default/pods/{name}")
+        return body if status == 200 else None
+
+    def kubelet_pass(self, rig: Rig) -> None:
+        for name in rig.workers:
+            pod = self.pod(name)
+            host = (pod or {}).get("spec", {}).get("nodeName")
+            if host and name not in self.started:
+                env = {"K8SBRIDGE_HOST_NODE": host, "K8SBRIDGE_NODE_NAME": name}
+                env.update(self.slurmd_env.get(name, {}))
+                rig.start_slurmd(name, env=env)
+                self.started[name] = host
+            elif not pod and name in self.started:
+                rig.stop_slurmd(name)
+                del self.started[name]
+
+    def start_kubelet(self, rig: Rig) -> None:
+        def loop():
+            while not self._stop.wait(0.3):
+                try:
+                    self.kubelet_pass(rig)
+                except Exception as e:  # keep playing kubelet; the test reports
+                    print(f"kubelet pass: {e}", file=sys.stderr)
+        self._kubelet = threading.Thread(target=loop, daemon=True)
+        self._kubelet.start()
+
+    def stop_kubelet(self) -> None:
+        self._stop.set()
+        if self._kubelet:
+            self._kubelet.join(timeout=10)
+
+    # ---- checks -------------------------------------------------------------------
+
+    def power_log(self) -> str:
+        p = self.dir / "power.log"
+        return p.read_text() if p.exists() else "(no power.log)"
+
+    def assertRigGone(self, rig: Rig) -> None:
+        """This rig's resources are gone (other engineers' rigs may be running)."""
+        from k8sbridge_rig import RIG_ENV, _alive, _pids_with_env, _run
+        def gone():
+            netns = [n for n in _run(["ip", "netns", "list"], check=False).stdout.split()
+                     if n.startswith(f"k8sb-{rig.id}-")]
+            procs = [p for p in _pids_with_env(RIG_ENV, rig.id) if _alive(p)]
+            return not netns and not procs
+        wait_for(gone, 30, f"rig {rig.id}'s namespaces and processes to be gone")
+
+
+def features_of(node: dict, key: str) -> set:
+    value = node.get(key, "")
+    return set() if value in ("", "(null)") else set(value.split(","))

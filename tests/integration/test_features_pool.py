@@ -1,0 +1,125 @@
+"""One pool of CLOUD nodes w-[0-7] (Features=h100,a100 in slurm.conf) becomes any GPU
+type on demand (node_features/k8s + power_k8s + kubesim with 2 H100 and 2 A100
+nodes, one GPU each; the test plays the kubelet, see featurestest.py):
+
+- `sbatch -N2 -C h100`: two pods on the H100 nodes, and scontrol lists h100 as an
+  active feature of both Slurm nodes;
+- `sbatch -C a100` then runs on an A100 node from the same pool;
+- `-C h100` while both H100 nodes are busy: the resumed node fails fast with a
+  "k8sbridge: no Kubernetes node offers ..." reason, the job stays pending, and it
+  never runs (in particular not on an A100);
+- with the API unreachable (GET node stalls), slurmd registers from the label cache
+  within FeatureLabelTimeout and its log says the cache was used;
+- after power-down the nodes' active features are reset.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from featurestest import (A100, H100, KUBE_NODES, FeaturesRigCase,  # noqa: E402
+                          features_of)
+from rigtest import main, wait_for  # noqa: E402
+
+
+class FeaturePool(FeaturesRigCase):
+    def job_nodes(self, rig, job):
+        out = rig.check_output(["scontrol", "show", "hostnames", rig.job(job)["NodeList"]])
+        return out.split()
+
+    def test_pool_takes_the_gpu_type_each_job_asks_for(self):
+        rig = self.make_rig(suspend_time=15)
+        with rig:
+            self.start_kube(rig)
+            self.start_kubelet(rig)
+            self.addCleanup(self.stop_kubelet)
+            try:
+                self.pool_steps(rig)
+            finally:
+                self.stop_kubelet()
+                if self.sim:
+                    self.sim.admin("DELETE", "faults")
+        self.assertRigGone(rig)
+
+    def pool_steps(self, rig):
+        # -N2 -C h100: both pods on the H100 nodes, h100 active on both Slurm nodes.
+        big = rig.sbatch("#!/bin/sh\nsleep 600\n", ["-N2", "-C", "h100"])
+        wait_for(lambda: rig.job(big)["JobState"] == "RUNNING", 120,
+                 f"the -N2 -C h100 job to run; power.log:\n{self.power_log()}")
+        h100_nodes = self.job_nodes(rig, big)
+        self.assertEqual(len(h100_nodes), 2)
+        for name in h100_nodes:
+            self.assertEqual(KUBE_NODES[self.pod(name)["spec"]["nodeName"]], H100)
+            self.assertIn("h100", features_of(rig.node(name), "ActiveFeatures"))
+            self.assertNotIn("a100", features_of(rig.node(name), "ActiveFeatures"))
+
+        # -C a100 from the same pool lands on an A100 node.
+        small = rig.sbatch("#!/bin/sh\nsleep 20\n", ["-N1", "-C", "a100"])
+        wait_for(lambda: rig.job(small)["JobState"] == "RUNNING", 120,
+                 f"the -C a100 job to run; power.log:\n{self.power_log()}")
+        [a100_node] = self.job_nodes(rig, small)
+        a100_host = self.pod(a100_node)["spec"]["nodeName"]
+        self.assertEqual(KUBE_NODES[a100_host], A100)
+        self.assertIn("a100", features_of(rig.node(a100_node), "ActiveFeatures"))
+        self.assertNotIn("h100", features_of(rig.node(a100_node), "ActiveFeatures"))
+
+        # -C h100 with both H100 nodes busy: a fast "k8sbridge:" failure, job pending.
+        waiting = rig.sbatch("#!/bin/sh\nhostname\n", ["-N1", "-C", "h100"])
+
+        def failed_fast():
+            for name, node in rig.nodes().items():
+                if "no Kubernetes node offers" in node.get("Reason", ""):
+                    return name, node
+            return None
+        failed, node = wait_for(failed_fast, 60,
+                                f"a resumed node to fail fast; power.log:\n{self.power_log()}")
+        self.assertTrue(node["Reason"].startswith("k8sbridge:"), node["Reason"])
+        self.assertIsNone(self.pod(failed))
+        # Requeued and pending; the node's reason says why (between tries it may be
+        # configuring on the next pool node, which fails the same way).
+        job = wait_for(lambda: (lambda j: j if j["JobState"] == "PENDING" else None)(
+            rig.job(waiting)), 60, "the -C h100 job to be pending")
+        self.assertGreaterEqual(int(job.get("Restarts", "0")), 1, job)
+        rig.check_output(["scancel", str(waiting)])
+        # It never ran: no pod of it was ever bound, on an A100 node or any other.
+        for name in rig.workers:
+            pod = self.pod(name)
+            if pod:
+                ids = pod["metadata"].get("annotations", {}).get("k8sbridge.io/job-ids", "")
+                self.assertNotIn(str(waiting), ids.split(","), pod["metadata"])
+
+        # The A100 job finishes. Its node powers down; cordon the other A100 node so
+        # the next a100 pod lands on the same Kubernetes node as before (its cache).
+        rig.wait_job(small, timeout=120)
+        wait_for(lambda: "POWERED_DOWN" in rig.node(a100_node)["State"], 120,
+                 f"{a100_node} to power down; power.log:\n{self.power_log()}")
+        self.assertFalse(features_of(rig.node(a100_node), "ActiveFeatures") & {"a100", "h100"})
+        other = next(n for n, p in KUBE_NODES.items() if p == A100 and n != a100_host)
+        status, _, body = self.sim.request("PATCH", f"/api/v1/nodes/{other}",
+                                           {"spec": {"unschedulable": True}},
+                                           content_type="application/merge-patch+json")
+        self.assertEqual(status, 200, body)
+
+        # The API stops answering node reads: the next registration uses the cache.
+        self.sim.add_fault(resource="nodes", verb="get", type="stall", times=0)
+        again = rig.sbatch("#!/bin/sh\nhostname\n", ["-N1", "-w", a100_node, "-C", "a100"])
+        rig.wait_job(again, timeout=120)
+        self.assertEqual(self.pod(a100_node)["spec"]["nodeName"], a100_host)
+        log = (rig.logdir / f"slurmd-{a100_node}.log").read_text()
+        self.assertIn(f"could not read Kubernetes node {a100_host} within 2000 ms", log)
+        self.assertIn("using the label cache", log)
+        self.assertIn("a100", features_of(rig.node(a100_node), "ActiveFeatures"))
+        self.sim.admin("DELETE", "faults")
+
+        # Power-down resets the active features of the H100 nodes.
+        rig.check_output(["scancel", str(big)])
+        for name in h100_nodes:
+            wait_for(lambda n=name: "POWERED_DOWN" in rig.node(n)["State"], 120,
+                     f"{name} to power down; power.log:\n{self.power_log()}")
+            active = features_of(rig.node(name), "ActiveFeatures")
+            self.assertNotIn("h100", active)
+            self.assertNotIn("a100", active)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+
+#include "k8sbridge/power/worker_entry.h"
+
+namespace power = k8sbridge::power;
+using k8sbridge::FakeClock;
+using k8sbridge::LogLevel;
+using k8sbridge::RecordingLogger;
+using k8sbridge::Result;
+using k8sbridge::Status;
+using Verdict = power::MungeDecoded::Verdict;
+
+namespace {
+
+// Records what the worker did; the jail becomes mounted after `jail_after` polls.
+class FakeWorkerSystem final : public power::WorkerSystem {
+ public:
+  k8sbridge::Clock& clock() override { return clock_; }
+  Status Run(const std::vector<std::string>& argv) override {
+    ran.push_back(argv);
+    return run_status;
+  }
+  Status CopyPrivateFile(const std::string& from, const std::string& to) override {
+    copies.emplace_back(from, to);
+    return Status::Ok();
+  }
+  Status MakePrivateDirectory(const std::string& path) override {
+    dirs.push_back(path);
+    return Status::Ok();
+  }
+  Result<bool> IsMountedRootfs(const std::string&) override { return ++polls > jail_after; }
+  Status Exec(const std::vector<std::string>& argv) override {
+    exec = argv;
+    return Status::Ok();
+  }
+
+  FakeClock clock_;
+  Status run_status;
+  int jail_after = 0;
+  int polls = 0;
+  std::vector<std::vector<std::string>> ran;
+  std::vector<std::pair<std::string, std::string>> copies;
+  std::vector<std::string> dirs;
+  std::vector<std::string> exec;
+};
+
+// Decodes to a fixed verdict, and records what it was asked.
+class FakeMunge final : public power::MungeCodec {
+ public:
+  Result<std::string> Encode(std::string_view payload) override {
+    return "MUNGE:" + std::string(payload);
+  }
+  power::MungeDecoded Decode(std::string_view credential) override {
+    decoded.emplace_back(credential);
+    return {verdict, payload, detail};
+  }
+  Verdict verdict = Verdict::kValid;
+  std::string payload = power::MungeCheckPayload("hpc1", "w-3");
+  std::string detail = "Success";
+  std::vector<std::string> decoded;
+};
+
+power::WorkerSettings Settings(std::map<std::string, std::string> env,
+                               std::vector<std::string> args = {}) {
+  env.emplace("K8SBRIDGE_NODE_NAME", "w-3");
+  env.emplace("K8SBRIDGE_CLUSTER", "hpc1");
+  auto s = power::WorkerSettingsFromEnv(
+      [&](const char* name) -> const char* {
+        auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+      },
+      std::move(args));
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.status().message());
+  return *s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(worker_entry)
+
+BOOST_AUTO_TEST_CASE(checks_the_munge_key_then_execs_slurmd_as_the_node) {
+  FakeWorkerSystem system;
+  FakeMunge munge;
+  RecordingLogger log;
+  auto s =
+      Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}, {"K8SBRIDGE_CONF_SERVER", "ctl:6817"}}, {"-vv"});
+  BOOST_REQUIRE(power::RunWorker(s, system, munge, log).ok());
+  BOOST_TEST(munge.decoded == std::vector<std::string>{"cred"});
+  BOOST_TEST(system.exec == (std::vector<std::string>{"/usr/sbin/slurmd", "-D", "-b", "-N", "w-3",
+                                                      "--conf-server", "ctl:6817", "-vv"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(log.Contains("munge key matches"));
+}
+
+BOOST_AUTO_TEST_CASE(a_key_mismatch_fails_before_slurmd_and_says_so) {
+  FakeWorkerSystem system;
+  FakeMunge munge;
+  munge.verdict = Verdict::kKeyMismatch;
+  munge.detail = "Invalid credential";
+  RecordingLogger log;
+  Status s = power::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}}), system, munge, log);
+  BOOST_TEST(!s.ok());
+  BOOST_TEST(s.message().find("munge key mismatch") != std::string::npos, s.message());
+  BOOST_TEST(s.message().find("Invalid credential") != std::string::npos);
+  BOOST_TEST(system.exec.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_stale_credential_still_proves_the_key) {
+  FakeWorkerSystem system;
+  FakeMunge munge;
+  munge.verdict = Verdict::kValidButStale;
+  munge.detail = "Expired credential";
+  RecordingLogger log;
+  BOOST_REQUIRE(
+      power::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}}), system, munge, log).ok());
+  BOOST_TEST(!system.exec.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_credential_for_another_node_is_refused) {
+  FakeWorkerSystem system;
+  FakeMunge munge;
+  munge.payload = power::MungeCheckPayload("hpc1", "w-4");
+  RecordingLogger log;
+  Status s = power::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}}), system, munge, log);
+  BOOST_TEST(!s.ok());
+  BOOST_TEST(s.message().find("node=w-4") != std::string::npos, s.message());
+  BOOST_TEST(system.exec.empty());
+}
+
+BOOST_AUTO_TEST_CASE(no_munged_is_an_error_that_names_the_socket) {
+  FakeWorkerSystem system;
+  FakeMunge munge;
+  munge.verdict = Verdict::kUnavailable;
+  munge.detail = "Failed to access \"/run/x/munge.socket\"";
+  RecordingLogger log;
+  Status s = power::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"},
+                                        {"K8SBRIDGE_MUNGE_SOCKET", "/run/x/munge.socket"}}),
+                              system, munge, log);
+  BOOST_TEST(s.message().find("/run/x/munge.socket") != std::string::npos, s.message());
+  BOOST_TEST(system.exec.empty());
+}
+
+BOOST_AUTO_TEST_CASE(starts_a_private_munged_with_a_copy_of_the_key) {
+  FakeWorkerSystem system;
+  FakeMunge munge;
+  RecordingLogger log;
+  auto s = Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"},
+                     {"K8SBRIDGE_MUNGE_SOCKET", "/run/munge/munge.socket.2"},
+                     {"K8SBRIDGE_MUNGED_KEY", "/etc/munge-secret/munge.key"}});
+  BOOST_REQUIRE(power::RunWorker(s, system, munge, log).ok());
+  BOOST_TEST(system.dirs == std::vector<std::string>{"/run/munge"});
+  BOOST_REQUIRE_EQUAL(system.copies.size(), 1u);
+  BOOST_TEST(system.copies[0].second == "/run/munge/munge.key");
+  BOOST_REQUIRE_EQUAL(system.ran.size(), 1u);
+  BOOST_TEST(system.ran[0][0] == "/usr/sbin/munged");
+  BOOST_TEST(system.ran[0][3] == "--socket=/run/munge/munge.socket.2");
+  BOOST_TEST(!system.exec.empty());
+}
+
+BOOST_AUTO_TEST_CASE(waits_for_the_jail_then_prepares_it) {
+  FakeWorkerSystem system;
+  system.jail_after = 3;
+  FakeMunge munge;
+  RecordingLogger log;
+  auto s = Settings(
+      {{"K8SBRIDGE_JAIL", "/jail"},
+       {"K8SBRIDGE_JAIL_PREPARE", "/usr/sbin/k8sbridge-jail-prepare --munge-dir /run/munge"}});
+  BOOST_REQUIRE(power::RunWorker(s, system, munge, log).ok());
+  BOOST_TEST(system.polls == 4);
+  BOOST_REQUIRE_EQUAL(system.ran.size(), 1u);
+  BOOST_TEST(
+      system.ran[0] == (std::vector<std::string>{"/usr/sbin/k8sbridge-jail-prepare", "--jail",
+                                                 "/jail", "--munge-dir", "/run/munge"}),
+      boost::test_tools::per_element());
+  BOOST_TEST(!system.exec.empty());
+  BOOST_TEST(log.Contains("no munge key", LogLevel::kWarning) == false);
+  BOOST_TEST(log.Contains("is not checked", LogLevel::kWarning));
+}
+
+BOOST_AUTO_TEST_CASE(gives_up_on_the_jail_at_the_deadline) {
+  FakeWorkerSystem system;
+  system.jail_after = 1'000'000;
+  FakeMunge munge;
+  RecordingLogger log;
+  auto s = Settings({{"K8SBRIDGE_JAIL", "/jail"}, {"K8SBRIDGE_JAIL_WAIT", "30s"}});
+  Status st = power::RunWorker(s, system, munge, log);
+  BOOST_TEST(!st.ok());
+  BOOST_TEST(st.message().find("jail /jail is not mounted after 30 s") != std::string::npos,
+             st.message());
+  BOOST_TEST(system.exec.empty());
+  BOOST_TEST(system.clock_.total_slept() >= std::chrono::seconds(30));
+}
+
+BOOST_AUTO_TEST_CASE(bad_settings_name_the_variable) {
+  auto getenv_of = [](std::map<std::string, std::string> env) {
+    return [env](const char* name) -> const char* {
+      auto it = env.find(name);
+      return it == env.end() ? nullptr : it->second.c_str();
+    };
+  };
+  auto none = power::WorkerSettingsFromEnv(getenv_of({}), {});
+  BOOST_TEST(none.status().message().find("K8SBRIDGE_NODE_NAME is not set") != std::string::npos);
+  auto relative = power::WorkerSettingsFromEnv(
+      getenv_of({{"K8SBRIDGE_NODE_NAME", "w-1"}, {"K8SBRIDGE_JAIL", "jail"}}), {});
+  BOOST_TEST(relative.status().message().find("K8SBRIDGE_JAIL='jail' is not an absolute path") !=
+                 std::string::npos,
+             relative.status().message());
+  auto wait = power::WorkerSettingsFromEnv(
+      getenv_of({{"K8SBRIDGE_NODE_NAME", "w-1"}, {"K8SBRIDGE_JAIL_WAIT", "soon"}}), {});
+  BOOST_TEST(wait.status().message().find("K8SBRIDGE_JAIL_WAIT") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
