@@ -152,8 +152,10 @@ BOOST_FIXTURE_TEST_CASE(non_hardware_drain_is_mirrored_only, Fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(hardware_pattern_matches_the_documented_defaults, Fixture) {
+  // k8sbridge-health tags its hardware findings the same way.
   for (std::string reason :
-       {"[hardware] gpu 3", "XID 79 on GPU 2", "ecc uncorrectable", "  NVLink down"}) {
+       {"[hardware] gpu 3", "XID 79 on GPU 2", "ecc uncorrectable", "  NVLink down",
+        "[hardware] k8sbridge-health: GPU 3 XID 79 (GPU has fallen off the bus)"}) {
     ks::World w{{Drained("w-0", reason)}, {Pod("w-0", "n-0", "Running")}, {Node("n-0")}};
     BOOST_TEST(Find(Plan(w), ActionKind::kCordon, "n-0"), reason);
   }
