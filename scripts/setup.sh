@@ -20,6 +20,7 @@ packages=(
   # libraries
   libcurl4-openssl-dev libssl-dev rapidjson-dev libfmt-dev libyaml-cpp-dev libboost-dev
   libboost-test-dev libmunge-dev libibnetdisc-dev libibmad-dev libibumad-dev
+  prometheus-cpp-dev
   # Slurm's own build dependencies
   libjson-c-dev libyaml-dev libhttp-parser-dev libjwt-dev libhwloc-dev liblz4-dev
   libreadline-dev libpam0g-dev

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -179,6 +180,96 @@ const std::map<std::string, Setter, std::less<>>& GlobalSetters() {
          c.log_file = v;
          return Status::Ok();
        }},
+      // --- k8sbridge-sync (docs/sync.md) ---
+      {"SyncHardwareReason",
+       [](BridgeConfig& c, const std::string& v) {
+         try {
+           std::regex re(v, std::regex::ECMAScript | std::regex::icase);
+         } catch (const std::regex_error& e) {
+           return Status::InvalidArgument(fmt::format(
+               "'{}' is not a regular expression ({}): write an ECMAScript pattern, e.g. "
+               "'^(\\[hardware\\]|xid|ecc|nvlink)'",
+               v, e.what()));
+         }
+         c.sync.hardware_reason = v;
+         return Status::Ok();
+       }},
+      {"SyncUnschedulableGrace",
+       [](BridgeConfig& c, const std::string& v) {
+         auto d = ParseDuration(v);
+         if (!d.ok())
+           return d.status();
+         c.sync.unschedulable_grace = *d;
+         return Status::Ok();
+       }},
+      {"SyncOrphanGrace",
+       [](BridgeConfig& c, const std::string& v) {
+         auto d = ParseDuration(v);
+         if (!d.ok())
+           return d.status();
+         c.sync.orphan_grace = *d;
+         return Status::Ok();
+       }},
+      {"SyncCircuitBreakerThreshold",
+       [](BridgeConfig& c, const std::string& v) {
+         auto n = ParseInt(v, 0, 10'000);
+         if (!n.ok())
+           return n.status();
+         c.sync.breaker_threshold = static_cast<int>(*n);
+         return Status::Ok();
+       }},
+      {"SyncCircuitBreakerCooldown",
+       [](BridgeConfig& c, const std::string& v) {
+         auto d = ParseDuration(v);
+         if (!d.ok())
+           return d.status();
+         c.sync.breaker_cooldown = *d;
+         return Status::Ok();
+       }},
+      {"SyncLeaseName",
+       [](BridgeConfig& c, const std::string& v) {
+         std::string error = Dns1123LabelError(v);
+         if (!error.empty()) {
+           return Status::InvalidArgument(
+               fmt::format("'{}' cannot name a Lease: {}; e.g. k8sbridge-sync-hpc1", v, error));
+         }
+         c.sync.lease_name = v;
+         return Status::Ok();
+       }},
+      {"SyncLeaseDuration",
+       [](BridgeConfig& c, const std::string& v) {
+         auto d = ParseDuration(v);
+         if (!d.ok())
+           return d.status();
+         if (*d < std::chrono::seconds(3)) {
+           return Status::InvalidArgument(fmt::format(
+               "'{}' is too short: a lease needs at least 3s (renewals every third of it)", v));
+         }
+         c.sync.lease_duration = *d;
+         return Status::Ok();
+       }},
+      {"SyncMetricsListen",
+       [](BridgeConfig& c, const std::string& v) {
+         size_t colon = v.rfind(':');
+         if (!v.empty() && (colon == std::string::npos || colon == 0 ||
+                            !ParseInt(v.substr(colon + 1), 0, 65535).ok())) {
+           return Status::InvalidArgument(fmt::format(
+               "'{}' is not HOST:PORT: write e.g. 127.0.0.1:9109, or leave it empty for no "
+               "metrics endpoint",
+               v));
+         }
+         c.sync.metrics_listen = v;
+         return Status::Ok();
+       }},
+      {"SyncPollInterval",
+       [](BridgeConfig& c, const std::string& v) {
+         auto d = ParseDuration(v);
+         if (!d.ok())
+           return d.status();
+         c.sync.poll_interval = *d;
+         return Status::Ok();
+       }},
+      // --- end of k8sbridge-sync keys ---
       {"GpuResource",
        [](BridgeConfig& c, const std::string& v) {
          if (Status s = CheckLabelKey(v); !s.ok())

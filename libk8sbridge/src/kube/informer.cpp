@@ -53,11 +53,13 @@ void Reflector::Run(const CancelToken& cancel) {
           break;
         log.Warning("kube: list {}: {}; retrying in {} ms", what, list.status().ToString(),
                     backoff.count());
+        sink_.Healthy(false);
         back_off();
         continue;
       }
       rv = list->resource_version;
       sink_.Replace(std::move(list->items), rv);
+      sink_.Healthy(true);
       {
         std::lock_guard lock(mu_);
         last_rv_ = rv;
@@ -77,6 +79,7 @@ void Reflector::Run(const CancelToken& cancel) {
         [&](const WatchEvent& ev) {
           if (ev.type != EventType::kBookmark)
             sink_.Apply(ev);
+          sink_.Healthy(true);
           std::string new_rv = ev.object.ResourceVersion();
           if (!new_rv.empty()) {
             rv = new_rv;
@@ -116,6 +119,7 @@ void Reflector::Run(const CancelToken& cancel) {
       continue;
     }
     log.Warning("kube: watch {}: {}; watching again in {} ms", what, s.ToString(), backoff.count());
+    sink_.Healthy(false);
     restarted("error");
     back_off();
   }

@@ -173,6 +173,34 @@ BOOST_AUTO_TEST_CASE(errors_back_off_and_resume_without_relist) {
   BOOST_TEST(t.env.metrics.Requests("LIST", 200) == 1);
 }
 
+// Readers (the sync daemon) must tell a live cache from one whose list or watch fails.
+BOOST_AUTO_TEST_CASE(health_follows_lists_and_watch_errors) {
+  struct HealthSink final : ReflectorSink {
+    std::vector<bool> health;
+    void Replace(std::vector<Object>, const std::string&) override {}
+    void Apply(const WatchEvent&) override {}
+    void Healthy(bool ok) override { health.push_back(ok); }
+  };
+  Env env;
+  HealthSink sink;
+  CancelToken cancel;
+  env.transport->SetOnExhausted([&] { cancel.Cancel(); });
+  env.transport->Push(FT::Json(500, StatusJson(500, "InternalError", "boom")));  // list
+  env.transport->Push(FT::Json(200, ListJson("10", {})));
+  env.transport->Push(FT::Json(500, StatusJson(500, "InternalError", "boom")));  // watch
+  env.transport->Push(FT::Stream({WatchLine("ADDED", PodJson("a", "11"))}));
+  Reflector r(*env.client, kPods, ReflectorOptions{}, sink, &env.metrics);
+  r.Run(cancel);
+  BOOST_TEST(sink.health == (std::vector<bool>{false, true, false, true}));
+
+  Informer informer(*env.client, kPods);
+  BOOST_TEST(!informer.IsHealthy());  // not synced yet
+  informer.Replace({}, "1");
+  BOOST_TEST(informer.IsHealthy());
+  informer.Healthy(false);
+  BOOST_TEST(!informer.IsHealthy());
+}
+
 BOOST_AUTO_TEST_CASE(informer_cache_and_handlers) {
   Env env;
   CancelToken stop;

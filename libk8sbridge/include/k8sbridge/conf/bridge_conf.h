@@ -82,6 +82,23 @@ struct BridgeConfig {
   // The power programs' log, besides stderr (which slurmscriptd discards); "" = none.
   std::string log_file;
 
+  // The sync daemon, k8sbridge-sync (docs/sync.md). Keys Sync*.
+  struct Sync {
+    // Drain reasons that make k8sbridge cordon and taint the Kubernetes node
+    // (ECMAScript regular expression, case-insensitive, searched in the reason).
+    std::string hardware_reason = R"(^\s*(\[hardware\]|xid|ecc|nvlink))";
+    std::chrono::milliseconds unschedulable_grace{20'000};
+    // A pod whose Slurm node is POWERED_DOWN or unknown, or a POWERING_UP node
+    // without a pod, is acted on after this long.
+    std::chrono::milliseconds orphan_grace{60'000};
+    int breaker_threshold = 3;  // unschedulable failures of one group within the cool-down; 0 = off
+    std::chrono::milliseconds breaker_cooldown{600'000};
+    std::string lease_name;  // "" = k8sbridge-sync-<ClusterName>
+    std::chrono::milliseconds lease_duration{15'000};
+    std::string metrics_listen = "127.0.0.1:9109";  // "" = no Prometheus endpoint
+    std::chrono::milliseconds poll_interval{500};   // slurm_load_node with change detection
+  } sync;
+
   // Worker pods.
   std::string worker_command = "/usr/sbin/k8sbridge-worker";
   std::string

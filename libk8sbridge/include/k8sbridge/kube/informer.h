@@ -42,6 +42,9 @@ class ReflectorSink {
   virtual ~ReflectorSink() = default;
   virtual void Replace(std::vector<Object> items, const std::string& resource_version) = 0;
   virtual void Apply(const WatchEvent& event) = 0;  // ADDED, MODIFIED, DELETED
+  // false after a failed list or a watch that ended in an error; true again after
+  // a list or a watch event. Lets a reader tell a live cache from a stale one.
+  virtual void Healthy(bool) {}
 };
 
 class Reflector {
@@ -81,6 +84,8 @@ class Informer final : public ReflectorSink {
   void Start();
   void Stop();  // cancels the watch and joins the thread
   bool HasSynced() const { return synced_.load(); }
+  // Synced, and the last list or watch did not fail (see ReflectorSink::Healthy).
+  bool IsHealthy() const { return synced_.load() && healthy_.load(); }
   // Waits (real time) for the first list; false on timeout.
   bool WaitForSync(std::chrono::milliseconds timeout);
 
@@ -91,6 +96,7 @@ class Informer final : public ReflectorSink {
   // ReflectorSink; public so tests can drive the cache without a thread.
   void Replace(std::vector<Object> items, const std::string& resource_version) override;
   void Apply(const WatchEvent& event) override;
+  void Healthy(bool ok) override { healthy_.store(ok); }
 
  private:
   Reflector reflector_;
@@ -100,6 +106,7 @@ class Informer final : public ReflectorSink {
   mutable std::shared_mutex mu_;
   std::map<std::string, Object> items_;
   std::atomic<bool> synced_{false};
+  std::atomic<bool> healthy_{true};
   std::mutex sync_mu_;
   std::condition_variable sync_cv_;
 };

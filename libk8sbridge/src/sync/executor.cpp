@@ -1,0 +1,344 @@
+#include "k8sbridge/sync/executor.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "k8sbridge/power/worker_pod.h"
+
+namespace k8sbridge::sync {
+
+namespace {
+
+std::string JsonString(std::string_view s) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  return buf.GetString();
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items)
+    out += (out.empty() ? "" : ",") + i;
+  return out;
+}
+
+// metadata.annotations, created if absent.
+rapidjson::Value& Annotations(rapidjson::Document& doc) {
+  auto& a = doc.GetAllocator();
+  if (!doc.HasMember("metadata") || !doc["metadata"].IsObject())
+    doc.AddMember("metadata", rapidjson::Value(rapidjson::kObjectType), a);
+  rapidjson::Value& meta = doc["metadata"];
+  if (!meta.HasMember("annotations") || !meta["annotations"].IsObject()) {
+    meta.RemoveMember("annotations");
+    meta.AddMember("annotations", rapidjson::Value(rapidjson::kObjectType), a);
+  }
+  return meta["annotations"];
+}
+
+void SetMember(rapidjson::Value& obj, std::string_view key, std::string_view value,
+               rapidjson::Document::AllocatorType& a) {
+  std::string k(key);
+  obj.RemoveMember(k.c_str());
+  obj.AddMember(rapidjson::Value(k.c_str(), a),
+                rapidjson::Value(value.data(), static_cast<rapidjson::SizeType>(value.size()), a),
+                a);
+}
+
+rapidjson::Value& Spec(rapidjson::Document& doc) {
+  if (!doc.HasMember("spec") || !doc["spec"].IsObject()) {
+    doc.RemoveMember("spec");
+    doc.AddMember("spec", rapidjson::Value(rapidjson::kObjectType), doc.GetAllocator());
+  }
+  return doc["spec"];
+}
+
+}  // namespace
+
+// --- RecordingSlurmControl ---------------------------------------------------
+
+Result<std::vector<SlurmNode>> RecordingSlurmControl::LoadNodes() {
+  std::lock_guard lock(mu_);
+  if (fail_loads_)
+    return Status::Unavailable("slurm_load_node: Unable to contact slurm controller (fake)");
+  return nodes_;
+}
+
+Status RecordingSlurmControl::Drain(std::string_view node, std::string_view reason) {
+  std::lock_guard lock(mu_);
+  calls_.push_back(fmt::format("drain {} {}", node, reason));
+  for (auto& n : nodes_) {
+    if (n.name == node) {
+      n.drain = true;
+      n.reason = reason;
+      n.reason_user = "slurm";
+      return Status::Ok();
+    }
+  }
+  return Status::NotFound(fmt::format("no node {}", node));
+}
+
+Status RecordingSlurmControl::Undrain(std::string_view node) {
+  std::lock_guard lock(mu_);
+  calls_.push_back(fmt::format("undrain {}", node));
+  for (auto& n : nodes_) {
+    if (n.name == node) {
+      n.drain = false;
+      n.reason.clear();
+      n.reason_user.clear();
+      return Status::Ok();
+    }
+  }
+  return Status::NotFound(fmt::format("no node {}", node));
+}
+
+Status RecordingSlurmControl::DownAndPowerDown(std::string_view node, std::string_view reason) {
+  std::lock_guard lock(mu_);
+  calls_.push_back(fmt::format("fail {} {}", node, reason));
+  for (auto& n : nodes_) {
+    if (n.name == node) {
+      n.base = SlurmNode::Base::kDown;
+      n.power_down = true;
+      n.reason = reason;
+      return Status::Ok();
+    }
+  }
+  return Status::NotFound(fmt::format("no node {}", node));
+}
+
+void RecordingSlurmControl::SetNodes(std::vector<SlurmNode> nodes) {
+  std::lock_guard lock(mu_);
+  nodes_ = std::move(nodes);
+}
+
+SlurmNode* RecordingSlurmControl::Find(std::string_view node) {
+  std::lock_guard lock(mu_);
+  for (auto& n : nodes_) {
+    if (n.name == node)
+      return &n;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> RecordingSlurmControl::calls() const {
+  std::lock_guard lock(mu_);
+  return calls_;
+}
+
+// --- Executor -------------------------------------------------------------------
+
+Executor::Executor(kube::Client& client, SlurmControl& slurm, kube::EventRecorder* events,
+                   Logger& log, ExecutorOptions options)
+    : client_(client), slurm_(slurm), events_(events), log_(log), options_(std::move(options)) {}
+
+Status Executor::Execute(const Action& action) {
+  const auto now = client_.clock().Now();
+  const std::string key = action.ToString();
+  for (auto it = recent_.begin(); it != recent_.end();) {
+    it = now - it->second >= options_.repeat_window ? recent_.erase(it) : std::next(it);
+  }
+  if (recent_.count(key)) {
+    log_.Debug("sync: {} was done {} ms ago; skipped while the caches catch up", key,
+               std::chrono::duration_cast<std::chrono::milliseconds>(now - recent_[key]).count());
+    return Status::Ok();
+  }
+  Status s = Run(action);
+  if (s.ok()) {
+    recent_[key] = now;
+    log_.Info("sync: {}", key);
+  } else {
+    log_.Warning("sync: {} failed: {}", key, s.ToString());
+  }
+  return s;
+}
+
+Status Executor::Run(const Action& action) {
+  switch (action.kind) {
+    case ActionKind::kMirrorDrain:
+      return PatchPodAnnotations(action, true);
+    case ActionKind::kClearDrain:
+      return PatchPodAnnotations(action, false);
+    case ActionKind::kCordon:
+      return Cordon(action);
+    case ActionKind::kUncordon:
+      return Uncordon(action);
+    case ActionKind::kDrain:
+      return slurm_.Drain(action.target, action.reason);
+    case ActionKind::kUndrain:
+      return slurm_.Undrain(action.target);
+    case ActionKind::kFail: {
+      Status s = slurm_.DownAndPowerDown(action.target, action.reason);
+      if (s.ok() && !action.uid.empty())
+        PodEvent(action, "Warning", "SlurmNodeDown", action.reason);
+      return s;
+    }
+    case ActionKind::kDeletePod:
+      return DeletePod(action);
+  }
+  return Status::Internal("unknown action");
+}
+
+void Executor::PodEvent(const Action& action, std::string_view type, std::string_view reason,
+                        std::string_view note) {
+  if (!events_)
+    return;
+  kube::ObjectReference ref;
+  ref.api_version = "v1";
+  ref.kind = "Pod";
+  ref.namespace_ = options_.namespace_;
+  ref.name = action.target;
+  ref.uid = action.uid;
+  events_->Record(ref, type, reason, "Sync", note);
+}
+
+Status Executor::PatchPodAnnotations(const Action& action, bool set) {
+  std::string body;
+  if (set) {
+    body = fmt::format(R"({{"metadata":{{"annotations":{{{}:{},{}:{},{}:{}}}}}}})",
+                       JsonString(kDrainReasonAnnotation), JsonString(action.drain_reason),
+                       JsonString(kDrainUserAnnotation), JsonString(action.drain_user),
+                       JsonString(kDrainTimeAnnotation), JsonString(action.drain_time));
+  } else {
+    body = fmt::format(R"({{"metadata":{{"annotations":{{{}:null,{}:null,{}:null}}}}}})",
+                       JsonString(kDrainReasonAnnotation), JsonString(kDrainUserAnnotation),
+                       JsonString(kDrainTimeAnnotation));
+  }
+  auto r =
+      client_.Patch(kube::kPods, options_.namespace_, action.target, kube::PatchType::kMerge, body);
+  if (!r.ok()) {
+    if (r.status().code() == Status::Code::kNotFound)
+      return Status::Ok();  // the pod went meanwhile: nothing left to annotate
+    return r.status();
+  }
+  if (set) {
+    PodEvent(action, "Warning", "SlurmNodeDrained",
+             fmt::format("Slurm drained node {}: {} (by {}{}{})", action.target,
+                         action.drain_reason, action.drain_user.empty() ? "?" : action.drain_user,
+                         action.drain_time.empty() ? "" : " at ", action.drain_time));
+  } else {
+    PodEvent(action, "Normal", "SlurmNodeResumed",
+             fmt::format("Slurm no longer drains node {}", action.target));
+  }
+  return Status::Ok();
+}
+
+Status Executor::Cordon(const Action& action) {
+  const std::string cluster = options_.cluster;
+  bool cordoned = false;
+  auto r = client_.Update(kube::kNodes, "", action.target, [&](kube::Object& node) {
+    rapidjson::Document& doc = node.mutable_json();
+    auto& a = doc.GetAllocator();
+    rapidjson::Value& spec = Spec(doc);
+    if (!spec.HasMember("taints") || !spec["taints"].IsArray()) {
+      spec.RemoveMember("taints");
+      spec.AddMember("taints", rapidjson::Value(rapidjson::kArrayType), a);
+    }
+    rapidjson::Value& taints = spec["taints"];
+    bool have = false;
+    for (auto& t : taints.GetArray()) {
+      if (t.IsObject() && t.HasMember("key") && t["key"].IsString() &&
+          kHardwareTaintKey == t["key"].GetString())
+        have = true;
+    }
+    if (!have) {
+      rapidjson::Value t(rapidjson::kObjectType);
+      t.AddMember("key", rapidjson::Value(std::string(kHardwareTaintKey).c_str(), a), a);
+      t.AddMember("value", rapidjson::Value(cluster.c_str(), a), a);
+      t.AddMember("effect", "NoSchedule", a);
+      taints.PushBack(t, a);
+    }
+    rapidjson::Value& ann = Annotations(doc);
+    const bool unschedulable = spec.HasMember("unschedulable") && spec["unschedulable"].IsBool() &&
+                               spec["unschedulable"].GetBool();
+    if (!unschedulable && !ann.HasMember(std::string(kCordonedByAnnotation).c_str())) {
+      spec.RemoveMember("unschedulable");
+      spec.AddMember("unschedulable", true, a);
+      SetMember(ann, kCordonedByAnnotation, cluster, a);
+      cordoned = true;
+    }
+    SetMember(ann, kHardwareDrainsAnnotation, Join(action.slurm_nodes), a);
+    SetMember(ann, kHardwareReasonAnnotation, action.reason, a);
+    return Status::Ok();
+  });
+  if (!r.ok())
+    return r.status();
+  if (events_) {
+    events_->Record(
+        kube::ObjectReference::Of(*r), "Warning", "HardwareDrain", "Cordon",
+        fmt::format("Slurm drained {} for hardware ({}); {}tainted {}", Join(action.slurm_nodes),
+                    action.reason, cordoned ? "cordoned and " : "", kHardwareTaintKey));
+  }
+  return Status::Ok();
+}
+
+Status Executor::Uncordon(const Action& action) {
+  const std::string cluster = options_.cluster;
+  bool uncordoned = false;
+  auto r = client_.Update(kube::kNodes, "", action.target, [&](kube::Object& node) {
+    rapidjson::Document& doc = node.mutable_json();
+    rapidjson::Value& spec = Spec(doc);
+    if (spec.HasMember("taints") && spec["taints"].IsArray()) {
+      rapidjson::Value& taints = spec["taints"];
+      for (auto it = taints.Begin(); it != taints.End();) {
+        if (it->IsObject() && it->HasMember("key") && (*it)["key"].IsString() &&
+            kHardwareTaintKey == (*it)["key"].GetString())
+          it = taints.Erase(it);
+        else
+          ++it;
+      }
+    }
+    rapidjson::Value& ann = Annotations(doc);
+    const std::string by_key(kCordonedByAnnotation);
+    if (ann.HasMember(by_key.c_str()) && ann[by_key.c_str()].IsString() &&
+        cluster == ann[by_key.c_str()].GetString()) {
+      // Our cordon: lift it. Anyone else's stays.
+      if (spec.HasMember("unschedulable")) {
+        spec.RemoveMember("unschedulable");
+        uncordoned = true;
+      }
+      ann.RemoveMember(by_key.c_str());
+    }
+    ann.RemoveMember(std::string(kHardwareDrainsAnnotation).c_str());
+    ann.RemoveMember(std::string(kHardwareReasonAnnotation).c_str());
+    return Status::Ok();
+  });
+  if (!r.ok()) {
+    if (r.status().code() == Status::Code::kNotFound)
+      return Status::Ok();
+    return r.status();
+  }
+  if (events_) {
+    events_->Record(kube::ObjectReference::Of(*r), "Normal", "HardwareDrainCleared", "Uncordon",
+                    fmt::format("{}: {}removed taint {}", action.reason,
+                                uncordoned ? "uncordoned, " : "", kHardwareTaintKey));
+  }
+  return Status::Ok();
+}
+
+Status Executor::DeletePod(const Action& action) {
+  // Ownership is checked again on the live object: a pod created under the same
+  // name by someone else must never be deleted.
+  auto pod = client_.Get(kube::kPods, options_.namespace_, action.target);
+  if (!pod.ok())
+    return pod.status().code() == Status::Code::kNotFound ? Status::Ok() : pod.status();
+  if (!power::IsOwnedWorkerPod(*pod, options_.cluster, action.target)) {
+    return Status::PermissionDenied(
+        fmt::format("pod {} lacks k8sbridge's ownership labels for cluster {}: not deleted",
+                    action.target, options_.cluster));
+  }
+  if (!action.uid.empty() && pod->Uid() != action.uid)
+    return Status::Conflict(
+        fmt::format("pod {} was replaced meanwhile: not deleted", action.target));
+  kube::DeleteOptions o;
+  o.precondition_uid = pod->Uid();
+  auto r = client_.Delete(kube::kPods, options_.namespace_, action.target, o);
+  if (!r.ok() && r.status().code() != Status::Code::kNotFound)
+    return r.status();
+  PodEvent(action, "Normal", "OrphanDeleted", action.reason);
+  return Status::Ok();
+}
+
+}  // namespace k8sbridge::sync

@@ -1,0 +1,297 @@
+"""Shared set-up for the k8sbridge-sync end-to-end tests: a rig (real slurmctld and
+slurmd), kubesim with its scheduler (no kubelet), k8sbridge-power as the power
+programs, and k8sbridge-sync daemons. The test plays the kubelet: a node's slurmd
+starts when its pod is bound and stops when the pod goes (as in test_power_rig).
+"""
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kubesim_harness import KubeSim  # noqa: E402
+from rigtest import BUILD_ROOT, Rig, RigTestCase, wait_for  # noqa: E402,F401
+from k8sbridge_rig import (RESOURCE_PREFIX, RIG_ENV, WORKDIR_PREFIX,  # noqa: E402
+                           _alive, _free_tcp_port, _pids_with_env, leftovers)
+
+POWER = BUILD_ROOT / "plugins" / "power_k8s" / "k8sbridge-power"
+SYNC = BUILD_ROOT / "programs" / "sync" / "k8sbridge-sync"
+NO_KUBELET = "test.k8sbridge.io/no-kubelet"  # pods our "kubelet" leaves alone
+
+
+def template(host=None, gpus=0):
+    """A worker pod template; `host` pins the pod to one Kubernetes node."""
+    lines = ["spec:", "  terminationGracePeriodSeconds: 1"]
+    if host:
+        lines += ["  nodeSelector:", f"    kubernetes.io/hostname: {host}"]
+    lines += ["  containers:", "  - name: slurmd",
+              "    image: registry.example/slurm-worker:24.11"]
+    return "\n".join(lines) + "\n"
+
+
+class Daemon:
+    """One k8sbridge-sync process with its own metrics port and log."""
+
+    def __init__(self, conf, slurm_conf, identity, logdir):
+        self.identity = identity
+        self.log_path = Path(logdir) / f"sync-{identity}.log"
+        self.port = conf["port"]
+        env = dict(os.environ, SLURM_CONF=str(slurm_conf))
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [str(SYNC), "--config", conf["path"], "--identity", identity] +
+                (["--debug"] if os.environ.get("SYNC_TEST_DEBUG") else []),
+                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def metrics(self):
+        """{name{labels}: value} from the Prometheus endpoint, {} if it does not answer."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics",
+                                        timeout=5) as r:
+                text = r.read().decode()
+        except OSError:
+            return {}
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                out[key] = float(value)
+        return out
+
+    def metric(self, key, default=0.0):
+        return self.metrics().get(key, default)
+
+    def actions(self):
+        return sum(v for k, v in self.metrics().items()
+                   if k.startswith("k8sbridge_sync_actions_total"))
+
+    def log(self):
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class SyncRigTestCase(RigTestCase):
+    """kubesim + conf + power wrappers; make_rig() builds the rig, start_daemon() the
+    daemons, kubelet() the test's kubelet thread. Everything is cleaned up."""
+
+    sim_args = ("--fake-nodes", "2")
+    groups = (("g0", "w-0", template("node-0")), ("g1", "w-1", template("node-1")))
+    sync_keys = ("SyncUnschedulableGrace=10s SyncOrphanGrace=10s SyncLeaseDuration=6s "
+                 "SyncPollInterval=250ms")
+
+    def setUp(self):
+        super().setUp()
+        for path in (POWER, SYNC):
+            if not path.exists():
+                self.skipTest(f"{path} is not built")
+        self.dir = Path(tempfile.mkdtemp(prefix="sync-rig-"))
+        self.dir.chmod(0o755)
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.sim = KubeSim(*self.sim_args, scheduler=True)
+        self.addCleanup(self.sim.close)
+        self.daemons = []
+        self.rig_ids = []
+        self.addCleanup(self._stop_daemons)
+        self._kubelet_stop = threading.Event()
+        self._kubelet_thread = None
+        self.addCleanup(self._stop_kubelet)
+
+    def assertNoLeftovers(self):
+        """What this test's rigs and daemons left behind. Other engineers' rigs may run
+        on the same machine, so the machine-wide check would see theirs."""
+        for d in self.daemons:
+            d.stop()
+        def mine():
+            left = leftovers()
+            out = {}
+            for rid in self.rig_ids:
+                out.setdefault("netns", []).extend(
+                    n for n in left["netns"] if n.startswith(f"{RESOURCE_PREFIX}-{rid}-"))
+                out.setdefault("bridges", []).extend(
+                    b for b in left["bridges"] if b == f"{RESOURCE_PREFIX}{rid}")
+                out.setdefault("rig_processes", []).extend(
+                    p for p in _pids_with_env(RIG_ENV, rid) if _alive(p))
+                out.setdefault("mounts", []).extend(
+                    m for m in left["mounts"] if f"{WORKDIR_PREFIX}{rid}" in m)
+            out["sync_daemons"] = [d.proc.pid for d in self.daemons if d.proc.poll() is None]
+            return out
+        last = {}
+
+        def empty():
+            nonlocal last
+            last = mine()
+            return not any(last.values())
+        try:
+            wait_for(empty, 30, "this test's rig resources to disappear")
+        except Exception:
+            pass
+        self.assertFalse(any(last.values()), last)
+
+    def _stop_daemons(self):
+        for d in self.daemons:
+            d.stop()
+        if any(d.proc.returncode not in (0, -9) for d in self.daemons) or \
+                os.environ.get("SYNC_TEST_LOGS"):
+            for d in self.daemons:
+                print(f"--- k8sbridge-sync {d.identity} (exit {d.proc.returncode}):\n"
+                      f"{d.log()[-6000:]}", file=sys.stderr)
+
+    def _stop_kubelet(self):
+        self._kubelet_stop.set()
+        if self._kubelet_thread:
+            self._kubelet_thread.join(timeout=10)
+
+    # ---- configuration --------------------------------------------------------
+
+    def write_conf(self, name="k8sbridge.conf", extra=""):
+        port = _free_tcp_port()
+        lines = [f"ClusterName=rig", f"Kubeconfig={self.sim.kubeconfig}", "Namespace=default",
+                 "RetryDeadline=5", "RequestTimeout=3", "ConnectTimeout=2",
+                 f"LogFile={self.dir / 'power.log'}",
+                 f"SyncMetricsListen=127.0.0.1:{port}", self.sync_keys, extra]
+        for group, nodes, text, *group_extra in self.groups:
+            (self.dir / f"{group}.yaml").write_text(text)
+            lines.append(f"NodeGroup={group} Nodes={nodes} PodTemplate={group}.yaml " +
+                         " ".join(group_extra))
+        path = self.dir / name
+        path.write_text("\n".join(lines) + "\n")
+        return {"path": str(path), "port": port}
+
+    def power_lines(self, slurm_conf_path, conf_path):
+        lines = []
+        for key, sub in (("ResumeProgram", "resume"), ("SuspendProgram", "suspend"),
+                         ("ResumeFailProgram", "resume-fail")):
+            script = self.dir / f"{sub}.sh"
+            script.write_text("#!/bin/sh\n"
+                              f"export SLURM_CONF={slurm_conf_path}\n"
+                              f"exec {POWER} --config {conf_path} {sub} \"$1\"\n")
+            script.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH |
+                         stat.S_IXOTH)
+            lines.append(f"{key}={script}")
+        return "\n".join(lines + ["SuspendTimeout=5", "ResumeTimeout=300"])
+
+    def make_rig(self, suspend_time=600, nodes=2, short_requeue=False):
+        """short_requeue: a requeued job may start again after about 11 s instead of
+        121 s (slurmctld holds it for the credential lifetime, AuthInfo cred_expire)."""
+        self.conf = self.write_conf()
+        rig = Rig(nodes=nodes, start_slurmd=False)
+        self.rig_ids.append(rig.id)
+        extra = ""
+        if short_requeue:
+            # A later AuthInfo line wins over the rig's own.
+            extra = f"AuthInfo=socket={rig.munge_socket},cred_expire=10\n"
+        rig.config.slurm_conf_extra = (self.power_lines(rig.slurm_conf, self.conf["path"]) +
+                                       f"\nSuspendTime={suspend_time}\n" + extra)
+        return rig
+
+    def start_daemon(self, rig, identity="a", conf=None):
+        conf = conf or self.conf
+        d = Daemon(conf, rig.slurm_conf, identity, self.dir)
+        self.daemons.append(d)
+        wait_for(lambda: d.proc.poll() is not None or d.metrics(), 30,
+                 f"k8sbridge-sync {identity}'s metrics endpoint")
+        self.assertIsNone(d.proc.poll(), d.log())
+        return d
+
+    def wait_leader(self, d, timeout=30):
+        wait_for(lambda: d.metric("k8sbridge_sync_leader") == 1, timeout,
+                 f"{d.identity} to lead; log:\n{d.log()[-3000:]}")
+
+    # ---- Kubernetes --------------------------------------------------------------
+
+    def get(self, path):
+        status, _, body = self.sim.request("GET", path)
+        return status, body
+
+    def pod(self, name):
+        status, body = self.get(f"/api/v1/namespaces/default/pods/{name}")
+        return body if status == 200 else None
+
+    def knode(self, name):
+        status, body = self.get(f"/api/v1/nodes/{name}")
+        self.assertEqual(status, 200, body)
+        body.setdefault("spec", {})
+        body["metadata"].setdefault("annotations", {})
+        return body
+
+    def set_ready(self, node, status):
+        cond = {"type": "Ready", "status": status,
+                "reason": "KubeletReady" if status == "True" else "NodeStatusUnknown",
+                "message": "kubelet is posting ready status" if status == "True"
+                else "Kubelet stopped posting node status."}
+        code, _, body = self.sim.request(
+            "PATCH", f"/api/v1/nodes/{node}/status", {"status": {"conditions": [cond]}},
+            content_type="application/merge-patch+json")
+        self.assertEqual(code, 200, body)
+
+    def create_pod(self, name, labels, annotations=None):
+        body = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "labels": labels,
+                             "annotations": dict(annotations or {}, **{NO_KUBELET: "yes"})},
+                "spec": {"containers": [{"name": "c", "image": "x"}]}}
+        code, _, resp = self.sim.request("POST", "/api/v1/namespaces/default/pods", body)
+        self.assertEqual(code, 201, resp)
+        return resp
+
+    @staticmethod
+    def owned_labels(node, cluster="rig"):
+        return {"app.kubernetes.io/managed-by": "k8sbridge", "k8sbridge.io/cluster": cluster,
+                "k8sbridge.io/node": node}
+
+    # ---- the test's kubelet --------------------------------------------------------
+
+    def kubelet(self, rig, names=("w-0", "w-1")):
+        """Starts a node's slurmd when its pod is bound, stops it when the pod is gone,
+        terminating or replaced. API errors change nothing (a kubelet keeps running
+        its pods when the API server is away)."""
+        self.started = {}  # node -> pod uid
+
+        def loop():
+            while not self._kubelet_stop.is_set() and not rig._stopped:
+                for name in names:
+                    try:
+                        status, body = self.get(f"/api/v1/namespaces/default/pods/{name}")
+                    except OSError:
+                        continue
+                    if status not in (200, 404):
+                        continue
+                    pod = body if status == 200 else None
+                    alive = (pod and pod["spec"].get("nodeName") and
+                             not pod["metadata"].get("deletionTimestamp") and
+                             NO_KUBELET not in pod["metadata"].get("annotations", {}))
+                    uid = pod["metadata"]["uid"] if pod else None
+                    if name in self.started and (not alive or self.started[name] != uid):
+                        rig.stop_slurmd(name)
+                        del self.started[name]
+                    if alive and name not in self.started:
+                        rig.start_slurmd(name)
+                        self.started[name] = uid
+                self._kubelet_stop.wait(0.2)
+        self._kubelet_thread = threading.Thread(target=loop, daemon=True)
+        self._kubelet_thread.start()
+
+    def power_up(self, rig, names):
+        rig.check_output(["scontrol", "update", f"nodename={','.join(names)}",
+                          "state=power_up"])
+        rig.wait_nodes_idle(names, timeout=90)
+
+    def power_log(self):
+        path = self.dir / "power.log"
+        return path.read_text() if path.exists() else "(no power.log)"

@@ -1,0 +1,135 @@
+"""k8sbridge-sync with a real slurmctld/slurmd (the rig) and kubesim: pods.
+
+- A worker pod killed while a job runs: the node goes DOWN, the job is requeued and
+  completes on a fresh pod.
+- A job needing more GPUs than the stand-in has: its node goes DOWN/POWER_DOWN with
+  the scheduler's message within grace + 10 s, and the job is pending.
+- Orphans: owned pods whose node is POWERED_DOWN or unknown to Slurm are deleted;
+  a pod without k8sbridge's labels (or another cluster's) never is.
+"""
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rigtest import main  # noqa: E402
+from sync_rig import SyncRigTestCase, template, wait_for  # noqa: E402
+
+GRACE = 10  # SyncUnschedulableGrace and SyncOrphanGrace in SyncRigTestCase.sync_keys
+
+
+class SyncPodKilled(SyncRigTestCase):
+
+    def test_pod_killed_under_a_job_downs_the_node_and_the_job_reruns(self):
+        with self.make_rig(short_requeue=True) as rig:
+            self.kubelet(rig)
+            d = self.start_daemon(rig)
+            self.wait_leader(d)
+            marker = rig.workdir / "first-run"
+            out = rig.workdir / "job.out"
+            # The first run waits to be killed; the rerun finds the marker and ends.
+            job = rig.sbatch(
+                f"#!/bin/sh\nif [ -e {marker} ]; then hostname; exit 0; fi\n"
+                f"touch {marker}\nsleep 600\n", ["-N1", "--requeue", "-o", str(out)])
+            running = rig.wait_job(job, ("RUNNING",), timeout=120)
+            node = running["NodeList"]
+            wait_for(marker.exists, 60, "the first run to start")
+            old_uid = self.pod(node)["metadata"]["uid"]
+
+            self.sim.kubectl("delete", "pod", node, "--wait=false")
+
+            def down():
+                n = rig.node(node)
+                return n if n.get("Reason", "").startswith("k8sbridge: pod") else None
+            n = wait_for(down, 30, f"{node} set DOWN; log:\n{d.log()[-3000:]}")
+            self.assertIn("DOWN", n["State"])
+            wait_for(lambda: int(rig.job(job).get("Restarts", "0")) >= 1, 30,
+                     "the job to be requeued")
+            done = rig.wait_job(job, timeout=240)
+            rerun_node = done["NodeList"]
+            self.assertEqual(out.read_text().split(), [rerun_node])
+            pod = self.pod(rerun_node)
+            self.assertIsNotNone(pod)
+            self.assertNotEqual(pod["metadata"]["uid"], old_uid)  # a fresh pod
+        self.assertNoLeftovers()
+
+
+class SyncUnschedulable(SyncRigTestCase):
+    sim_args = ("--fake-nodes", "2", "--gpus-per-node", "1")
+    groups = (("gpu", "w-0", template(), "Gpus=8"), ("g1", "w-1", template()))
+
+    def test_job_needing_more_gpus_than_exist_goes_back_to_pending(self):
+        with self.make_rig() as rig:
+            self.kubelet(rig)
+            d = self.start_daemon(rig)
+            self.wait_leader(d)
+            job = rig.sbatch("#!/bin/sh\nhostname\n", ["-N1", "-w", "w-0"])
+
+            def unschedulable():
+                pod = self.pod("w-0")
+                for c in (pod or {}).get("status", {}).get("conditions", []):
+                    if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable":
+                        return c["message"]
+                return None
+            message = wait_for(unschedulable, 60, f"w-0's pod unschedulable; power.log:\n"
+                               f"{self.power_log()}")
+            seen = time.monotonic()
+            self.assertIn("Insufficient nvidia.com/gpu", message)
+
+            def downed():
+                n = rig.node("w-0")
+                return n if n.get("Reason", "").startswith("k8sbridge: 0/2 nodes") else None
+            n = wait_for(downed, GRACE + 10,
+                         f"w-0 DOWN within grace + 10 s; log:\n{d.log()[-3000:]}")
+            print(f"unschedulable -> DOWN after {time.monotonic() - seen:.1f} s "
+                  f"(grace {GRACE} s)", file=sys.stderr)
+            self.assertIn("Insufficient nvidia.com/gpu", n["Reason"])
+            self.assertIn("DOWN", n["State"])
+            self.assertIn("POWER", n["State"])
+            j = rig.job(job)
+            self.assertEqual(j["JobState"], "PENDING", j)
+            self.assertGreaterEqual(int(j["Restarts"]), 1, j)
+            # Pending with a reason (BeginTime, then the node's unavailability).
+            j = wait_for(lambda: (lambda j: j if j.get("Reason", "None") != "None" else None)(
+                rig.job(job)), 60, "the pending job's reason")
+            self.assertEqual(j["JobState"], "PENDING", j)
+            # The pod goes with the power-down (SuspendProgram).
+            wait_for(lambda: self.pod("w-0") is None, 60, "w-0's pod deleted")
+            self.assertEqual(rig.job(job)["JobState"], "PENDING")
+        self.assertNoLeftovers()
+
+
+class SyncOrphans(SyncRigTestCase):
+
+    def test_orphans_are_deleted_and_foreign_pods_never(self):
+        with self.make_rig() as rig:
+            d = self.start_daemon(rig)
+            self.wait_leader(d)
+            # w-1 is POWERED_DOWN; Slurm has no w-7.
+            self.create_pod("w-1", self.owned_labels("w-1"))
+            self.create_pod("w-7", self.owned_labels("w-7"))
+            # Not ours: no labels (named like a Slurm node), or another cluster's.
+            self.create_pod("w-0", {"app": "something-else"})
+            self.create_pod("stray", self.owned_labels("stray", cluster="other"))
+
+            wait_for(lambda: self.pod("w-1") is None and self.pod("w-7") is None,
+                     GRACE + 30, f"the orphans deleted; log:\n{d.log()[-3000:]}")
+            # Another orphan, made now: once it is gone, the foreign pods have been
+            # seen for more than two graces.
+            self.create_pod("w-8", self.owned_labels("w-8"))
+            wait_for(lambda: self.pod("w-8") is None, GRACE + 30, "the later orphan deleted")
+            self.assertIsNotNone(self.pod("w-0"))
+            self.assertIsNotNone(self.pod("stray"))
+            # Every pod DELETE the API server saw was for one of our orphans.
+            deleted = {r["path"].rsplit("/", 1)[-1].split("?")[0]
+                       for r in self.sim.requests_log()
+                       if r.get("verb") == "delete" and r.get("resource") == "pods"}
+            self.assertEqual(deleted, {"w-1", "w-7", "w-8"})
+            self.assertGreaterEqual(d.metric('k8sbridge_sync_actions_total{kind="delete_pod",'
+                                             'result="ok"}'), 3)
+        self.assertNoLeftovers()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,302 @@
+// The Executor against an in-memory API (a FakeTransport fallback keeping nodes and
+// pods by path) and RecordingSlurmControl; and the whole loop (plan, execute,
+// read back) including a restart with a fresh Reconciler.
+#include <map>
+#include <mutex>
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <boost/test/unit_test.hpp>
+
+#include "k8sbridge/clock.h"
+#include "k8sbridge/conf/bridge_conf.h"
+#include "k8sbridge/kube/client.h"
+#include "k8sbridge/log.h"
+#include "k8sbridge/sync/executor.h"
+
+namespace kube = k8sbridge::kube;
+namespace ks = k8sbridge::sync;
+using ks::ActionKind;
+using kube::FakeTransport;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string ToJson(const rapidjson::Value& v) {
+  rapidjson::StringBuffer b;
+  rapidjson::Writer<rapidjson::StringBuffer> w(b);
+  v.Accept(w);
+  return b.GetString();
+}
+
+// RFC 7386 merge patch.
+void MergePatch(rapidjson::Value& target, const rapidjson::Value& patch,
+                rapidjson::Document::AllocatorType& a) {
+  if (!patch.IsObject()) {
+    target.CopyFrom(patch, a);
+    return;
+  }
+  if (!target.IsObject())
+    target.SetObject();
+  for (auto& m : patch.GetObject()) {
+    if (m.value.IsNull()) {
+      target.RemoveMember(m.name);
+    } else if (target.HasMember(m.name)) {
+      MergePatch(target[m.name], m.value, a);
+    } else {
+      rapidjson::Value v;
+      v.SetObject();
+      MergePatch(v, m.value, a);
+      target.AddMember(rapidjson::Value(m.name, a), v, a);
+    }
+  }
+}
+
+class FakeApi {
+ public:
+  void Put(const std::string& path, const std::string& json) {
+    std::lock_guard lock(mu_);
+    objects_[path] = json;
+  }
+  bool Has(const std::string& path) const {
+    std::lock_guard lock(mu_);
+    return objects_.count(path) != 0;
+  }
+  kube::Object Get(const std::string& path) const {
+    std::lock_guard lock(mu_);
+    return *kube::Object::Parse(objects_.at(path));
+  }
+  int events() const { return events_; }
+  int writes() const { return writes_; }
+
+  FakeTransport::Answer Serve(const FakeTransport::Recorded& r) {
+    std::lock_guard lock(mu_);
+    std::string path = r.url.substr(r.url.find('/', 8));
+    path = path.substr(0, path.find('?'));
+    if (path.find("/events") != std::string::npos) {
+      ++events_;
+      return FakeTransport::Json(201, r.body);
+    }
+    auto it = objects_.find(path);
+    if (it == objects_.end())
+      return FakeTransport::Json(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
+    rapidjson::Document doc;
+    doc.Parse(it->second.c_str());
+    if (r.method == "GET")
+      return FakeTransport::Json(200, it->second);
+    if (r.method == "DELETE") {
+      ++writes_;
+      objects_.erase(it);
+      return FakeTransport::Json(200, ToJson(doc));
+    }
+    ++writes_;
+    rapidjson::Document body;
+    body.Parse(r.body.c_str());
+    if (r.method == "PUT") {
+      if (std::string(body["metadata"]["resourceVersion"].GetString()) !=
+          doc["metadata"]["resourceVersion"].GetString())
+        return FakeTransport::Json(409, R"({"kind":"Status","code":409,"reason":"Conflict"})");
+      doc.CopyFrom(body, doc.GetAllocator());
+    } else if (r.method == "PATCH") {
+      MergePatch(doc, body, doc.GetAllocator());
+    }
+    doc["metadata"]["resourceVersion"].SetString(std::to_string(++rv_).c_str(), doc.GetAllocator());
+    it->second = ToJson(doc);
+    return FakeTransport::Json(200, it->second);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::string> objects_;
+  int events_ = 0, writes_ = 0, rv_ = 100;
+};
+
+constexpr char kNodePath[] = "/api/v1/nodes/n-0";
+constexpr char kPodPath[] = "/api/v1/namespaces/slurm/pods/w-0";
+
+std::string PodJson(const std::string& cluster = "hpc1") {
+  return R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"w-0","namespace":"slurm",)"
+         R"("uid":"u-w-0","resourceVersion":"1","labels":{"app.kubernetes.io/managed-by":"k8sbridge",)"
+         R"("k8sbridge.io/cluster":")" +
+         cluster +
+         R"(","k8sbridge.io/node":"w-0"}},"spec":{"nodeName":"n-0"},)"
+         R"("status":{"phase":"Running"}})";
+}
+
+struct Fixture {
+  k8sbridge::FakeClock clock;
+  k8sbridge::RecordingLogger log;
+  std::shared_ptr<FakeTransport> transport = std::make_shared<FakeTransport>();
+  std::unique_ptr<kube::Client> client;
+  FakeApi api;
+  ks::RecordingSlurmControl slurm;
+  std::unique_ptr<kube::EventRecorder> events;
+  std::unique_ptr<ks::Executor> exec;
+
+  Fixture() {
+    kube::Config kc;
+    kc.server = "https://k8s.test:6443";
+    kc.token = "t0";
+    kube::ClientOptions o;
+    o.clock = &clock;
+    o.logger = &log;
+    o.qps = 0;
+    o.max_retries = 0;
+    client = std::make_unique<kube::Client>(kc, transport, o);
+    transport->SetFallback([this](const FakeTransport::Recorded& r) { return api.Serve(r); });
+    kube::EventRecorderOptions eo;
+    eo.start_thread = false;
+    events = std::make_unique<kube::EventRecorder>(*client, eo);
+    exec = std::make_unique<ks::Executor>(*client, slurm, events.get(), log,
+                                          ks::ExecutorOptions{"hpc1", "slurm"});
+    api.Put(kNodePath,
+            R"({"apiVersion":"v1","kind":"Node","metadata":{"name":"n-0","resourceVersion":"1"},)"
+            R"("spec":{},"status":{"conditions":[{"type":"Ready","status":"True"}]}})");
+    api.Put(kPodPath, PodJson());
+  }
+
+  ks::World World() {
+    return ks::World{*slurm.LoadNodes(),
+                     {api.Has(kPodPath) ? api.Get(kPodPath) : kube::Object()},
+                     {api.Get(kNodePath)}};
+  }
+  // Plans and executes until nothing is left to do; returns the rounds that acted.
+  int Converge(ks::Reconciler& r) {
+    int rounds = 0;
+    for (int i = 0; i < 10; ++i) {
+      auto actions = r.Plan(World(), clock.Now(), clock.WallNow());
+      if (actions.empty())
+        return rounds;
+      for (const auto& a : actions)
+        BOOST_TEST(exec->Execute(a).ok(), a.ToString());
+      ++rounds;
+      clock.Advance(10s);  // beyond the repeat window
+    }
+    BOOST_FAIL("did not converge");
+    return rounds;
+  }
+};
+
+ks::SlurmNode Up(const std::string& name) {
+  ks::SlurmNode n;
+  n.name = name;
+  n.base = ks::SlurmNode::Base::kIdle;
+  n.cloud = true;
+  return n;
+}
+
+const k8sbridge::conf::BridgeConfig& Config() {
+  static const auto* config = new k8sbridge::conf::BridgeConfig(*k8sbridge::conf::ParseBridgeConfig(
+      "ClusterName=hpc1\nNamespace=slurm\nNodeGroup=gpu Nodes=w-[0-7] PodTemplate=/t.yaml\n",
+      "/etc/slurm/k8sbridge.conf", k8sbridge::conf::BuiltinHostlists()));
+  return *config;
+}
+
+ks::ReconcileOptions Options() {
+  return ks::ReconcileOptions::From(Config());
+}
+
+bool HasTaint(const kube::Object& node) {
+  return node.json()["spec"].HasMember("taints") && node.json()["spec"]["taints"].Size() > 0;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(executor)
+
+BOOST_FIXTURE_TEST_CASE(hardware_drain_round_trip_and_restart_repeat_nothing, Fixture) {
+  ks::SlurmNode n = Up("w-0");
+  n.drain = true;
+  n.reason = "[hardware] xid 79";
+  n.reason_user = "root";
+  slurm.SetNodes({n});
+  ks::Reconciler r(Options());
+  BOOST_TEST(Converge(r) == 1);
+  kube::Object node = api.Get(kNodePath);
+  BOOST_TEST(kube::node::Unschedulable(node));
+  BOOST_TEST(HasTaint(node));
+  BOOST_TEST(node.Annotations()["k8sbridge.io/cordoned-by"] == "hpc1");
+  BOOST_TEST(node.Annotations()["k8sbridge.io/hardware-drains"] == "w-0");
+  BOOST_TEST(api.Get(kPodPath).Annotations()["k8sbridge.io/slurm-drain-reason"] ==
+             "[hardware] xid 79");
+  BOOST_TEST(events->ProcessPending() == 2u);
+
+  // A restarted daemon (a fresh Reconciler and Executor) finds nothing to do.
+  const int writes = api.writes();
+  ks::Reconciler restarted(Options());
+  BOOST_TEST(Converge(restarted) == 0);
+  BOOST_TEST(api.writes() == writes);
+
+  // Resume: everything we set goes, nothing else.
+  slurm.Find("w-0")->drain = false;
+  slurm.Find("w-0")->reason.clear();
+  BOOST_TEST(Converge(r) == 1);
+  node = api.Get(kNodePath);
+  BOOST_TEST(!kube::node::Unschedulable(node));
+  BOOST_TEST(!HasTaint(node));
+  BOOST_TEST(node.Annotations().count("k8sbridge.io/cordoned-by") == 0u);
+  BOOST_TEST(api.Get(kPodPath).Annotations().count("k8sbridge.io/slurm-drain-reason") == 0u);
+  BOOST_TEST(slurm.calls().empty());  // Slurm untouched throughout
+}
+
+BOOST_FIXTURE_TEST_CASE(a_cordon_by_someone_else_survives_the_undo, Fixture) {
+  {
+    kube::Object node = api.Get(kNodePath);
+    node.SetBool("/spec/unschedulable", true);
+    api.Put(kNodePath, node.ToJson());
+  }
+  ks::SlurmNode n = Up("w-0");
+  n.drain = true;
+  n.reason = "[hardware] xid 79";
+  slurm.SetNodes({n});
+  ks::Reconciler r(Options());
+  Converge(r);
+  BOOST_TEST(HasTaint(api.Get(kNodePath)));
+  BOOST_TEST(api.Get(kNodePath).Annotations().count("k8sbridge.io/cordoned-by") == 0u);
+  slurm.Find("w-0")->drain = false;
+  slurm.Find("w-0")->reason.clear();
+  Converge(r);
+  kube::Object node = api.Get(kNodePath);
+  BOOST_TEST(!HasTaint(node));
+  BOOST_TEST(kube::node::Unschedulable(node));  // not ours to lift
+  // ... and the foreign cordon drained w-0 with our reason, which stays while it lasts.
+  BOOST_TEST(slurm.Find("w-0")->reason == "k8sbridge: Kubernetes node n-0 cordoned");
+}
+
+BOOST_FIXTURE_TEST_CASE(failed_pod_downs_the_node_once, Fixture) {
+  kube::Object pod = api.Get(kPodPath);
+  pod.SetString("/status/phase", "Failed");
+  api.Put(kPodPath, pod.ToJson());
+  slurm.SetNodes({Up("w-0")});
+  ks::Reconciler r(Options());
+  Converge(r);
+  BOOST_TEST(slurm.calls() == std::vector<std::string>{"fail w-0 k8sbridge: pod w-0 failed"});
+}
+
+BOOST_FIXTURE_TEST_CASE(delete_checks_ownership_on_the_live_object, Fixture) {
+  api.Put(kPodPath, PodJson("other"));
+  ks::Action a{ActionKind::kDeletePod, "w-0", "orphan"};
+  a.uid = "u-w-0";
+  BOOST_TEST((exec->Execute(a).code() == k8sbridge::Status::Code::kPermissionDenied));
+  BOOST_TEST(api.Has(kPodPath));
+  api.Put(kPodPath, PodJson());
+  BOOST_TEST(exec->Execute(a).ok());
+  BOOST_TEST(!api.Has(kPodPath));
+  // Gone already: fine.
+  clock.Advance(10s);
+  BOOST_TEST(exec->Execute(a).ok());
+}
+
+BOOST_FIXTURE_TEST_CASE(repeats_inside_the_window_are_skipped, Fixture) {
+  slurm.SetNodes({Up("w-0")});
+  ks::Action a{ActionKind::kDrain, "w-0", "k8sbridge: x"};
+  BOOST_TEST(exec->Execute(a).ok());
+  BOOST_TEST(exec->Execute(a).ok());
+  BOOST_TEST(slurm.calls().size() == 1u);
+  clock.Advance(6s);
+  BOOST_TEST(exec->Execute(a).ok());
+  BOOST_TEST(slurm.calls().size() == 2u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,419 @@
+// The Reconciler's rules, one scenario each, from hand-made snapshots.
+#include <boost/test/unit_test.hpp>
+
+#include "k8sbridge/conf/bridge_conf.h"
+#include "k8sbridge/sync/reconcile.h"
+
+namespace conf = k8sbridge::conf;
+namespace kube = k8sbridge::kube;
+namespace ks = k8sbridge::sync;
+using k8sbridge::Clock;
+using ks::ActionKind;
+using ks::SlurmNode;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::string_view kConf = R"(
+ClusterName=hpc1
+Namespace=slurm
+NodeGroup=gpu Nodes=w-[0-7] PodTemplate=/t.yaml
+SyncUnschedulableGrace=20s
+SyncOrphanGrace=60s
+SyncCircuitBreakerThreshold=2
+SyncCircuitBreakerCooldown=5m
+)";
+
+kube::Object Parse(const std::string& json) {
+  auto o = kube::Object::Parse(json);
+  BOOST_REQUIRE_MESSAGE(o.ok(), o.status().ToString() + ": " + json);
+  return *o;
+}
+
+std::string OwnedLabels(const std::string& node, const std::string& cluster = "hpc1") {
+  return R"("labels":{"app.kubernetes.io/managed-by":"k8sbridge","k8sbridge.io/cluster":")" +
+         cluster + R"(","k8sbridge.io/node":")" + node + R"("})";
+}
+
+// A worker pod; `extra_meta` and `status` are JSON fragments.
+kube::Object Pod(const std::string& name, const std::string& host, const std::string& phase,
+                 const std::string& extra_meta = "", const std::string& status_extra = "",
+                 bool owned = true) {
+  std::string meta = R"("name":")" + name + R"(","namespace":"slurm","uid":"u-)" + name + "\"";
+  if (owned)
+    meta += "," + OwnedLabels(name);
+  if (!extra_meta.empty())
+    meta += "," + extra_meta;
+  std::string spec = host.empty() ? "{}" : R"({"nodeName":")" + host + "\"}";
+  std::string status =
+      R"({"phase":")" + phase + "\"" + (status_extra.empty() ? "" : ",") + status_extra + "}";
+  return Parse(R"({"apiVersion":"v1","kind":"Pod","metadata":{)" + meta + R"(},"spec":)" + spec +
+               R"(,"status":)" + status + "}");
+}
+
+kube::Object Node(const std::string& name, const std::string& ready = "True",
+                  const std::string& spec_extra = "", const std::string& annotations = "") {
+  std::string spec = "{" + spec_extra + "}";
+  return Parse(
+      R"({"apiVersion":"v1","kind":"Node","metadata":{"name":")" + name + R"(","annotations":{)" +
+      annotations + R"(}},"spec":)" + spec +
+      R"(,"status":{"conditions":[{"type":"Ready","status":")" + ready +
+      R"(","reason":"NodeStatusUnknown","message":"Kubelet stopped posting node status."}]}})");
+}
+
+SlurmNode Up(const std::string& name) {
+  SlurmNode n;
+  n.name = name;
+  n.base = SlurmNode::Base::kIdle;
+  n.cloud = true;
+  return n;
+}
+
+SlurmNode Drained(const std::string& name, const std::string& reason) {
+  SlurmNode n = Up(name);
+  n.drain = true;
+  n.reason = reason;
+  n.reason_user = "root";
+  n.reason_time = 1'800'000'000;
+  return n;
+}
+
+SlurmNode PoweredDown(const std::string& name) {
+  SlurmNode n = Up(name);
+  n.powered_down = true;
+  return n;
+}
+
+struct Fixture {
+  conf::BridgeConfig config;
+  std::unique_ptr<ks::Reconciler> r;
+  Clock::Steady::time_point now{std::chrono::hours(1)};
+  Clock::Wall::time_point wall{std::chrono::seconds(1'800'000'000)};
+
+  Fixture() {
+    auto c = conf::ParseBridgeConfig(kConf, "/etc/slurm/k8sbridge.conf", conf::BuiltinHostlists());
+    BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+    config = std::move(*c);
+    r = std::make_unique<ks::Reconciler>(ks::ReconcileOptions::From(config));
+  }
+  std::vector<ks::Action> Plan(const ks::World& w, Clock::Steady::duration advance = {}) {
+    now += advance;
+    wall += std::chrono::duration_cast<Clock::Wall::duration>(advance);
+    return r->Plan(w, now, wall);
+  }
+};
+
+std::vector<std::string> Strings(const std::vector<ks::Action>& actions) {
+  std::vector<std::string> out;
+  for (const auto& a : actions)
+    out.push_back(a.ToString());
+  return out;
+}
+
+const ks::Action* Find(const std::vector<ks::Action>& actions, ActionKind kind,
+                       const std::string& target) {
+  for (const auto& a : actions) {
+    if (a.kind == kind && a.target == target)
+      return &a;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(reconcile)
+
+BOOST_FIXTURE_TEST_CASE(steady_state_plans_nothing, Fixture) {
+  ks::World w{{Up("w-0"), PoweredDown("w-1")}, {Pod("w-0", "n-0", "Running")}, {Node("n-0")}};
+  BOOST_TEST(Plan(w).empty());
+  BOOST_TEST(Plan(w, 1h).empty());
+}
+
+BOOST_FIXTURE_TEST_CASE(admin_hardware_drain_cordons_taints_and_mirrors, Fixture) {
+  ks::World w{{Drained("w-0", "[hardware] xid 79")}, {Pod("w-0", "n-0", "Running")}, {Node("n-0")}};
+  auto actions = Plan(w);
+  const auto* mirror = Find(actions, ActionKind::kMirrorDrain, "w-0");
+  BOOST_REQUIRE(mirror);
+  BOOST_TEST(mirror->drain_reason == "[hardware] xid 79");
+  BOOST_TEST(mirror->drain_user == "root");
+  BOOST_TEST(mirror->drain_time == "2027-01-15T08:00:00Z");
+  const auto* cordon = Find(actions, ActionKind::kCordon, "n-0");
+  BOOST_REQUIRE(cordon);
+  BOOST_TEST(cordon->slurm_nodes == std::vector<std::string>{"w-0"});
+  BOOST_TEST(actions.size() == 2u, Strings(actions).size());
+}
+
+BOOST_FIXTURE_TEST_CASE(non_hardware_drain_is_mirrored_only, Fixture) {
+  ks::World w{{Drained("w-0", "maintenance")}, {Pod("w-0", "n-0", "Running")}, {Node("n-0")}};
+  auto actions = Plan(w);
+  BOOST_TEST(Find(actions, ActionKind::kMirrorDrain, "w-0"));
+  BOOST_TEST(!Find(actions, ActionKind::kCordon, "n-0"));
+  BOOST_TEST(actions.size() == 1u);
+}
+
+BOOST_FIXTURE_TEST_CASE(hardware_pattern_matches_the_documented_defaults, Fixture) {
+  // k8sbridge-health tags its hardware findings the same way.
+  for (std::string reason :
+       {"[hardware] gpu 3", "XID 79 on GPU 2", "ecc uncorrectable", "  NVLink down",
+        "[hardware] k8sbridge-health: GPU 3 XID 79 (GPU has fallen off the bus)"}) {
+    ks::World w{{Drained("w-0", reason)}, {Pod("w-0", "n-0", "Running")}, {Node("n-0")}};
+    BOOST_TEST(Find(Plan(w), ActionKind::kCordon, "n-0"), reason);
+  }
+  for (std::string reason : {"k8sbridge: xid", "reboot for xid driver", "hardware"}) {
+    ks::World w{{Drained("w-0", reason)}, {Pod("w-0", "n-0", "Running")}, {Node("n-0")}};
+    BOOST_TEST(!Find(Plan(w), ActionKind::kCordon, "n-0"), reason);
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(applied_cordon_is_steady, Fixture) {
+  std::string taint =
+      R"("unschedulable":true,"taints":[{"key":"k8sbridge.io/hardware","value":"hpc1","effect":"NoSchedule"}])";
+  std::string ann = R"("k8sbridge.io/cordoned-by":"hpc1","k8sbridge.io/hardware-drains":"w-0",)"
+                    R"("k8sbridge.io/slurm-drain-reason":"x")";
+  std::string pod_ann =
+      R"("annotations":{"k8sbridge.io/slurm-drain-reason":"[hardware] xid 79",)"
+      R"("k8sbridge.io/slurm-drain-user":"root","k8sbridge.io/slurm-drain-time":"2027-01-15T08:00:00Z"})";
+  ks::World w{{Drained("w-0", "[hardware] xid 79")},
+              {Pod("w-0", "n-0", "Running", pod_ann)},
+              {Node("n-0", "True", taint, ann)}};
+  auto actions = Plan(w);
+  BOOST_TEST(actions.empty(), Strings(actions).size());
+  // Our own cordon and taint do not drain the node's other Slurm nodes.
+  w.slurm.push_back(Up("w-1"));
+  w.pods.push_back(Pod("w-1", "n-0", "Running"));
+  BOOST_TEST(Plan(w).empty());
+
+  // Resume: everything we set is undone.
+  w.slurm[0] = Up("w-0");
+  actions = Plan(w);
+  BOOST_TEST(Find(actions, ActionKind::kClearDrain, "w-0"));
+  BOOST_TEST(Find(actions, ActionKind::kUncordon, "n-0"));
+}
+
+BOOST_FIXTURE_TEST_CASE(hardware_cordon_remembers_nodes_whose_pod_is_gone, Fixture) {
+  std::string taint =
+      R"("unschedulable":true,"taints":[{"key":"k8sbridge.io/hardware","value":"hpc1","effect":"NoSchedule"}])";
+  std::string ann = R"("k8sbridge.io/cordoned-by":"hpc1","k8sbridge.io/hardware-drains":"w-0")";
+  SlurmNode n = Drained("w-0", "[hardware] xid 79");
+  n.powered_down = true;
+  ks::World w{{n}, {}, {Node("n-0", "True", taint, ann)}};
+  BOOST_TEST(Plan(w).empty());
+}
+
+BOOST_FIXTURE_TEST_CASE(foreign_cordon_is_never_lifted_and_drains_with_our_reason, Fixture) {
+  ks::World w{{Up("w-0")},
+              {Pod("w-0", "n-0", "Running")},
+              {Node("n-0", "True", R"("unschedulable":true)")}};
+  auto actions = Plan(w);
+  const auto* drain = Find(actions, ActionKind::kDrain, "w-0");
+  BOOST_REQUIRE(drain);
+  BOOST_TEST(drain->reason == "k8sbridge: Kubernetes node n-0 cordoned");
+  BOOST_TEST(!Find(actions, ActionKind::kUncordon, "n-0"));
+  BOOST_TEST(actions.size() == 1u);
+
+  // A hardware drain on a node someone else cordoned: our taint, no cordon marker.
+  w.slurm[0] = Drained("w-0", "[hardware] ecc");
+  actions = Plan(w);
+  BOOST_TEST(Find(actions, ActionKind::kCordon, "n-0"));
+  // Undo after resume: uncordon only removes our marks (the executor keeps the cordon).
+  std::string taint =
+      R"("unschedulable":true,"taints":[{"key":"k8sbridge.io/hardware","value":"hpc1","effect":"NoSchedule"}])";
+  w.nodes[0] = Node("n-0", "True", taint, R"("k8sbridge.io/hardware-drains":"w-0")");
+  w.slurm[0] = Drained("w-0", "k8sbridge: Kubernetes node n-0 cordoned");
+  actions = Plan(w);
+  BOOST_TEST(Find(actions, ActionKind::kUncordon, "n-0"));
+  BOOST_TEST(!Find(actions, ActionKind::kUndrain, "w-0"));  // still cordoned by someone
+}
+
+BOOST_FIXTURE_TEST_CASE(not_ready_node_drains_and_recovery_undrains_only_ours, Fixture) {
+  ks::World w{{Up("w-0"), Drained("w-1", "admin: bad fan")},
+              {Pod("w-0", "n-0", "Running"), Pod("w-1", "n-0", "Running")},
+              {Node("n-0", "Unknown")}};
+  auto actions = Plan(w);
+  const auto* drain = Find(actions, ActionKind::kDrain, "w-0");
+  BOOST_REQUIRE(drain);
+  BOOST_TEST(drain->reason ==
+             "k8sbridge: Kubernetes node n-0 NotReady (Unknown): NodeStatusUnknown: "
+             "Kubelet stopped posting node status.");
+  BOOST_TEST(!Find(actions, ActionKind::kDrain, "w-1"));
+  BOOST_TEST(ks::TroubleNodeOf(drain->reason) == "n-0");
+
+  w.slurm[0] = Drained("w-0", drain->reason);
+  actions = Plan(w);
+  BOOST_TEST(!Find(actions, ActionKind::kUndrain, "w-0"));
+  BOOST_TEST(!Find(actions, ActionKind::kDrain, "w-0"));
+
+  w.nodes[0] = Node("n-0");
+  actions = Plan(w);
+  BOOST_TEST(Find(actions, ActionKind::kUndrain, "w-0"));
+  BOOST_TEST(!Find(actions, ActionKind::kUndrain, "w-1"));
+}
+
+BOOST_FIXTURE_TEST_CASE(no_execute_taint_drains_but_our_taint_does_not, Fixture) {
+  ks::World w{
+      {Up("w-0")},
+      {Pod("w-0", "n-0", "Running")},
+      {Node("n-0", "True", R"("taints":[{"key":"repair","value":"gpu","effect":"NoExecute"}])")}};
+  auto actions = Plan(w);
+  BOOST_REQUIRE(Find(actions, ActionKind::kDrain, "w-0"));
+  BOOST_TEST(Find(actions, ActionKind::kDrain, "w-0")->reason ==
+             "k8sbridge: Kubernetes node n-0 has taint repair:NoExecute");
+}
+
+BOOST_FIXTURE_TEST_CASE(failed_pod_fails_the_node_at_once, Fixture) {
+  std::string cs =
+      R"("containerStatuses":[{"name":"slurmd","state":{"terminated":{"reason":"OOMKilled","exitCode":137}}}])";
+  ks::World w{{Up("w-0")}, {Pod("w-0", "n-0", "Failed", "", cs)}, {Node("n-0")}};
+  auto actions = Plan(w);
+  const auto* fail = Find(actions, ActionKind::kFail, "w-0");
+  BOOST_REQUIRE(fail);
+  BOOST_TEST(fail->reason == "k8sbridge: pod w-0 failed: OOMKilled, exit code 137");
+  // Once Slurm has it DOWN, nothing more.
+  w.slurm[0].base = SlurmNode::Base::kDown;
+  w.slurm[0].power_down = true;
+  w.slurm[0].reason = fail->reason;
+  BOOST_TEST(Plan(w).empty());
+}
+
+BOOST_FIXTURE_TEST_CASE(evicted_pod_fails_the_node, Fixture) {
+  std::string meta = R"("deletionTimestamp":"2027-01-15T08:00:00Z")";
+  std::string cond =
+      R"("conditions":[{"type":"DisruptionTarget","status":"True","reason":"EvictionByEvictionAPI","message":"Eviction API: evicting"}])";
+  ks::World w{{Up("w-0")}, {Pod("w-0", "n-0", "Running", meta, cond)}, {Node("n-0")}};
+  auto actions = Plan(w);
+  const auto* fail = Find(actions, ActionKind::kFail, "w-0");
+  BOOST_REQUIRE(fail);
+  BOOST_TEST(fail->reason ==
+             "k8sbridge: pod w-0 evicted (EvictionByEvictionAPI): Eviction API: evicting");
+}
+
+BOOST_FIXTURE_TEST_CASE(lost_pod_fails_after_a_short_confirmation, Fixture) {
+  ks::World w{{Up("w-0")}, {}, {Node("n-0")}};
+  BOOST_TEST(Plan(w).empty());
+  BOOST_TEST(Plan(w, 1s).empty());
+  auto actions = Plan(w, 2s);
+  const auto* fail = Find(actions, ActionKind::kFail, "w-0");
+  BOOST_REQUIRE(fail);
+  BOOST_TEST(fail->reason == "k8sbridge: pod w-0 was deleted out from under Slurm");
+}
+
+BOOST_FIXTURE_TEST_CASE(suspending_and_non_group_nodes_are_left_to_slurm, Fixture) {
+  SlurmNode going = Up("w-0");
+  going.powering_down = true;
+  SlurmNode other = Up("login-1");  // in no node group
+  ks::World w{{going, other}, {}, {}};
+  BOOST_TEST(Plan(w).empty());
+  BOOST_TEST(Plan(w, 1h).empty());
+}
+
+BOOST_FIXTURE_TEST_CASE(unschedulable_pod_fails_after_grace_with_the_scheduler_message, Fixture) {
+  std::string cond =
+      R"("conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}])";
+  SlurmNode n = Up("w-0");
+  n.powering_up = true;
+  ks::World w{{n}, {Pod("w-0", "", "Pending", "", cond)}, {}};
+  BOOST_TEST(Plan(w).empty());
+  BOOST_TEST(Plan(w, 19s).empty());
+  auto actions = Plan(w, 1s);
+  const auto* fail = Find(actions, ActionKind::kFail, "w-0");
+  BOOST_REQUIRE(fail);
+  BOOST_TEST(fail->reason == "k8sbridge: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu.");
+}
+
+BOOST_FIXTURE_TEST_CASE(breaker_opens_drains_the_group_and_closes_after_cooldown, Fixture) {
+  std::string cond =
+      R"("conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"no room"}])";
+  SlurmNode a = Up("w-0"), b = Up("w-1");
+  a.powering_up = b.powering_up = true;
+  ks::World w{{a, b, PoweredDown("w-2")},
+              {Pod("w-0", "", "Pending", "", cond), Pod("w-1", "", "Pending", "", cond)},
+              {}};
+  Plan(w);
+  auto actions = Plan(w, 20s);
+  BOOST_TEST(Find(actions, ActionKind::kFail, "w-0"));
+  BOOST_TEST(Find(actions, ActionKind::kFail, "w-1"));
+  const auto* drain = Find(actions, ActionKind::kDrain, "w-2");
+  BOOST_REQUIRE(drain);
+  BOOST_TEST(drain->reason.starts_with(
+                 "k8sbridge: circuit breaker open for node group gpu until 2027-01-15T08:05:20Z"),
+             drain->reason);
+  BOOST_TEST(r->OpenBreakers(wall).count("gpu") == 1u);
+
+  // The drain, read back (even by a restarted daemon), is undone after the cool-down.
+  SlurmNode drained = PoweredDown("w-2");
+  drained.drain = true;
+  drained.reason = drain->reason;
+  ks::World later{{drained}, {}, {}};
+  ks::Reconciler fresh(ks::ReconcileOptions::From(config));
+  BOOST_TEST(fresh.Plan(later, now, wall).empty());
+  auto done = fresh.Plan(later, now + 5min, wall + 5min);
+  BOOST_TEST(Find(done, ActionKind::kUndrain, "w-2"));
+}
+
+BOOST_FIXTURE_TEST_CASE(orphans_are_deleted_after_grace_and_foreign_pods_never, Fixture) {
+  ks::World w{{PoweredDown("w-0")},
+              {Pod("w-0", "n-0", "Running"), Pod("w-9", "n-0", "Running"),
+               Pod("w-5", "n-0", "Running", "", "", /*owned=*/false)},
+              {Node("n-0")}};
+  BOOST_TEST(Plan(w).empty());
+  auto actions = Plan(w, 60s);
+  BOOST_TEST(Find(actions, ActionKind::kDeletePod, "w-0"));
+  BOOST_TEST(Find(actions, ActionKind::kDeletePod, "w-0")->uid == "u-w-0");
+  BOOST_TEST(Find(actions, ActionKind::kDeletePod, "w-9"));  // Slurm has no such node
+  BOOST_TEST(!Find(actions, ActionKind::kDeletePod, "w-5"));
+  BOOST_TEST(actions.size() == 2u);
+
+  // Another cluster's pod is not ours either.
+  ks::World other{
+      {},
+      {Parse(R"({"metadata":{"name":"w-1","uid":"x",)" + OwnedLabels("w-1", "other") + "}}")},
+      {}};
+  Plan(other);
+  BOOST_TEST(Plan(other, 1h).empty());
+}
+
+BOOST_FIXTURE_TEST_CASE(powering_up_without_a_pod_fails_after_grace, Fixture) {
+  SlurmNode n = Up("w-0");
+  n.powering_up = true;
+  ks::World w{{n}, {}, {}};
+  BOOST_TEST(Plan(w).empty());
+  BOOST_TEST(Plan(w, 59s).empty());
+  auto actions = Plan(w, 1s);
+  const auto* fail = Find(actions, ActionKind::kFail, "w-0");
+  BOOST_REQUIRE(fail);
+  BOOST_TEST(fail->reason == "k8sbridge: no pod for w-0 after 60s POWERING_UP");
+}
+
+BOOST_FIXTURE_TEST_CASE(reset_timers_restarts_every_grace, Fixture) {
+  ks::World w{{PoweredDown("w-0")}, {Pod("w-0", "n-0", "Running")}, {Node("n-0")}};
+  Plan(w);
+  r->ResetTimers();
+  BOOST_TEST(Plan(w, 59s).empty());  // the grace starts again here
+  BOOST_TEST(Plan(w, 59s).empty());
+  auto actions = Plan(w, 1s);
+  BOOST_TEST(Find(actions, ActionKind::kDeletePod, "w-0"));
+}
+
+BOOST_FIXTURE_TEST_CASE(resume_latency_is_measured_from_powering_up, Fixture) {
+  SlurmNode n = Up("w-0");
+  n.powering_up = true;
+  ks::World w{{n}, {Pod("w-0", "n-0", "Running")}, {Node("n-0")}};
+  Plan(w);
+  w.slurm[0].powering_up = false;
+  Plan(w, 7s);
+  auto l = r->TakeResumeLatencies();
+  BOOST_REQUIRE(l.size() == 1u);
+  BOOST_TEST(std::chrono::duration_cast<std::chrono::seconds>(l[0]).count() == 7);
+}
+
+BOOST_AUTO_TEST_CASE(reasons_are_one_short_line) {
+  std::string long_text(300, 'x');
+  BOOST_TEST(ks::SlurmReason(long_text).size() == ks::kMaxReason);
+  BOOST_TEST(ks::SlurmReason("a\nb") == "k8sbridge: a b");
+  auto t = ks::ParseTime("2027-01-15T08:00:00Z");
+  BOOST_REQUIRE(t);
+  BOOST_TEST(ks::FormatTime(*t) == "2027-01-15T08:00:00Z");
+  BOOST_TEST(!ks::ParseTime("yesterday"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
