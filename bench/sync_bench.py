@@ -24,7 +24,6 @@ NotReady node), so a change waits on average half a poll: p50 90 s, p99 178 s
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import threading
@@ -93,7 +92,8 @@ def main():
         conf.write_text(f"ClusterName=rig\nKubeconfig={sim.kubeconfig}\nNamespace=default\n"
                         f"SyncMetricsListen=127.0.0.1:{port}\n")
         log = open(rig.workdir / "sync.log", "wb")
-        daemon = subprocess.Popen([str(sync_bin), "--config", str(conf), "--identity", "bench"],
+        daemon = subprocess.Popen(rig.host_command([str(sync_bin), "--config", str(conf),
+                                                    "--identity", "bench"]),
                                   env=dict(os.environ, SLURM_CONF=str(rig.slurm_conf)),
                                   stdout=log, stderr=subprocess.STDOUT)
         try:

@@ -4,7 +4,6 @@ programs, and k8sbridge-sync daemons. The test plays the kubelet: a node's slurm
 starts when its pod is bound and stops when the pod goes (as in test_power_rig).
 """
 
-import json
 import os
 import shutil
 import signal
@@ -13,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -41,15 +39,15 @@ def template(host=None, gpus=0):
 class Daemon:
     """One k8sbridge-sync process with its own metrics port and log."""
 
-    def __init__(self, conf, slurm_conf, identity, logdir):
+    def __init__(self, conf, slurm_conf, identity, logdir, wrap=lambda cmd: cmd):
         self.identity = identity
         self.log_path = Path(logdir) / f"sync-{identity}.log"
         self.port = conf["port"]
         env = dict(os.environ, SLURM_CONF=str(slurm_conf))
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [str(SYNC), "--config", conf["path"], "--identity", identity] +
-                (["--debug"] if os.environ.get("SYNC_TEST_DEBUG") else []),
+                wrap([str(SYNC), "--config", conf["path"], "--identity", identity] +
+                     (["--debug"] if os.environ.get("SYNC_TEST_DEBUG") else [])),
                 env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def metrics(self):
@@ -162,7 +160,7 @@ class SyncRigTestCase(RigTestCase):
 
     def write_conf(self, name="k8sbridge.conf", extra=""):
         port = _free_tcp_port()
-        lines = [f"ClusterName=rig", f"Kubeconfig={self.sim.kubeconfig}", "Namespace=default",
+        lines = ["ClusterName=rig", f"Kubeconfig={self.sim.kubeconfig}", "Namespace=default",
                  "RetryDeadline=5", "RequestTimeout=3", "ConnectTimeout=2",
                  f"LogFile={self.dir / 'power.log'}",
                  f"SyncMetricsListen=127.0.0.1:{port}", self.sync_keys, extra]
@@ -203,7 +201,7 @@ class SyncRigTestCase(RigTestCase):
 
     def start_daemon(self, rig, identity="a", conf=None):
         conf = conf or self.conf
-        d = Daemon(conf, rig.slurm_conf, identity, self.dir)
+        d = Daemon(conf, rig.slurm_conf, identity, self.dir, wrap=rig.host_command)
         self.daemons.append(d)
         wait_for(lambda: d.proc.poll() is not None or d.metrics(), 30,
                  f"k8sbridge-sync {identity}'s metrics endpoint")
