@@ -21,6 +21,8 @@ std::string LastSlurmError() {
 SlurmNode Convert(const node_info_t& info) {
   SlurmNode n;
   n.name = info.name ? info.name : "";
+  n.features = info.features ? info.features : "";
+  n.features_act = info.features_act ? info.features_act : "";
   const uint32_t state = info.node_state;
   switch (state & NODE_STATE_BASE) {
     case NODE_STATE_DOWN:
@@ -144,6 +146,24 @@ Status LibslurmControl::DownAndPowerDown(std::string_view node, std::string_view
   if (Status s = Update(node, NODE_STATE_DOWN, reason, "DOWN"); !s.ok())
     return s;
   return Update(node, NODE_STATE_POWER_DOWN, reason, "POWER_DOWN");
+}
+
+Status LibslurmControl::UpdateFeatures(std::string_view node, std::string_view available,
+                                       std::string_view active) {
+  std::lock_guard lock(update_mu_);
+  std::string names(node), features(available), features_act(active);
+  update_node_msg_t msg;
+  slurm_init_update_node_msg(&msg);
+  msg.node_names = names.data();
+  msg.features = features.data();
+  msg.features_act = features_act.data();
+  if (slurm_update_node(&msg) != SLURM_SUCCESS) {
+    return Status::Unavailable(
+        fmt::format("slurm_update_node(NodeName={} Features={} "
+                    "ActiveFeatures={}): {}",
+                    node, available, active, LastSlurmError()));
+  }
+  return Status::Ok();
 }
 
 }  // namespace k8sbridge::sync

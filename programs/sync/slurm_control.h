@@ -20,6 +20,8 @@ class LibslurmControl final : public SlurmControl {
   Status Drain(std::string_view node, std::string_view reason) override;
   Status Undrain(std::string_view node) override;
   Status DownAndPowerDown(std::string_view node, std::string_view reason) override;
+  Status UpdateFeatures(std::string_view node, std::string_view available,
+                        std::string_view active) override;
 
  private:
   Status Update(std::string_view node, uint32_t state, std::string_view reason,

@@ -10,16 +10,23 @@ nodes, one GPU each; the test plays the kubelet, see featurestest.py):
   never runs (in particular not on an A100);
 - with the API unreachable (GET node stalls), slurmd registers from the label cache
   within FeatureLabelTimeout and its log says the cache was used;
-- after power-down the nodes' active features are reset.
+- after power-down the nodes' active features are reset;
+- with k8sbridge-sync running, relabelling the Kubernetes node under a running
+  Slurm node changes that node's features within 5 s, without a reconfigure.
 """
 
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from featurestest import (A100, H100, KUBE_NODES, FeaturesRigCase,  # noqa: E402
                           features_of)
-from rigtest import main, wait_for  # noqa: E402
+from rigtest import BUILD_ROOT, main, wait_for  # noqa: E402
+
+SYNC = BUILD_ROOT / "programs" / "sync" / "k8sbridge-sync"
 
 
 class FeaturePool(FeaturesRigCase):
@@ -119,6 +126,68 @@ class FeaturePool(FeaturesRigCase):
             active = features_of(rig.node(name), "ActiveFeatures")
             self.assertNotIn("h100", active)
             self.assertNotIn("a100", active)
+
+    def test_relabel_changes_features_of_a_running_node(self):
+        if not SYNC.exists():
+            self.skipTest(f"{SYNC} is not built")
+        rig = self.make_rig()
+        with rig:
+            self.start_kube(rig)
+            self.start_kubelet(rig)
+            self.addCleanup(self.stop_kubelet)
+            job = rig.sbatch("#!/bin/sh\nsleep 300\n", ["-N1", "-C", "h100"])
+            wait_for(lambda: rig.job(job)["JobState"] == "RUNNING", 120,
+                     f"the -C h100 job to run; power.log:\n{self.power_log()}")
+            [node] = self.job_nodes(rig, job)
+            host = self.pod(node)["spec"]["nodeName"]
+            # What a kubelet reports: the pod runs, the nodes are Ready.
+            self.sim.request("PATCH", f"/api/v1/namespaces/default/pods/{node}/status",
+                             {"status": {"phase": "Running"}},
+                             content_type="application/merge-patch+json")
+            for name in KUBE_NODES:
+                self.sim.request("PATCH", f"/api/v1/nodes/{name}/status",
+                                 {"status": {"conditions": [{"type": "Ready", "status": "True",
+                                                             "reason": "KubeletReady"}]}},
+                                 content_type="application/strategic-merge-patch+json")
+            conf = self.dir / "sync.conf"
+            conf.write_text((rig.etc / "k8sbridge.conf").read_text() +
+                            "SyncMetricsListen=127.0.0.1:0\n")
+            log = open(self.dir / "sync.log", "wb")
+            daemon = subprocess.Popen(
+                rig.host_command([str(SYNC), "--config", str(conf), "--identity", "t"]),
+                env=dict(os.environ, SLURM_CONF=str(rig.slurm_conf)), stdout=log,
+                stderr=subprocess.STDOUT)
+            self.addCleanup(lambda: (daemon.poll() is None and daemon.terminate(),
+                                     daemon.wait(timeout=20), log.close()))
+            # The daemon marks the pod with what the labels give now.
+            wait_for(lambda: self.pod(node)["metadata"].get("annotations", {}).get(
+                "k8sbridge.io/label-features") == "h100", 60,
+                f"k8sbridge-sync to mark pod {node}; sync.log:\n{self.sync_log()}")
+            self.assertIn("h100", features_of(rig.node(node), "ActiveFeatures"))
+
+            status, _, body = self.sim.request(
+                "PATCH", f"/api/v1/nodes/{host}",
+                {"metadata": {"labels": {"nvidia.com/gpu.product": A100}}},
+                content_type="application/merge-patch+json")
+            self.assertEqual(status, 200, body)
+            relabelled = time.monotonic()
+
+            def follows():
+                n = rig.node(node)
+                return n if "a100" in features_of(n, "ActiveFeatures") else None
+            n = wait_for(follows, 5, f"{node}'s features to follow the relabel; sync.log:\n"
+                         f"{self.sync_log()}")
+            self.assertLessEqual(time.monotonic() - relabelled, 5.5)
+            self.assertNotIn("h100", features_of(n, "ActiveFeatures"))
+            self.assertIn("a100", features_of(n, "AvailableFeatures"))
+            self.assertNotIn("h100", features_of(n, "AvailableFeatures"))
+            rig.check_output(["scancel", str(job)])
+            self.stop_kubelet()
+        self.assertRigGone(rig)
+
+    def sync_log(self):
+        p = self.dir / "sync.log"
+        return "\n".join(p.read_text().splitlines()[-20:]) if p.exists() else "(no sync.log)"
 
 
 if __name__ == "__main__":

@@ -303,8 +303,13 @@ std::string BootFeatures(const conf::BridgeConfig& config, std::string_view job_
 FeatureUpdate RelabelUpdate(const conf::BridgeConfig& config, const Labels& old_labels,
                             const Labels& new_labels, std::string_view available,
                             std::string_view active) {
-  const std::vector<std::string> before = FeaturesFromLabels(config, old_labels).All();
-  const std::vector<std::string> after = FeaturesFromLabels(config, new_labels).All();
+  return ReplaceLabelFeatures(FeaturesFromLabels(config, old_labels).All(),
+                              FeaturesFromLabels(config, new_labels).All(), available, active);
+}
+
+FeatureUpdate ReplaceLabelFeatures(const std::vector<std::string>& before,
+                                   const std::vector<std::string>& after,
+                                   std::string_view available, std::string_view active) {
   auto apply = [&](std::string_view current) {
     std::vector<std::string> out = after;
     for (std::string& f : SplitFeatures(current)) {

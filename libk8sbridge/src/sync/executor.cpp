@@ -109,6 +109,20 @@ Status RecordingSlurmControl::DownAndPowerDown(std::string_view node, std::strin
   return Status::NotFound(fmt::format("no node {}", node));
 }
 
+Status RecordingSlurmControl::UpdateFeatures(std::string_view node, std::string_view available,
+                                             std::string_view active) {
+  std::lock_guard lock(mu_);
+  calls_.push_back(fmt::format("features {} {} {}", node, available, active));
+  for (auto& n : nodes_) {
+    if (n.name == node) {
+      n.features = available;
+      n.features_act = active;
+      return Status::Ok();
+    }
+  }
+  return Status::NotFound(fmt::format("no node {}", node));
+}
+
 void RecordingSlurmControl::SetNodes(std::vector<SlurmNode> nodes) {
   std::lock_guard lock(mu_);
   nodes_ = std::move(nodes);
@@ -177,6 +191,8 @@ Status Executor::Run(const Action& action) {
     }
     case ActionKind::kDeletePod:
       return DeletePod(action);
+    case ActionKind::kSetFeatures:
+      return SetFeatures(action);
   }
   return Status::Internal("unknown action");
 }
@@ -192,6 +208,26 @@ void Executor::PodEvent(const Action& action, std::string_view type, std::string
   ref.name = action.target;
   ref.uid = action.uid;
   events_->Record(ref, type, reason, "Sync", note);
+}
+
+Status Executor::SetFeatures(const Action& action) {
+  if (action.update_slurm) {
+    if (Status s = slurm_.UpdateFeatures(action.target, action.features, action.features_act);
+        !s.ok()) {
+      return s;
+    }
+    log_.Info("node {}: features {} (active {}): {}", action.target, action.features,
+              action.features_act, action.reason);
+  }
+  // The marker goes last: if the Slurm update failed, the next round tries again.
+  const std::string body =
+      fmt::format(R"({{"metadata":{{"annotations":{{{}:{}}}}}}})",
+                  JsonString(kLabelFeaturesAnnotation), JsonString(action.label_features));
+  auto r = client_.Patch(kube::kPods, options_.namespace_, action.pod_name, kube::PatchType::kMerge,
+                         body);
+  if (!r.ok() && r.status().code() != Status::Code::kNotFound)
+    return r.status();
+  return Status::Ok();
 }
 
 Status Executor::PatchPodAnnotations(const Action& action, bool set) {

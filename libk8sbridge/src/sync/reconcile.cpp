@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "k8sbridge/features/features.h"
 #include "k8sbridge/power/worker_pod.h"
 
 namespace k8sbridge::sync {
@@ -138,6 +139,8 @@ std::string_view ActionKindName(ActionKind kind) {
       return "fail";
     case ActionKind::kDeletePod:
       return "delete_pod";
+    case ActionKind::kSetFeatures:
+      return "set_features";
   }
   return "unknown";
 }
@@ -336,6 +339,55 @@ std::vector<Clock::Steady::duration> Reconciler::TakeResumeLatencies() {
   return out;
 }
 
+// Live relabels (node_features_k8s): a running node's label-derived features follow
+// its Kubernetes node's labels. What the labels gave last time is read back from
+// the pod, so a restart neither repeats nor forgets a change.
+void Reconciler::PlanFeatures(const World& world, std::vector<Action>& out) {
+  const conf::BridgeConfig* config = options_.config;
+  if (config == nullptr || (config->features.empty() && config->feature_label_prefix.empty()))
+    return;
+  std::map<std::string, const kube::Object*, std::less<>> k8s_nodes, pods;
+  for (const kube::Object& n : world.nodes)
+    k8s_nodes[n.Name()] = &n;
+  for (const kube::Object& p : world.pods)
+    pods[p.Name()] = &p;
+  for (const SlurmNode& n : world.slurm) {
+    if (n.Down() || n.powered_down || n.powering_up || n.powering_down || n.power_down)
+      continue;
+    auto pod = pods.find(n.name);
+    if (pod == pods.end() || pod->second->IsBeingDeleted() ||
+        pod->second->String("/status/phase") != "Running" ||
+        !power::IsOwnedWorkerPod(*pod->second, options_.cluster, n.name))
+      continue;
+    auto host = k8s_nodes.find(pod->second->String("/spec/nodeName"));
+    if (host == k8s_nodes.end())
+      continue;
+    features::Labels labels;
+    for (auto& [k, v] : host->second->Labels())
+      labels.emplace(k, v);
+    const std::vector<std::string> now = features::FeaturesFromLabels(*config, labels).All();
+    const std::string now_text = features::JoinFeatures(now);
+    const auto annotations = pod->second->Annotations();
+    const auto marked = annotations.find(std::string(kLabelFeaturesAnnotation));
+    if (marked != annotations.end() && marked->second == now_text)
+      continue;
+    const std::vector<std::string> before = marked == annotations.end()
+                                                ? std::vector<std::string>{}
+                                                : features::SplitFeatures(marked->second);
+    features::FeatureUpdate u =
+        features::ReplaceLabelFeatures(before, now, n.features, n.features_act);
+    Action a(ActionKind::kSetFeatures, n.name,
+             fmt::format("labels of Kubernetes node {} give [{}]", host->first, now_text));
+    a.pod_name = pod->first;
+    a.uid = pod->second->Uid();
+    a.label_features = now_text;
+    a.update_slurm = u.changed;
+    a.features = u.available;
+    a.features_act = u.active;
+    out.push_back(std::move(a));
+  }
+}
+
 std::vector<Action> Reconciler::Plan(const World& world, Clock::Steady::time_point now,
                                      Clock::Wall::time_point wall) {
   now_ = now;
@@ -346,6 +398,7 @@ std::vector<Action> Reconciler::Plan(const World& world, Clock::Steady::time_poi
   PlanKubeToSlurm(world, out);
   PlanPods(world, out);
   PlanBreakers(world, out);
+  PlanFeatures(world, out);
   // A condition that did not hold this round starts its grace afresh next time.
   for (auto it = since_.begin(); it != since_.end();) {
     if (held_this_round_.count(it->first))

@@ -417,3 +417,61 @@ BOOST_AUTO_TEST_CASE(reasons_are_one_short_line) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(relabel)
+
+// A running node whose Kubernetes node is relabelled from H100 to A100: the Slurm
+// node's label features follow, slurm.conf's own features stay, and the pod keeps
+// the marker that makes the next round quiet.
+BOOST_AUTO_TEST_CASE(label_features_follow_the_kubernetes_node) {
+  auto c = conf::ParseBridgeConfig(std::string(kConf) +
+                                       "Feature=h100 Selector=gpu.product=H100\n"
+                                       "Feature=a100 Selector=gpu.product=A100\n",
+                                   "/etc/slurm/k8sbridge.conf", conf::BuiltinHostlists());
+  BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  ks::Reconciler r(ks::ReconcileOptions::From(*c));
+  auto node = [](const std::string& product) {
+    return Parse(R"({"apiVersion":"v1","kind":"Node","metadata":{"name":"n-0","labels":)"
+                 R"({"gpu.product":")" +
+                 product +
+                 R"("}},"spec":{},"status":{"conditions":)"
+                 R"([{"type":"Ready","status":"True"}]}})");
+  };
+  SlurmNode w0 = Up("w-0");
+  w0.features = "h100,ib";
+  w0.features_act = "h100,ib";
+  const Clock::Steady::time_point now{std::chrono::hours(1)};
+  const Clock::Wall::time_point wall{std::chrono::seconds(1'800'000'000)};
+
+  // First look: only the marker (Slurm already has what registration reported).
+  ks::World w{{w0}, {Pod("w-0", "n-0", "Running")}, {node("H100")}};
+  auto actions = r.Plan(w, now, wall);
+  const auto* mark = Find(actions, ActionKind::kSetFeatures, "w-0");
+  BOOST_REQUIRE(mark);
+  BOOST_TEST(!mark->update_slurm);
+  BOOST_TEST(mark->label_features == "h100");
+
+  // Marked: quiet.
+  ks::World marked{
+      {w0},
+      {Pod("w-0", "n-0", "Running", R"("annotations":{"k8sbridge.io/label-features":"h100"})")},
+      {node("H100")}};
+  BOOST_TEST(!Find(r.Plan(marked, now, wall), ActionKind::kSetFeatures, "w-0"));
+
+  // Relabelled: h100 goes, a100 comes, ib stays.
+  marked.nodes = {node("A100")};
+  actions = r.Plan(marked, now, wall);
+  const auto* set = Find(actions, ActionKind::kSetFeatures, "w-0");
+  BOOST_REQUIRE(set);
+  BOOST_TEST(set->update_slurm);
+  BOOST_TEST(set->features == "a100,ib");
+  BOOST_TEST(set->features_act == "a100,ib");
+  BOOST_TEST(set->label_features == "a100");
+
+  // A powered-down node is left to Slurm's own reset.
+  SlurmNode down = PoweredDown("w-0");
+  marked.slurm = {down};
+  BOOST_TEST(!Find(r.Plan(marked, now, wall), ActionKind::kSetFeatures, "w-0"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

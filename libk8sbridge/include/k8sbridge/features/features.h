@@ -90,5 +90,9 @@ struct FeatureUpdate {
 FeatureUpdate RelabelUpdate(const conf::BridgeConfig& config, const Labels& old_labels,
                             const Labels& new_labels, std::string_view available,
                             std::string_view active);
+// The same from the feature lists the old and the new labels give.
+FeatureUpdate ReplaceLabelFeatures(const std::vector<std::string>& before,
+                                   const std::vector<std::string>& after,
+                                   std::string_view available, std::string_view active);
 
 }  // namespace k8sbridge::features

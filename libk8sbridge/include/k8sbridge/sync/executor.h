@@ -31,6 +31,9 @@ class SlurmControl {
   virtual Status Undrain(std::string_view node) = 0;
   // DOWN (jobs requeue at once), then POWER_DOWN (a fresh pod at the next resume).
   virtual Status DownAndPowerDown(std::string_view node, std::string_view reason) = 0;
+  // Available and active features (slurm_update_node features / features_act).
+  virtual Status UpdateFeatures(std::string_view node, std::string_view available,
+                                std::string_view active) = 0;
 };
 
 // In memory: applies the calls to its nodes the way slurmctld would (roughly) and
@@ -41,6 +44,8 @@ class RecordingSlurmControl final : public SlurmControl {
   Status Drain(std::string_view node, std::string_view reason) override;
   Status Undrain(std::string_view node) override;
   Status DownAndPowerDown(std::string_view node, std::string_view reason) override;
+  Status UpdateFeatures(std::string_view node, std::string_view available,
+                        std::string_view active) override;
 
   void SetNodes(std::vector<SlurmNode> nodes);
   SlurmNode* Find(std::string_view node);  // nullptr if unknown
@@ -75,6 +80,7 @@ class Executor {
   Status Uncordon(const Action& action);
   Status PatchPodAnnotations(const Action& action, bool set);
   Status DeletePod(const Action& action);
+  Status SetFeatures(const Action& action);
   void PodEvent(const Action& action, std::string_view type, std::string_view reason,
                 std::string_view note);
 

@@ -45,6 +45,9 @@ inline constexpr std::string_view kHardwareReasonAnnotation = "k8sbridge.io/hard
 inline constexpr std::string_view kDrainReasonAnnotation = "k8sbridge.io/slurm-drain-reason";
 inline constexpr std::string_view kDrainUserAnnotation = "k8sbridge.io/slurm-drain-user";
 inline constexpr std::string_view kDrainTimeAnnotation = "k8sbridge.io/slurm-drain-time";
+// Pod annotation: the features its Kubernetes node's labels gave when k8sbridge-sync
+// last looked (node_features_k8s), so a relabel knows which features to take away.
+inline constexpr std::string_view kLabelFeaturesAnnotation = "k8sbridge.io/label-features";
 // Slurm reasons k8sbridge-sync writes; the first two are undone by it.
 inline constexpr std::string_view kNodeTroublePrefix = "k8sbridge: Kubernetes node ";
 inline constexpr std::string_view kBreakerPrefix =
@@ -66,8 +69,9 @@ struct SlurmNode {
   bool power_down = false;     // ! (power down requested)
   bool not_responding = false;
   std::string reason;
-  std::string reason_user;  // "" if unknown
-  int64_t reason_time = 0;  // seconds since the epoch; 0 if none
+  std::string reason_user;             // "" if unknown
+  int64_t reason_time = 0;             // seconds since the epoch; 0 if none
+  std::string features, features_act;  // available and active, comma-separated
 
   // "IDLE", "DOWN", ... for metrics.
   std::string_view BaseName() const;
@@ -94,6 +98,7 @@ enum class ActionKind {
   kUndrain,      // Slurm node: UNDRAIN (only our drains)
   kFail,         // Slurm node: DOWN then POWER_DOWN with reason (jobs requeue, fresh pod next)
   kDeletePod,    // an orphan pod, by uid precondition
+  kSetFeatures,  // Slurm node: features from relabelled Kubernetes node labels; pod: marker
 };
 std::string_view ActionKindName(ActionKind kind);  // "mirror_drain", ... (metric label)
 
@@ -108,6 +113,10 @@ struct Action {
   // kCordon: the Slurm nodes whose hardware drains want it (sorted).
   std::vector<std::string> slurm_nodes;
   std::string uid;  // kDeletePod: precondition; kMirrorDrain/kClearDrain/kFail: the pod's
+  // kSetFeatures: the Slurm node's new features (when update_slurm), and the pod
+  // (pod_name) gets kLabelFeaturesAnnotation = label_features.
+  std::string features, features_act, label_features, pod_name;
+  bool update_slurm = false;
   std::string ToString() const;
 };
 
@@ -167,6 +176,7 @@ class Reconciler {
   void PlanKubeToSlurm(const World& world, std::vector<Action>& out);
   void PlanPods(const World& world, std::vector<Action>& out);
   void PlanBreakers(const World& world, std::vector<Action>& out);
+  void PlanFeatures(const World& world, std::vector<Action>& out);
 
   ReconcileOptions options_;
   std::regex hardware_;
