@@ -3,13 +3,14 @@ scripted NVML library and a fake InfiniBand sysfs per node."""
 
 import json
 import os
-import shutil
-from pathlib import Path
+
+import subprocess
 
 from kubesim_harness import KubeSim
 from rigtest import BUILD_ROOT, Rig, RigConfig, RigTestCase, main, wait_for
 
 HEALTH = BUILD_ROOT / "programs" / "health" / "k8sbridge-health"
+SYNC = BUILD_ROOT / "programs" / "sync" / "k8sbridge-sync"
 FAKE_NVML = BUILD_ROOT / "tests" / "fakes" / "libnvidia-ml.so.1"
 XID_REASON = "[hardware] k8sbridge-health: GPU 1 XID 79 (GPU has fallen off the bus)"
 
@@ -164,6 +165,58 @@ class HealthRigTest(RigTestCase):
         event = wait_for(warning, 30, "a HealthCheckFailed event on node-0")[0]
         self.assertEqual(event["type"], "Warning")
         self.assertIn("XID 79", event["message"])
+
+    def test_hardware_drain_cordons_the_kubernetes_node_through_sync(self):
+        if not SYNC.exists():
+            self.skipTest(f"{SYNC} is not built")
+        rig = self.start_rig()
+        sim = KubeSim("--fake-nodes", "2", "--listen", f"{rig.bridge_address}:0",
+                      scheduler=True)
+        self.addCleanup(sim.close)
+        # w-0's worker pod, as k8sbridge-power makes it, on Kubernetes node node-0.
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "w-0", "labels": {
+                   "app.kubernetes.io/managed-by": "k8sbridge",
+                   "k8sbridge.io/cluster": "rig", "k8sbridge.io/node": "w-0"}},
+               "spec": {"nodeName": "node-0",
+                        "containers": [{"name": "slurmd", "image": "x"}]}}
+        status, _, body = sim.request("POST", "/api/v1/namespaces/default/pods", pod)
+        self.assertEqual(status, 201, body)
+        sim.request("PATCH", "/api/v1/namespaces/default/pods/w-0/status",
+                    {"status": {"phase": "Running"}},
+                    content_type="application/merge-patch+json")
+        (self.health_dir / "worker.yaml").write_text(
+            "spec:\n  containers:\n  - {name: slurmd, image: x}\n")
+        conf = self.health_dir / "k8sbridge.conf"
+        conf.write_text(f"ClusterName=rig\nKubeconfig={sim.kubeconfig}\nNamespace=default\n"
+                        "SyncMetricsListen=127.0.0.1:0\n"
+                        "NodeGroup=w Nodes=w-[0-1] PodTemplate=worker.yaml\n")
+        log = open(self.health_dir / "sync.log", "wb")
+        daemon = subprocess.Popen(
+            rig.host_command([str(SYNC), "--config", str(conf), "--identity", "t"]),
+            env=dict(os.environ, SLURM_CONF=str(rig.slurm_conf)), stdout=log,
+            stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: (daemon.poll() is None and daemon.terminate(),
+                                 daemon.wait(timeout=20), log.close()))
+
+        self.set_gpus("w-0", [healthy_gpu(0x3b), dict(healthy_gpu(0x3c), xid_events=[79])])
+        self.wait_reason("w-0", lambda n: n.get("Reason", "").startswith(XID_REASON),
+                         "drained with the XID reason")
+
+        def cordoned():
+            node = sim.kubectl_json("get", "node", "node-0")
+            taints = node["spec"].get("taints", [])
+            if node["spec"].get("unschedulable") and any(
+                    t["key"] == "k8sbridge.io/hardware" for t in taints):
+                return node
+            return None
+        sync_log = self.health_dir / "sync.log"
+        node = wait_for(cordoned, 60, "node-0 to be cordoned and tainted; sync.log:\n" +
+                        (sync_log.read_text() if sync_log.exists() else ""))
+        self.assertEqual(node["metadata"]["annotations"]["k8sbridge.io/cordoned-by"], "rig")
+        self.assertFalse(sim.kubectl_json("get", "node", "node-1")["spec"].get("unschedulable"))
+        annotations = sim.kubectl_json("get", "pod", "w-0")["metadata"]["annotations"]
+        self.assertTrue(annotations["k8sbridge.io/slurm-drain-reason"].startswith(XID_REASON))
 
 
 if __name__ == "__main__":
