@@ -160,9 +160,9 @@ class FeaturePool(FeaturesRigCase):
             self.addCleanup(lambda: (daemon.poll() is None and daemon.terminate(),
                                      daemon.wait(timeout=20), log.close()))
             # The daemon marks the pod with what the labels give now.
-            wait_for(lambda: self.pod(node)["metadata"].get("annotations", {}).get(
-                "k8sbridge.io/label-features") == "h100", 60,
-                f"k8sbridge-sync to mark pod {node}; sync.log:\n{self.sync_log()}")
+            self.wait_with_log(lambda: "h100" in self.pod(node)["metadata"].get(
+                "annotations", {}).get("k8sbridge.io/label-features", "").split(","), 60,
+                f"k8sbridge-sync to mark pod {node}")
             self.assertIn("h100", features_of(rig.node(node), "ActiveFeatures"))
 
             status, _, body = self.sim.request(
@@ -175,8 +175,7 @@ class FeaturePool(FeaturesRigCase):
             def follows():
                 n = rig.node(node)
                 return n if "a100" in features_of(n, "ActiveFeatures") else None
-            n = wait_for(follows, 5, f"{node}'s features to follow the relabel; sync.log:\n"
-                         f"{self.sync_log()}")
+            n = self.wait_with_log(follows, 5, f"{node}'s features to follow the relabel")
             self.assertLessEqual(time.monotonic() - relabelled, 5.5)
             self.assertNotIn("h100", features_of(n, "ActiveFeatures"))
             self.assertIn("a100", features_of(n, "AvailableFeatures"))
@@ -184,6 +183,12 @@ class FeaturePool(FeaturesRigCase):
             rig.check_output(["scancel", str(job)])
             self.stop_kubelet()
         self.assertRigGone(rig)
+
+    def wait_with_log(self, predicate, timeout, what):
+        try:
+            return wait_for(predicate, timeout, what)
+        except Exception as e:  # the daemon's log says why
+            raise AssertionError(f"{e}\nsync.log:\n{self.sync_log()}") from None
 
     def sync_log(self):
         p = self.dir / "sync.log"

@@ -214,7 +214,8 @@ class HealthRigTest(RigTestCase):
         node = wait_for(cordoned, 60, "node-0 to be cordoned and tainted; sync.log:\n" +
                         (sync_log.read_text() if sync_log.exists() else ""))
         self.assertEqual(node["metadata"]["annotations"]["k8sbridge.io/cordoned-by"], "rig")
-        self.assertFalse(sim.kubectl_json("get", "node", "node-1")["spec"].get("unschedulable"))
+        self.assertFalse(sim.kubectl_json("get", "node", "node-1").get("spec", {})
+                         .get("unschedulable"))
         annotations = sim.kubectl_json("get", "pod", "w-0")["metadata"]["annotations"]
         self.assertTrue(annotations["k8sbridge.io/slurm-drain-reason"].startswith(XID_REASON))
 
