@@ -50,6 +50,13 @@ class Daemon:
                      (["--debug"] if os.environ.get("SYNC_TEST_DEBUG") else [])),
                 env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
+    @classmethod
+    def for_rig(cls, rig, conf_path, logdir, identity="t"):
+        """A daemon beside `rig`'s slurmctld (its resolver files too) with the
+        configuration at `conf_path` (which names its own metrics address)."""
+        return cls({"path": str(conf_path), "port": 0}, rig.slurm_conf, identity, logdir,
+                   wrap=rig.host_command)
+
     def metrics(self):
         """{name{labels}: value} from the Prometheus endpoint, {} if it does not answer."""
         try:

@@ -15,8 +15,6 @@ nodes, one GPU each; the test plays the kubelet, see featurestest.py):
   Slurm node changes that node's features within 5 s, without a reconfigure.
 """
 
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,9 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from featurestest import (A100, H100, KUBE_NODES, FeaturesRigCase,  # noqa: E402
                           features_of)
-from rigtest import BUILD_ROOT, main, wait_for  # noqa: E402
+from rigtest import main, wait_for  # noqa: E402
+from sync_rig import SYNC, Daemon  # noqa: E402
 
-SYNC = BUILD_ROOT / "programs" / "sync" / "k8sbridge-sync"
 
 
 class FeaturePool(FeaturesRigCase):
@@ -152,13 +150,8 @@ class FeaturePool(FeaturesRigCase):
             conf = self.dir / "sync.conf"
             conf.write_text((rig.etc / "k8sbridge.conf").read_text() +
                             "SyncMetricsListen=127.0.0.1:0\n")
-            log = open(self.dir / "sync.log", "wb")
-            daemon = subprocess.Popen(
-                rig.host_command([str(SYNC), "--config", str(conf), "--identity", "t"]),
-                env=dict(os.environ, SLURM_CONF=str(rig.slurm_conf)), stdout=log,
-                stderr=subprocess.STDOUT)
-            self.addCleanup(lambda: (daemon.poll() is None and daemon.terminate(),
-                                     daemon.wait(timeout=20), log.close()))
+            self.daemon = Daemon.for_rig(rig, conf, self.dir)
+            self.addCleanup(self.daemon.stop)
             # The daemon marks the pod with what the labels give now.
             self.wait_with_log(lambda: "h100" in self.pod(node)["metadata"].get(
                 "annotations", {}).get("k8sbridge.io/label-features", "").split(","), 60,
@@ -191,8 +184,7 @@ class FeaturePool(FeaturesRigCase):
             raise AssertionError(f"{e}\nsync.log:\n{self.sync_log()}") from None
 
     def sync_log(self):
-        p = self.dir / "sync.log"
-        return "\n".join(p.read_text().splitlines()[-20:]) if p.exists() else "(no sync.log)"
+        return "\n".join(self.daemon.log().splitlines()[-20:])
 
 
 if __name__ == "__main__":

@@ -4,13 +4,11 @@ scripted NVML library and a fake InfiniBand sysfs per node."""
 import json
 import os
 
-import subprocess
-
 from kubesim_harness import KubeSim
 from rigtest import BUILD_ROOT, Rig, RigConfig, RigTestCase, main, wait_for
+from sync_rig import SYNC, Daemon
 
 HEALTH = BUILD_ROOT / "programs" / "health" / "k8sbridge-health"
-SYNC = BUILD_ROOT / "programs" / "sync" / "k8sbridge-sync"
 FAKE_NVML = BUILD_ROOT / "tests" / "fakes" / "libnvidia-ml.so.1"
 XID_REASON = "[hardware] k8sbridge-health: GPU 1 XID 79 (GPU has fallen off the bus)"
 
@@ -191,13 +189,8 @@ class HealthRigTest(RigTestCase):
         conf.write_text(f"ClusterName=rig\nKubeconfig={sim.kubeconfig}\nNamespace=default\n"
                         "SyncMetricsListen=127.0.0.1:0\n"
                         "NodeGroup=w Nodes=w-[0-1] PodTemplate=worker.yaml\n")
-        log = open(self.health_dir / "sync.log", "wb")
-        daemon = subprocess.Popen(
-            rig.host_command([str(SYNC), "--config", str(conf), "--identity", "t"]),
-            env=dict(os.environ, SLURM_CONF=str(rig.slurm_conf)), stdout=log,
-            stderr=subprocess.STDOUT)
-        self.addCleanup(lambda: (daemon.poll() is None and daemon.terminate(),
-                                 daemon.wait(timeout=20), log.close()))
+        daemon = Daemon.for_rig(rig, conf, self.health_dir)
+        self.addCleanup(daemon.stop)
 
         self.set_gpus("w-0", [healthy_gpu(0x3b), dict(healthy_gpu(0x3c), xid_events=[79])])
         self.wait_reason("w-0", lambda n: n.get("Reason", "").startswith(XID_REASON),
@@ -210,9 +203,10 @@ class HealthRigTest(RigTestCase):
                     t["key"] == "k8sbridge.io/hardware" for t in taints):
                 return node
             return None
-        sync_log = self.health_dir / "sync.log"
-        node = wait_for(cordoned, 60, "node-0 to be cordoned and tainted; sync.log:\n" +
-                        (sync_log.read_text() if sync_log.exists() else ""))
+        try:
+            node = wait_for(cordoned, 60, "node-0 to be cordoned and tainted")
+        except Exception as e:  # the daemon's log says why
+            raise AssertionError(f"{e}\nsync.log:\n{daemon.log()}") from None
         self.assertEqual(node["metadata"]["annotations"]["k8sbridge.io/cordoned-by"], "rig")
         self.assertFalse(sim.kubectl_json("get", "node", "node-1").get("spec", {})
                          .get("unschedulable"))

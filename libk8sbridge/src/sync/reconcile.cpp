@@ -14,6 +14,24 @@ namespace k8sbridge::sync {
 
 namespace {
 
+// The cluster's worker pods (all three ownership labels) by Slurm node name.
+std::map<std::string, const kube::Object*> OwnedPodsByNode(const World& world,
+                                                           const std::string& cluster) {
+  std::map<std::string, const kube::Object*> pods;
+  for (const auto& p : world.pods) {
+    if (power::IsOwnedWorkerPod(p, cluster, p.Name()))
+      pods.emplace(p.Name(), &p);
+  }
+  return pods;
+}
+
+std::map<std::string, const SlurmNode*> SlurmByName(const World& world) {
+  std::map<std::string, const SlurmNode*> slurm;
+  for (const auto& n : world.slurm)
+    slurm.emplace(n.name, &n);
+  return slurm;
+}
+
 std::string Join(const std::vector<std::string>& items, std::string_view sep) {
   std::string out;
   for (const auto& i : items)
@@ -346,18 +364,16 @@ void Reconciler::PlanFeatures(const World& world, std::vector<Action>& out) {
   const conf::BridgeConfig* config = options_.config;
   if (config == nullptr || (config->features.empty() && config->feature_label_prefix.empty()))
     return;
-  std::map<std::string, const kube::Object*, std::less<>> k8s_nodes, pods;
+  std::map<std::string, const kube::Object*, std::less<>> k8s_nodes;
   for (const kube::Object& n : world.nodes)
     k8s_nodes[n.Name()] = &n;
-  for (const kube::Object& p : world.pods)
-    pods[p.Name()] = &p;
+  const auto pods = OwnedPodsByNode(world, options_.cluster);
   for (const SlurmNode& n : world.slurm) {
     if (n.Down() || n.powered_down || n.powering_up || n.powering_down || n.power_down)
       continue;
     auto pod = pods.find(n.name);
     if (pod == pods.end() || pod->second->IsBeingDeleted() ||
-        pod->second->String("/status/phase") != "Running" ||
-        !power::IsOwnedWorkerPod(*pod->second, options_.cluster, n.name))
+        pod->second->String("/status/phase") != "Running")
       continue;
     auto host = k8s_nodes.find(pod->second->String("/spec/nodeName"));
     if (host == k8s_nodes.end())
@@ -426,14 +442,8 @@ std::vector<Action> Reconciler::Plan(const World& world, Clock::Steady::time_poi
 // Slurm -> Kubernetes: drains mirrored onto pods; hardware drains cordon and taint.
 void Reconciler::PlanSlurmToKube(const World& world, std::vector<Action>& out) {
   const std::string& cluster = options_.cluster;
-  std::map<std::string, const kube::Object*> pods;
-  for (const auto& p : world.pods) {
-    if (power::IsOwnedWorkerPod(p, cluster, p.Name()))
-      pods.emplace(p.Name(), &p);
-  }
-  std::map<std::string, const SlurmNode*> slurm;
-  for (const auto& n : world.slurm)
-    slurm.emplace(n.name, &n);
+  const auto pods = OwnedPodsByNode(world, cluster);
+  const auto slurm = SlurmByName(world);
 
   auto hardware_drained = [&](const SlurmNode& n) {
     return n.drain && !n.OwnedReason() && std::regex_search(n.reason, hardware_);
@@ -562,14 +572,8 @@ void Reconciler::PlanKubeToSlurm(const World& world, std::vector<Action>& out) {
 // Pods against their Slurm nodes: failures, losses, unschedulable pods, orphans.
 void Reconciler::PlanPods(const World& world, std::vector<Action>& out) {
   const std::string& cluster = options_.cluster;
-  std::map<std::string, const kube::Object*> pods;
-  for (const auto& p : world.pods) {
-    if (power::IsOwnedWorkerPod(p, cluster, p.Name()))
-      pods.emplace(p.Name(), &p);
-  }
-  std::map<std::string, const SlurmNode*> slurm;
-  for (const auto& n : world.slurm)
-    slurm.emplace(n.name, &n);
+  const auto pods = OwnedPodsByNode(world, cluster);
+  const auto slurm = SlurmByName(world);
 
   // Orphans: a pod whose Slurm node is POWERED_DOWN or unknown to Slurm.
   for (const auto& [name, pod] : pods) {
