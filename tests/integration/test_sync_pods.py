@@ -113,12 +113,15 @@ class SyncOrphans(SyncRigTestCase):
             self.create_pod("w-0", {"app": "something-else"})
             self.create_pod("stray", self.owned_labels("stray", cluster="other"))
 
-            wait_for(lambda: self.pod("w-1") is None and self.pod("w-7") is None,
-                     GRACE + 30, f"the orphans deleted; log:\n{d.log()[-3000:]}")
+            try:
+                wait_for(lambda: self.pod("w-1") is None and self.pod("w-7") is None,
+                         GRACE + 90, "the orphans deleted")
+            except Exception as e:  # the daemon's log says why
+                raise AssertionError(f"{e}\nlog:\n{d.log()[-3000:]}") from None
             # Another orphan, made now: once it is gone, the foreign pods have been
             # seen for more than two graces.
             self.create_pod("w-8", self.owned_labels("w-8"))
-            wait_for(lambda: self.pod("w-8") is None, GRACE + 30, "the later orphan deleted")
+            wait_for(lambda: self.pod("w-8") is None, GRACE + 90, "the later orphan deleted")
             self.assertIsNotNone(self.pod("w-0"))
             self.assertIsNotNone(self.pod("stray"))
             # Every pod DELETE the API server saw was for one of our orphans.
