@@ -198,8 +198,9 @@ class HealthRigTest(RigTestCase):
 
         def cordoned():
             node = sim.kubectl_json("get", "node", "node-0")
-            taints = node["spec"].get("taints", [])
-            if node["spec"].get("unschedulable") and any(
+            spec = node.get("spec", {})  # absent until something sets it
+            taints = spec.get("taints", [])
+            if spec.get("unschedulable") and any(
                     t["key"] == "k8sbridge.io/hardware" for t in taints):
                 return node
             return None
