@@ -16,7 +16,6 @@ nodes, one GPU each; the test plays the kubelet, see featurestest.py):
 """
 
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -163,13 +162,11 @@ class FeaturePool(FeaturesRigCase):
                 {"metadata": {"labels": {"nvidia.com/gpu.product": A100}}},
                 content_type="application/merge-patch+json")
             self.assertEqual(status, 200, body)
-            relabelled = time.monotonic()
 
             def follows():
                 n = rig.node(node)
                 return n if "a100" in features_of(n, "ActiveFeatures") else None
             n = self.wait_with_log(follows, 5, f"{node}'s features to follow the relabel")
-            self.assertLessEqual(time.monotonic() - relabelled, 5.5)
             self.assertNotIn("h100", features_of(n, "ActiveFeatures"))
             self.assertIn("a100", features_of(n, "AvailableFeatures"))
             self.assertNotIn("h100", features_of(n, "AvailableFeatures"))

@@ -16,7 +16,6 @@ One cluster for the class; the tests run in order and use their own Slurm nodes:
 
 import os
 import sys
-import time
 import unittest
 from pathlib import Path
 
@@ -143,13 +142,12 @@ class PowerEndToEnd(RigTestCase):
         job = self.rig.sbatch("#!/bin/sh\nhostname\n", ["-N1", "-w", "r-0"])
         c.wait(lambda: "resume r-0" in (c.power_log.read_text() if c.power_log.exists() else ""),
                60, "slurmctld to run the ResumeProgram for r-0")
-        started = time.monotonic()
 
         def downed():
             node = self.rig.node("r-0")
             return node if node.get("Reason", "").startswith("k8sbridge:") else None
+        # The bound is the poll's deadline: DOWN within 10 s of the resume.
         node = c.wait(downed, 10, "r-0 to be set DOWN with a k8sbridge reason")
-        self.assertLess(time.monotonic() - started, 10.5)
         self.assertIn("spec.containers[0].resources.requests", node["Reason"])
         self.assertIn("must be less than or equal to cpu limit of 1", node["Reason"])
         self.assertIn("DOWN", node["State"])
