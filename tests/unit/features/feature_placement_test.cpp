@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "../kube/testing.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/conf/hostlist.h"
 #include "k8sbridge/kube/client.h"
@@ -141,15 +142,7 @@ struct ResumeFixture {
     setup.templates.emplace("gpu", std::move(*t));
     nodes_json = "[" + Node("k-0", kH100, 1) + "," + Node("k-1", kH100, 1) + "," +
                  Node("k-2", kA100, 1) + "]";
-    kube::Config kc;
-    kc.server = "https://k8s.test:6443";
-    kc.token = "t";
-    kube::ClientOptions o;
-    o.clock = &clock;
-    o.logger = &log;
-    o.max_retries = 0;
-    o.qps = 0;
-    client = std::make_unique<kube::Client>(kc, transport, o);
+    client = kube::testing::NoRetryClient(transport, clock, log, "t");
     transport->SetFallback([this](const FakeTransport::Recorded& r) {
       std::lock_guard lock(mu);
       auto list = [](const std::string& items) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../kube/testing.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/conf/hostlist.h"
@@ -43,15 +44,7 @@ struct Fixture {
         "/etc/slurm/k8sbridge.conf", conf::BuiltinHostlists());
     BOOST_REQUIRE(c.ok());
     config = std::move(*c);
-    kube::Config kc;
-    kc.server = "https://k8s.test:6443";
-    kc.token = "t";
-    kube::ClientOptions o;
-    o.clock = &clock;
-    o.logger = &log;
-    o.max_retries = 0;
-    o.qps = 0;
-    client = std::make_unique<kube::Client>(kc, transport, o);
+    client = kube::testing::NoRetryClient(transport, clock, log, "t");
   }
 };
 

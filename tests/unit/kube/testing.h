@@ -42,6 +42,21 @@ struct Env {
   std::vector<FakeTransport::Recorded> requests() const { return transport->requests(); }
 };
 
+// A client over `transport` that neither retries nor throttles: for code that does
+// its own retries (power, sync, the label reader), so each answer is asserted once.
+inline std::unique_ptr<Client> NoRetryClient(std::shared_ptr<FakeTransport> transport, Clock& clock,
+                                             Logger& logger, std::string token = "t") {
+  Config config;
+  config.server = "https://k8s.test:6443";
+  config.token = std::move(token);
+  ClientOptions options;
+  options.clock = &clock;
+  options.logger = &logger;
+  options.max_retries = 0;
+  options.qps = 0;
+  return std::make_unique<Client>(config, std::move(transport), options);
+}
+
 inline std::string PodJson(const std::string& name, const std::string& rv,
                            const std::string& ns = "default") {
   return R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name + R"(","namespace":")" +

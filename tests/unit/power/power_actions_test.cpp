@@ -8,6 +8,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "../kube/testing.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/events.h"
@@ -194,15 +195,7 @@ struct Fixture {
     BOOST_REQUIRE_MESSAGE(t.ok(), t.status().ToString());
     setup.templates.emplace("gpu", std::move(*t));
 
-    kube::Config kc;
-    kc.server = "https://k8s.test:6443";
-    kc.token = "t0";
-    kube::ClientOptions o;
-    o.clock = &clock;
-    o.logger = &log;
-    o.qps = 0;
-    o.max_retries = 0;  // as the program: power_actions retries
-    client = std::make_unique<kube::Client>(kc, transport, o);
+    client = kube::testing::NoRetryClient(transport, clock, log, "t0");
     transport->SetFallback([this](const FakeTransport::Recorded& r) { return api.Serve(r); });
   }
 

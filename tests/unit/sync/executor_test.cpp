@@ -9,6 +9,7 @@
 #include <rapidjson/writer.h>
 #include <boost/test/unit_test.hpp>
 
+#include "../kube/testing.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/kube/client.h"
@@ -135,15 +136,7 @@ struct Fixture {
   std::unique_ptr<ks::Executor> exec;
 
   Fixture() {
-    kube::Config kc;
-    kc.server = "https://k8s.test:6443";
-    kc.token = "t0";
-    kube::ClientOptions o;
-    o.clock = &clock;
-    o.logger = &log;
-    o.qps = 0;
-    o.max_retries = 0;
-    client = std::make_unique<kube::Client>(kc, transport, o);
+    client = kube::testing::NoRetryClient(transport, clock, log, "t0");
     transport->SetFallback([this](const FakeTransport::Recorded& r) { return api.Serve(r); });
     kube::EventRecorderOptions eo;
     eo.start_thread = false;
