@@ -31,18 +31,16 @@ std::string Dir(const std::string& path) {
   return slash == std::string::npos || slash == 0 ? std::string("/") : path.substr(0, slash);
 }
 
-std::string MungeSocketOf(const WorkerSettings& s) {
-  return s.munge_socket.empty() ? "/run/munge/munge.socket.2" : s.munge_socket;
-}
-
-Status StartPodMunged(const WorkerSettings& s, WorkerSystem& system, Logger& log) {
+// Starts the pod's munged; returns its pid file, so a failing worker can stop it.
+Result<std::string> StartPodMunged(const WorkerSettings& s, WorkerSystem& system, Logger& log) {
   // munged's state lives next to its socket, in a directory of the pod's own
   // (an emptyDir), never in the image's /run/munge, /var/lib/munge or /var/log/munge.
-  const std::string socket = MungeSocketOf(s);
+  const std::string socket = s.munge_socket.empty() ? "/run/munge/munge.socket.2" : s.munge_socket;
   const std::string dir = Dir(socket);
   if (Status st = system.MakePrivateDirectory(dir); !st.ok())
     return st.WithContext(fmt::format("preparing the munge socket directory {}", dir));
   const std::string key = dir + "/munge.key";
+  const std::string pid_file = dir + "/munged.pid";
   if (Status st = system.CopyPrivateFile(s.munged_key, key); !st.ok()) {
     return st.WithContext(fmt::format(
         "{}={}: copying the munge key (mount the Secret with the cluster's munge.key there)",
@@ -52,13 +50,13 @@ Status StartPodMunged(const WorkerSettings& s, WorkerSystem& system, Logger& log
                                    "--force",
                                    "--key-file=" + key,
                                    "--socket=" + socket,
-                                   "--pid-file=" + dir + "/munged.pid",
+                                   "--pid-file=" + pid_file,
                                    "--seed-file=" + dir + "/munged.seed",
                                    "--log-file=" + dir + "/munged.log"};
   log.Info("starting the pod's munged: socket {}", socket);
   if (Status st = system.Run(argv); !st.ok())
     return st.WithContext(fmt::format("starting munged (its log: {}/munged.log)", dir));
-  return Status::Ok();
+  return pid_file;
 }
 
 Status CheckMungeKey(const WorkerSettings& s, MungeCodec& munge, Logger& log) {
@@ -205,9 +203,10 @@ Status RunWorker(const WorkerSettings& s, WorkerSystem& system, MungeCodec& mung
   log.Info("worker for Slurm node {} (cluster {})", s.node, s.cluster.empty() ? "?" : s.cluster);
   std::string munged_pid_file;
   if (!s.munged_key.empty()) {
-    if (Status st = StartPodMunged(s, system, log); !st.ok())
-      return st;
-    munged_pid_file = Dir(MungeSocketOf(s)) + "/munged.pid";
+    auto pid_file = StartPodMunged(s, system, log);
+    if (!pid_file.ok())
+      return pid_file.status();
+    munged_pid_file = std::move(*pid_file);
   }
   // The worker fails: the munged it started must not outlive it.
   auto failed = [&](Status st) {
