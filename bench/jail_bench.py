@@ -2,25 +2,30 @@
 """Step launch cost of spank_jail, against no plugin and against Slurm's own
 job_container/tmpfs (the peer), measured in the same run on the test rig.
 
-Three one-node rigs run side by side, one per mode, each with one allocation
-(`salloc --no-shell`). The script then launches N `srun -N1 true` steps into
-each allocation, interleaving the modes round-robin (rotating which goes first),
-so a busy machine slows every mode alike instead of whichever ran last. It
-prints p50/p99 per step, what each plugin adds over no plugin at p50, and the
-ratio of spank_jail's addition to job_container/tmpfs's. It also prints the
-plugin's own time per step and per task, from its debug log lines, which is
+Four one-node rigs run side by side, one per mode, each with one allocation
+(`salloc --no-shell`): no plugin; an empty SPANK plugin (bench/spank_noop.c, the
+floor under any SPANK plugin); spank_jail; job_container/tmpfs. The last three
+have PrologFlags=Contain. The script launches N `srun -N1 true` steps into each
+allocation, interleaving the modes round-robin (rotating which goes first), so
+a busy machine slows every mode alike instead of whichever ran last. It prints
+p50/p99 per step and what each mode adds over no plugin: the difference of the
+p50s, and the median of the per-round differences with a bootstrap 95%
+confidence interval (each round's steps met the same machine load). It also
+prints spank_jail against the peer and against the empty plugin, and the
+plugin's own time per step and per task from its debug log lines, which is
 free of scheduling noise.
 
-    sudo /usr/bin/python3 bench/jail_bench.py [--steps 200] [--build-root BUILD]
+    sudo /usr/bin/python3 bench/jail_bench.py [--steps 400] [--build-root BUILD]
 
 Needs root, the rig (tests/rig/), the cached jail (scripts/make-jail.sh) and a
-build of spank_jail.so and k8sbridge-jail-prepare. Goal (issue 7): spank_jail adds
+build of spank_jail.so, bench/spank_noop.so and k8sbridge-jail-prepare. Goal (issue 7): spank_jail adds
 under 5 ms at p50 over no plugin, and no more than job_container/tmpfs adds.
 """
 
 import argparse
 import contextlib
 import os
+import random
 import re
 import shutil
 import statistics
@@ -33,7 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "rig"))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
-MODES = ("no plugin", "spank_jail", "job_container/tmpfs")
+NOOP = "empty SPANK plugin"
+MODES = ("no plugin", NOOP, "spank_jail", "job_container/tmpfs")
 
 
 def percentile(values, p):
@@ -123,6 +129,15 @@ def start_rig(stack, mode, fixture):
         # rig keeps slurm.conf, the munge socket and the spool there.
         rig.config.extra_files = {"job_container.conf":
                                   f"AutoBasePath=true\nBasePath={base}\nDirs=/var/tmp,/dev/shm\n"}
+    elif mode == NOOP:
+        # The floor under spank_jail: what loading and calling any SPANK plugin
+        # costs srun and slurmstepd (bench/spank_noop.c).
+        # PrologFlags=Contain as for spank_jail, so the two differ only in the plugin.
+        rig = Rig(nodes=nodes, slurm_conf_extra="PrologFlags=Contain\n")
+        noop = Path(os.environ["K8SBRIDGE_BUILD_ROOT"]).resolve() / "bench" / "spank_noop.so"
+        if not noop.exists():
+            raise SystemExit(f"{noop} is missing: build it (ninja -C BUILD bench/spank_noop.so)")
+        rig.config.plugstack_lines = [f"required {noop}"]
     else:
         rig = Rig(nodes=nodes)
     stack.enter_context(rig)
@@ -186,7 +201,7 @@ def plugin_cost(log):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--build-root",
                     default=os.environ.get("K8SBRIDGE_BUILD_ROOT", str(ROOT / "build")))
     args = ap.parse_args()
@@ -202,7 +217,7 @@ def main():
         for m in MODES:  # one warm-up step each (first-step costs: plugin loads, caches)
             step(rigs[m], jobs[m])
         for i in range(args.steps):
-            order = MODES[i % 3:] + MODES[:i % 3]
+            order = MODES[i % len(MODES):] + MODES[:i % len(MODES)]
             for m in order:
                 elapsed, r = step(rigs[m], jobs[m])
                 if r.returncode != 0:
@@ -214,20 +229,37 @@ def main():
 
     base50 = statistics.median(times["no plugin"])
     print(f"{args.steps} x `srun -N1 true` per mode, interleaved, one-node rigs; ms per step:")
-    print(f"{'mode':<22}{'p50':>9}{'p99':>9}{'p50 added':>12}")
+    print(f"{'mode':<22}{'p50':>9}{'p99':>9}{'p50 added':>12}{'paired, 95% CI':>26}")
+    added = {}
     for m in MODES:
         t = times[m]
         p50 = statistics.median(t)
-        print(f"{m:<22}{p50:>9.1f}{percentile(t, 99):>9.1f}{p50 - base50:>+12.1f}")
+        added[m] = paired(times[m], times["no plugin"])
+        mid, lo, hi = added[m]
+        ci = f"{mid:+.2f} [{lo:+.2f}, {hi:+.2f}]" if m != "no plugin" else ""
+        print(f"{m:<22}{p50:>9.2f}{percentile(t, 99):>9.2f}{p50 - base50:>+12.2f}{ci:>26}")
     print("steps over 1 s (slurmctld answered srun's step request after about 5 s): "
           + ", ".join(f"{m} {sum(t > 1000 for t in times[m])}" for m in MODES))
     for line in cost:
         print(line)
-    jail_add = statistics.median(times["spank_jail"]) - base50
-    peer_add = statistics.median(times["job_container/tmpfs"]) - base50
-    ratio = f"{jail_add / peer_add:.2f}" if peer_add > 0 else "n/a (the peer added nothing)"
-    print(f"spank_jail adds {jail_add:+.1f} ms at p50 (goal: under 5 ms); job_container/tmpfs "
-          f"adds {peer_add:+.1f} ms; spank_jail/tmpfs = {ratio} (goal: at most 1)")
+    vs_peer = paired(times["spank_jail"], times["job_container/tmpfs"])
+    vs_noop = paired(times["spank_jail"], times[NOOP])
+    print(f"spank_jail adds {added['spank_jail'][0]:+.2f} ms at p50 (goal: under 5 ms); "
+          f"job_container/tmpfs adds {added['job_container/tmpfs'][0]:+.2f} ms")
+    print(f"spank_jail - job_container/tmpfs: {vs_peer[0]:+.2f} ms, 95% CI "
+          f"[{vs_peer[1]:+.2f}, {vs_peer[2]:+.2f}] (goal: at most 0)")
+    print(f"spank_jail - {NOOP}: {vs_noop[0]:+.2f} ms, 95% CI [{vs_noop[1]:+.2f}, "
+          f"{vs_noop[2]:+.2f}] (spank_jail's own work; the rest is any SPANK plugin's)")
+
+
+def paired(a, b, resamples=2000):
+    """Median of the per-round differences a[i] - b[i] (the same round of the
+    interleaved loop, so both met the same machine load), with a bootstrap 95%
+    confidence interval."""
+    diffs = [x - y for x, y in zip(a, b)]
+    rng = random.Random(7)
+    meds = sorted(statistics.median(rng.choices(diffs, k=len(diffs))) for _ in range(resamples))
+    return statistics.median(diffs), meds[int(0.025 * resamples)], meds[int(0.975 * resamples)]
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@
 // logic and its tests. One dispatcher per callback picks the Slurm context:
 //
 //   srun / sbatch / salloc (local, allocator): register --no-jail
-//   slurmstepd (remote): init_post_opt checks the jail and prepares the step,
-//       task_init_privileged enters the jail per task, task_init checks the user
+//   slurmstepd (remote): init_post_opt checks the jail and prepares the step
+//       (in the extern step: starts the job's namespace), task_init_privileged
+//       moves each task into the jail, task_init checks the user
 //   slurmd job epilog (job_script): removes the job's private /tmp
 //
 // The plugin is also loaded by srun and sbatch inside the jail, which may be

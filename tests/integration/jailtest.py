@@ -11,7 +11,6 @@ only once nothing is mounted there any more, also when the test failed.
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 import shutil
@@ -161,8 +160,15 @@ class JailFixture:
         return r
 
 
-def jail_rig(fixture: JailFixture, nodes=1, plugstack_extra: str = "", **kw) -> Rig:
-    """A rig (not started yet) whose plugstack.conf loads spank_jail for `fixture`."""
+def jail_rig(fixture: JailFixture, nodes=1, plugstack_extra: str = "", contain: bool = True,
+             **kw) -> Rig:
+    """A rig (not started yet) whose plugstack.conf loads spank_jail for `fixture`.
+
+    With `contain` (the documented set-up) slurm.conf has PrologFlags=Contain, so
+    each job's extern step makes the job namespace that its tasks join; without
+    it there is no extern step and every task enters the jail on its own."""
+    if contain:
+        kw["slurm_conf_extra"] = "PrologFlags=Contain\n" + kw.get("slurm_conf_extra", "")
     rig = Rig(nodes=nodes, **kw)
     rig.config.plugstack_lines = [fixture.plugstack_line(rig, plugstack_extra)]
     return rig

@@ -5,7 +5,7 @@ every step launch, so one rig serves every case; the node is resumed between."""
 import os
 import unittest
 
-from jailtest import JailFixture, jail_rig, plugin_path, slurmd_log, wait_for
+from jailtest import JailFixture, jail_rig, slurmd_log, wait_for
 from rigtest import RigTestCase, main
 
 DRAIN_DEADLINE = 60  # seconds: the probe deadline below plus slurmctld's round trip

@@ -4,13 +4,26 @@ unknown-user error, --no-jail, and that no mount is left on the host."""
 
 import os
 import pwd
-import subprocess
 import textwrap
-import time
+from pathlib import Path
 
 from jailtest import (HOST_OS_RELEASE, JailFixture, RigError, jail_rig, node_pid,
                       os_release_id, own_mountinfo_lines, wait_for)
 from rigtest import NodeSpec, RigTestCase, main
+
+
+def holders() -> list[int]:
+    """Live spank_jail job namespace holders on this machine."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            proc = Path("/proc") / entry
+            if entry.isdigit() and (proc / "comm").read_text().strip() == "spank_jail_ns" \
+                    and ") Z " not in (proc / "stat").read_text():
+                found.append(int(entry))
+        except OSError:
+            pass
+    return found
 
 
 class JailStepsTest(RigTestCase):
@@ -73,7 +86,7 @@ class JailStepsTest(RigTestCase):
 
     def test_batch_script_runs_in_jail_and_its_srun_reaches_both_nodes(self):
         out = self.rig.workdir / "batch-n2.out"
-        done = self.batch(f"""\
+        done = self.batch("""\
             #!/bin/sh
             . /etc/os-release
             echo "batch $VERSION_CODENAME"
@@ -164,6 +177,40 @@ class JailStepsTest(RigTestCase):
         self.batch("#!/bin/sh\ncat /etc/os-release\n", ["--no-jail", "-N1", "-o", str(out)])
         self.assertEqual(os_release_id(out.read_text()), self.jail_release)
 
+    def test_steps_of_a_job_share_its_namespace(self):
+        # PrologFlags=Contain: the extern step made the job's namespace, and the
+        # batch task and each step's tasks joined it, in the jail.
+        script = """\
+            #!/bin/sh
+            readlink /proc/self/ns/mnt
+            srun -N1 -n2 readlink /proc/self/ns/mnt
+            srun -N1 -n1 sh -c 'readlink /proc/self/ns/mnt; . /etc/os-release; echo "$ID $VERSION_CODENAME"'
+            """
+        out = self.rig.workdir / "ns.out"
+        self.batch(script, ["-N1", "-n2", "-w", "w-0", "-o", str(out)])
+        lines = out.read_text().split("\n")
+        namespaces = [l for l in lines if l.startswith("mnt:")]
+        self.assertEqual(len(namespaces), 4, lines)
+        self.assertEqual(len(set(namespaces)), 1, lines)
+        self.assertIn(f"debian {self.jail_release}", lines)
+        node_ns = os.readlink(f"/proc/{node_pid(self.rig, 'w-0')}/ns/mnt")
+        self.assertNotEqual(namespaces[0], node_ns)
+        # The holder ended with its job.
+        wait_for(lambda: not holders(), 60, "the job's namespace holder to end")
+
+    def test_namespace_task_gives_each_task_its_own_namespace(self):
+        plugstack = self.rig.etc / "plugstack.conf"
+        original = plugstack.read_text()
+        try:
+            plugstack.write_text(original.rstrip("\n") + " namespace=task\n")
+            out = self.srun("-N1", "-n2", "sh", "-c",
+                            "readlink /proc/self/ns/mnt; cat /etc/os-release").stdout
+            namespaces = [l for l in out.splitlines() if l.startswith("mnt:")]
+            self.assertEqual(len(set(namespaces)), 2, out)
+            self.assertEqual(os_release_id(out), self.jail_release)
+        finally:
+            plugstack.write_text(original)
+
     def test_no_jail_works_when_the_admin_allows_it(self):
         plugstack = self.rig.etc / "plugstack.conf"
         original = plugstack.read_text()
@@ -203,6 +250,8 @@ class JailStepsTest(RigTestCase):
         after = snapshot()
         for where in before:
             self.assertEqual(after[where], before[where], where)
+        # The job namespaces (one per job here) went with their jobs.
+        wait_for(lambda: not holders(), 60, "the jobs' namespace holders to end")
 
 
 if __name__ == "__main__":

@@ -697,7 +697,7 @@ def leftovers() -> dict:
                 comm = Path(f"/proc/{entry}/comm").read_text().strip()
             except OSError:
                 continue
-            if comm in ("slurmctld", "slurmd", "slurmstepd") and _alive(int(entry)):
+            if comm in ("slurmctld", "slurmd", "slurmstepd", "spank_jail_ns") and _alive(int(entry)):
                 daemons.append(int(entry))
             elif comm == "munged" and _alive(int(entry)):
                 # A munged started for a rig node or a pod keeps its files under a
@@ -720,8 +720,9 @@ def cleanup_all() -> dict:
     before = leftovers()
     pids = list(before["rig_processes"])
     # Leaked munged of rig nodes or pods (leftovers() lists only those with a rig
-    # path); slurm daemons outside rigs are never killed here.
-    pids += [p for p in before["daemons"] if _comm(p) == "munged"]
+    # path) and spank_jail's job namespace holders; slurm daemons outside rigs
+    # are never killed here.
+    pids += [p for p in before["daemons"] if _comm(p) in ("munged", "spank_jail_ns")]
     for ns in before["netns"]:
         pids += [int(p) for p in _run(["ip", "netns", "pids", ns], check=False).stdout.split()]
     _kill_and_wait(pids)

@@ -74,7 +74,7 @@ std::string JobTmpPath(const std::string& tmp_base, const std::string& node, uin
   return fmt::format("{}/{}/job{}", tmp_base, node, job_id);
 }
 
-Status CreateJobTmp(const std::string& tmp_base, const std::string& node, uint32_t job_id) {
+Status CreateNodeDir(const std::string& tmp_base, const std::string& node) {
   if (node.empty() || node.find('/') != std::string::npos || node == "." || node == "..") {
     return Status::InvalidArgument(fmt::format("node name '{}' cannot name a directory", node));
   }
@@ -88,7 +88,11 @@ Status CreateJobTmp(const std::string& tmp_base, const std::string& node, uint32
   }
   if (Status s = MakeDir(tmp_base, 0700); !s.ok())
     return s;
-  if (Status s = MakeDir(tmp_base + "/" + node, 0700); !s.ok())
+  return MakeDir(tmp_base + "/" + node, 0700);
+}
+
+Status CreateJobTmp(const std::string& tmp_base, const std::string& node, uint32_t job_id) {
+  if (Status s = CreateNodeDir(tmp_base, node); !s.ok())
     return s;
   return MakeDir(JobTmpPath(tmp_base, node, job_id), 01777);
 }

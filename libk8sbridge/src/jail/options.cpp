@@ -10,7 +10,7 @@ namespace k8sbridge::jail {
 namespace {
 
 constexpr std::string_view kValidKeys =
-    "jail, binds, tmp, tmp_base, probe, probe_timeout, identity, drain, allow_no_jail";
+    "jail, binds, tmp, tmp_base, probe, probe_timeout, identity, drain, allow_no_jail, namespace";
 
 std::vector<std::string_view> Split(std::string_view text, char sep) {
   std::vector<std::string_view> parts;
@@ -198,6 +198,15 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
       if (!b.ok())
         return b.status();
       o.allow_no_jail = *b;
+    } else if (key == "namespace") {
+      if (value == "job") {
+        o.ns = NamespaceMode::kJob;
+      } else if (value == "task") {
+        o.ns = NamespaceMode::kTask;
+      } else {
+        return Status::InvalidArgument(
+            fmt::format("spank_jail option namespace={}: expected job or task", value));
+      }
     } else {
       return Status::InvalidArgument(
           fmt::format("spank_jail: unknown option '{}' (valid keys: {})", key, kValidKeys));

@@ -18,30 +18,10 @@
 namespace k8sbridge::jail {
 namespace {
 
-// What the probing process reports: the step that failed and its errno.
-struct ProbeReport {
-  int stage;  // 0 ok, 1 stat(jail), 2 open(probe), 3 read(probe)
-  int err;
-};
-
-// Runs in the forked grandchild of a possibly multi-threaded process: only
-// async-signal-safe calls, no allocation.
+// Runs in a clone of a possibly multi-threaded process: only async-signal-safe
+// calls, no allocation.
 void ProbeAndReport(const char* jail, const char* probe_path, int fd) {
-  ProbeReport r{0, 0};
-  struct stat st;
-  if (::stat(jail, &st) != 0) {
-    r = {1, errno};
-  } else {
-    int pfd = ::open(probe_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (pfd < 0) {
-      r = {2, errno};
-    } else {
-      char c;
-      if (::read(pfd, &c, 1) < 0)
-        r = {3, errno};
-      ::close(pfd);
-    }
-  }
+  ProbeReport r = ProbeFiles(jail, probe_path);
   ssize_t ignored = ::write(fd, &r, sizeof r);
   (void)ignored;
 }
@@ -127,6 +107,36 @@ void ReapAbandoned() {
 
 }  // namespace
 
+ProbeReport ProbeFiles(const char* jail, const char* probe_path) {
+  ProbeReport r{0, 0};
+  struct stat st;
+  if (::stat(jail, &st) != 0)
+    return {1, errno};
+  int pfd = ::open(probe_path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (pfd < 0)
+    return {2, errno};
+  char c;
+  if (::read(pfd, &c, 1) < 0)
+    r = {3, errno};
+  ::close(pfd);
+  return r;
+}
+
+Status ProbeResult(const std::string& jail, const std::string& probe_path, ProbeReport report) {
+  switch (report.stage) {
+    case 0:
+      return Status::Ok();
+    case 1:
+      return Status::NotFound(fmt::format("jail {} is missing: {}: is the jail volume mounted?",
+                                          jail, std::strerror(report.err)));
+    default:
+      return Status::NotFound(fmt::format(
+          "jail {} looks unmounted or empty: {}: {}: mount the jail volume, or set probe= to a "
+          "file every jail has",
+          jail, probe_path, std::strerror(report.err)));
+  }
+}
+
 Status ProbeJail(const std::string& jail, const std::string& probe_rel,
                  std::chrono::milliseconds timeout) {
   const std::string probe_path = jail + "/" + probe_rel;
@@ -202,21 +212,7 @@ Status ProbeJail(const std::string& jail, const std::string& probe_rel,
     if (got < sizeof report)
       continue;
     decided = true;
-    switch (report.stage) {
-      case 0:
-        result = Status::Ok();
-        break;
-      case 1:
-        result = Status::NotFound(fmt::format("jail {} is missing: {}: is the jail volume mounted?",
-                                              jail, std::strerror(report.err)));
-        break;
-      default:
-        result = Status::NotFound(fmt::format(
-            "jail {} looks unmounted or empty: {}: {}: mount the jail volume, or set probe= to a "
-            "file every jail has",
-            jail, probe_path, std::strerror(report.err)));
-        break;
-    }
+    result = ProbeResult(jail, probe_path, report);
   }
   ::close(fds[0]);
   // Free the prober once it has exited; one that is hung (or not yet gone) is

@@ -1,5 +1,6 @@
 #include "k8sbridge/jail/step.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "k8sbridge/jail/identity.h"
+#include "k8sbridge/jail/job_ns.h"
 #include "k8sbridge/jail/job_tmp.h"
 #include "k8sbridge/jail/paths.h"
 #include "k8sbridge/jail/probe.h"
@@ -47,6 +49,25 @@ Status RealJailSystem::RemoveTmp(const Options& o, const std::string& node, uint
 Status RealJailSystem::Enter(const TaskPlan& plan) {
   return EnterJail(plan);
 }
+Status RealJailSystem::StartJobNamespace(const Options& o, const TaskPlan& plan,
+                                         const std::string& node, uint32_t job_id) {
+  if (Status s = CreateNodeDir(o.tmp_base, node); !s.ok())
+    return s;
+  return jail::StartJobNamespace(plan, o.probe, JobNamespacePathsFor(o.tmp_base, node, job_id),
+                                 o.probe_timeout);
+}
+Result<UniqueFd> RealJailSystem::OpenJobNamespace(const Options& o, const std::string& node,
+                                                  uint32_t job_id) {
+  return jail::OpenJobNamespace(JobNamespacePathsFor(o.tmp_base, node, job_id), o.jail, o.probe,
+                                o.probe_timeout);
+}
+Status RealJailSystem::JoinJobNamespace(int ns_fd) {
+  return jail::JoinJobNamespace(ns_fd);
+}
+Status RealJailSystem::RemoveJobNamespace(const Options& o, const std::string& node,
+                                          uint32_t job_id) {
+  return jail::RemoveJobNamespace(JobNamespacePathsFor(o.tmp_base, node, job_id));
+}
 Status RealJailSystem::CheckUser(const Options& o, uid_t uid, const std::string& user) {
   return CheckUserInJail("/etc/passwd", uid, user, o.jail);
 }
@@ -67,6 +88,25 @@ Status FakeJailSystem::RemoveTmp(const Options&, const std::string& node, uint32
 Status FakeJailSystem::Enter(const TaskPlan& plan) {
   entered.push_back(plan);
   return Record("enter", enter_result);
+}
+Status FakeJailSystem::StartJobNamespace(const Options&, const TaskPlan& plan,
+                                         const std::string& node, uint32_t job_id) {
+  entered.push_back(plan);
+  return Record(fmt::format("start_ns {} {}", node, job_id), start_ns_result);
+}
+Result<UniqueFd> FakeJailSystem::OpenJobNamespace(const Options&, const std::string& node,
+                                                  uint32_t job_id) {
+  Record(fmt::format("open_ns {} {}", node, job_id), open_ns_result);
+  if (!open_ns_result.ok())
+    return open_ns_result;
+  return UniqueFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+}
+Status FakeJailSystem::JoinJobNamespace(int) {
+  return Record("join_ns", join_result);
+}
+Status FakeJailSystem::RemoveJobNamespace(const Options&, const std::string& node,
+                                          uint32_t job_id) {
+  return Record(fmt::format("remove_ns {} {}", node, job_id), Status::Ok());
 }
 Status FakeJailSystem::CheckUser(const Options&, uid_t uid, const std::string& user) {
   return Record(fmt::format("check_user {} {}", user, uid), user_result);
@@ -113,8 +153,13 @@ Status JailStep::Prepare(const StepInfo& step) {
   auto start = std::chrono::steady_clock::now();
   step_ = step;
   active_ = false;
-  if (step.step_id == kExternStep)
-    return Status::Ok();  // the extern step stays on the host
+  job_ns_ = UniqueFd();
+  if (step.step_id == kExternStep) {
+    // The extern step itself stays on the host.
+    if (options_.ns == NamespaceMode::kJob)
+      StartJobNamespace(step);
+    return Status::Ok();
+  }
   if (step.no_jail_requested) {
     if (options_.allow_no_jail) {
       log_.Info(
@@ -129,28 +174,71 @@ Status JailStep::Prepare(const StepInfo& step) {
         step.job_id, step.step_id, step.user);
   }
   // The probe runs first and alone may touch a hung jail; everything after it
-  // reads the jail only once it has answered.
-  if (Status s = system_.Probe(options_); !s.ok())
-    return FailNode(step, s);
+  // reads the jail only once it has answered. With a job namespace the holder
+  // probes (the jail as the job sees it) and answers with the namespace; a
+  // jail that broke since the job started still fails the step and drains the
+  // node before its tasks touch it.
+  if (options_.ns == NamespaceMode::kJob) {
+    auto ns = system_.OpenJobNamespace(options_, step.node, step.job_id);
+    if (ns.ok()) {
+      job_ns_ = std::move(*ns);
+    } else if (ns.status().code() != Status::Code::kUnavailable) {
+      return FailNode(step, ns.status());
+    } else {
+      log_.Debug("job {} step {}: {}; tasks enter the jail one by one", step.job_id, step.step_id,
+                 ns.status().message());
+    }
+  }
+  if (!job_ns_.valid()) {
+    if (Status s = system_.Probe(options_); !s.ok())
+      return FailNode(step, s);
+  }
   long probe_us = MicrosSince(start);
   if (Status s = system_.CheckRoot(options_); !s.ok())
     return FailNode(step, s);
-  std::string job_tmp;
-  if (options_.tmp == TmpMode::kPrivate) {
-    if (Status s = system_.CreateTmp(options_, step.node, step.job_id); !s.ok()) {
-      return FailNode(step, s.WithContext("private /tmp"));
-    }
-    job_tmp = JobTmpPathFor(step);
+  if (!job_ns_.valid()) {
+    TaskPlan plan;
+    if (Status s = CheckAndPlan(step, &plan); !s.ok())
+      return FailNode(step, s);
+    plan_ = std::move(plan);
   }
-  TaskPlan plan = BuildTaskPlan(options_, job_tmp);
-  if (Status s = system_.CheckBinds(plan); !s.ok())
-    return FailNode(step, s);
-  plan_ = std::move(plan);
   active_ = true;
   // Read by bench/jail_bench.py: the plugin's own cost, free of scheduling noise.
   log_.Debug("job {} step {}: jail checked and step prepared in {} us (probe {} us)", step.job_id,
              step.step_id, MicrosSince(start), probe_us);
   return Status::Ok();
+}
+
+Status JailStep::CheckAndPlan(const StepInfo& step, TaskPlan* plan) {
+  std::string job_tmp;
+  if (options_.tmp == TmpMode::kPrivate) {
+    if (Status s = system_.CreateTmp(options_, step.node, step.job_id); !s.ok())
+      return s.WithContext("private /tmp");
+    job_tmp = JobTmpPathFor(step);
+  }
+  *plan = BuildTaskPlan(options_, job_tmp);
+  return system_.CheckBinds(*plan);
+}
+
+void JailStep::StartJobNamespace(const StepInfo& step) {
+  auto start = std::chrono::steady_clock::now();
+  // A broken jail is not this step's to report: failing the extern step would
+  // fail the job's prolog. The job's steps find no namespace, check the jail
+  // themselves, and fail and drain with the reason.
+  Status s = system_.Probe(options_);
+  if (s.ok())
+    s = system_.CheckRoot(options_);
+  TaskPlan plan;
+  if (s.ok())
+    s = CheckAndPlan(step, &plan);
+  if (s.ok())
+    s = system_.StartJobNamespace(options_, plan, step.node, step.job_id);
+  if (!s.ok()) {
+    log_.Warning("job {} on {}: no job namespace ({}); its tasks enter the jail one by one",
+                 step.job_id, step.node, s.message());
+    return;
+  }
+  log_.Debug("job {}: job namespace started in {} us", step.job_id, MicrosSince(start));
 }
 
 std::string JailStep::JobTmpPathFor(const StepInfo& step) const {
@@ -161,7 +249,8 @@ Status JailStep::EnterTask() {
   if (!active_)
     return Status::Ok();
   auto start = std::chrono::steady_clock::now();
-  if (Status s = system_.Enter(plan_); !s.ok()) {
+  Status entered = job_ns_.valid() ? system_.JoinJobNamespace(job_ns_.get()) : system_.Enter(plan_);
+  if (Status s = entered; !s.ok()) {
     Status failed = s.WithContext(fmt::format("entering jail {} for job {} step {}", options_.jail,
                                               step_.job_id, step_.step_id));
     log_.Error("{}", failed.message());
@@ -183,13 +272,16 @@ Status JailStep::CheckTaskUser() {
 
 Status JobEpilog(const Options& options, JailSystem& system, const std::string& node,
                  uint32_t job_id, Logger& log) {
-  if (options.tmp != TmpMode::kPrivate)
-    return Status::Ok();
-  Status s = system.RemoveTmp(options, node, job_id);
-  if (!s.ok()) {
-    log.Error("job {}: cannot remove its private /tmp: {}", job_id, s.message());
+  Status result = system.RemoveJobNamespace(options, node, job_id);
+  if (!result.ok())
+    log.Error("job {}: {}", job_id, result.message());
+  if (options.tmp == TmpMode::kPrivate) {
+    if (Status s = system.RemoveTmp(options, node, job_id); !s.ok()) {
+      log.Error("job {}: cannot remove its private /tmp: {}", job_id, s.message());
+      result = s;
+    }
   }
-  return s;
+  return result;
 }
 
 }  // namespace k8sbridge::jail

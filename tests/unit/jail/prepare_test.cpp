@@ -1,15 +1,20 @@
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <thread>
 
 #include <boost/test/unit_test.hpp>
 
 #include "k8sbridge/jail/enter.h"
+#include "k8sbridge/jail/job_ns.h"
 #include "k8sbridge/jail/paths.h"
 #include "k8sbridge/jail/prepare.h"
 #include "test_dir.h"
@@ -26,6 +31,37 @@ std::string Slurp(const std::string& path) {
 
 Result<PrepareConfig> Parse(std::vector<std::string> args, bool* undo) {
   return ParsePrepareArgs(args, undo);
+}
+
+using Fail = std::function<void(const std::string&)>;
+
+// Runs `body` in a forked child, which may change its mount namespace freely,
+// and returns what it reported through `fail` ("" when it finished).
+std::string InChild(const std::function<void(const Fail&)>& body) {
+  int fds[2];
+  if (::pipe(fds) != 0)
+    return "pipe";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    Fail fail = [&](const std::string& why) {
+      ssize_t n = ::write(fds[1], why.data(), why.size());
+      (void)n;
+      ::_exit(1);
+    };
+    body(fail);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  char buf[512] = {};
+  ssize_t n = ::read(fds[0], buf, sizeof buf - 1);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return "";
+  std::string why(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  return why.empty() ? "child ended with status " + std::to_string(status) : why;
 }
 
 BOOST_AUTO_TEST_SUITE(jail_prepare)
@@ -97,16 +133,7 @@ BOOST_AUTO_TEST_CASE(prepare_and_enter_a_jail_as_root) {
   std::ofstream(data + "/hello") << "from the host\n";
   std::ofstream(tmp + "/mine") << "job tmp\n";
 
-  int fds[2];
-  BOOST_REQUIRE(::pipe(fds) == 0);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    auto fail = [&](const std::string& why) {
-      ssize_t n = ::write(fds[1], why.data(), why.size());
-      (void)n;
-      ::_exit(1);
-    };
+  std::string failure = InChild([&](const Fail& fail) {
     if (::unshare(CLONE_NEWNS) != 0)
       fail("unshare");
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
@@ -145,17 +172,144 @@ BOOST_AUTO_TEST_CASE(prepare_and_enter_a_jail_as_root) {
     std::ofstream probe("/srv/data/new");
     if (probe.good())
       fail("read-only bind is writable");
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  char buf[512] = {};
-  ssize_t n = ::read(fds[0], buf, sizeof buf - 1);
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  BOOST_TEST(WIFEXITED(status));
-  BOOST_TEST(WEXITSTATUS(status) == 0, std::string(buf, n > 0 ? n : 0));
+  });
+  BOOST_TEST(failure.empty(), failure);
   BOOST_TEST(fs::exists(tmp + "/deep/data"));  // mount point made in the job's tmp
+}
+
+// Polls `ask` until `done` says yes about its result, for at most 30 s.
+template <typename Ask, typename Done>
+auto PollFor(Ask ask, Done done) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto r = ask();
+  while (!done(r) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    r = ask();
+  }
+  return r;
+}
+
+// Root only. A stand-in for the extern step's slurmstepd (a child in a
+// private mount namespace of its own) starts the job's namespace; a task
+// forked from it opens it, joins, and finds the jail as its root with the
+// job's /tmp. The holder keeps probing: a missing probe file and a hung one (a
+// FIFO without a writer) fail the open once the last good probe is older than
+// kFresh. When the stand-in exits the holders die with it and there is no
+// namespace to open.
+BOOST_AUTO_TEST_CASE(job_namespace_is_joined_by_tasks_and_dies_with_the_extern_step) {
+  if (::geteuid() != 0) {
+    BOOST_TEST_MESSAGE("skipped: needs root");
+    return;
+  }
+  testing::TestDir d;
+  std::string jail = d / "jail";
+  std::string tmp = d / "jobtmp";
+  for (const char* sub : {"etc", "proc", "tmp"})
+    fs::create_directories(jail + "/" + sub);
+  fs::create_directories(tmp);
+  ::chmod(jail.c_str(), 0755);
+  ::chmod(d.path().c_str(), 0755);
+  std::ofstream(jail + "/etc/os-release") << "ID=testjail\n";
+  std::ofstream(jail + "/etc/hang") << "not yet\n";
+  std::ofstream(tmp + "/mine") << "job tmp\n";
+  JobNamespacePaths paths{d / "job7.sock", d / "job7.ns"};
+  JobNamespacePaths hung_paths{d / "job8.sock", d / "job8.ns"};
+  const auto kWait = std::chrono::seconds(5);
+
+  std::string failure = InChild([&](const Fail& fail) {
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+      fail("private mount namespace");
+    Options o;
+    o.jail = jail;
+    Status refused =
+        StartJobNamespace(BuildTaskPlan(o, d / "no-such-tmp"), "etc/os-release", paths, kWait);
+    if (refused.ok() || refused.message().find("no-such-tmp") == std::string::npos)
+      fail("a plan that cannot be carried out: " + refused.ToString());
+    if (::access(paths.socket.c_str(), F_OK) == 0 || ::access(paths.state.c_str(), F_OK) == 0)
+      fail("files left by a failed start");
+    if (Status s = StartJobNamespace(BuildTaskPlan(o, tmp), "etc/os-release", paths, kWait);
+        !s.ok())
+      fail("start: " + s.ToString());
+    auto open = [&] { return OpenJobNamespace(paths, jail, "etc/os-release", kWait); };
+    pid_t task = ::fork();
+    if (task == 0) {
+      auto ns = open();
+      if (!ns.ok() || !JoinJobNamespace(ns->get()).ok())
+        ::_exit(2);
+      bool in_jail =
+          Slurp("/etc/os-release") == "ID=testjail\n" && Slurp("/tmp/mine") == "job tmp\n" &&
+          ::access("/proc/self/status", R_OK) == 0 && ::access(paths.state.c_str(), F_OK) != 0;
+      ::_exit(in_jail ? 0 : 3);
+    }
+    int status = 0;
+    ::waitpid(task, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      fail("task: status " + std::to_string(status));
+
+    // The jail as the job sees it loses its probe file.
+    fs::rename(jail + "/etc/os-release", jail + "/etc/os-release.away");
+    auto missing = PollFor(open, [](const auto& r) { return !r.ok(); });
+    fs::rename(jail + "/etc/os-release.away", jail + "/etc/os-release");
+    if (missing.status().code() != Status::Code::kNotFound ||
+        missing.status().message().find("looks unmounted or empty") == std::string::npos)
+      fail("missing probe file: " + missing.status().ToString());
+    if (!PollFor(open, [](const auto& r) { return r.ok(); }).ok())
+      fail("the probe file is back");
+    // While its probes succeed, steps need no answer from the holder: the
+    // fresh state file is enough.
+    ::unlink(paths.socket.c_str());
+    if (!open().ok())
+      fail("fast path: " + open().status().ToString());
+
+    // A holder whose probe hangs: the step gives up at its deadline.
+    if (Status s = StartJobNamespace(BuildTaskPlan(o, tmp), "etc/hang", hung_paths, kWait); !s.ok())
+      fail("start the second: " + s.ToString());
+    std::string fifo = jail + "/etc/hang.fifo";
+    if (::mkfifo(fifo.c_str(), 0600) != 0)
+      fail("mkfifo");
+    fs::rename(fifo, jail + "/etc/hang");
+    auto hung = PollFor(
+        [&] {
+          return OpenJobNamespace(hung_paths, jail, "etc/hang", std::chrono::milliseconds(300));
+        },
+        [](const auto& r) { return !r.ok(); });
+    int writer = ::open((jail + "/etc/hang").c_str(), O_WRONLY | O_NONBLOCK);  // let it go
+    if (writer >= 0)
+      ::close(writer);
+    if (hung.status().code() != Status::Code::kTimeout ||
+        hung.status().message().find("did not answer within 300 ms") == std::string::npos)
+      fail("hung probe: " + hung.status().ToString());
+  });
+  BOOST_REQUIRE_MESSAGE(failure.empty(), failure);
+
+  // The holders went with the stand-in: there is no namespace to open.
+  auto gone = PollFor([&] { return OpenJobNamespace(paths, jail, "etc/os-release", kWait); },
+                      [](const auto& r) { return !r.ok(); });
+  BOOST_TEST((gone.status().code() == Status::Code::kUnavailable), gone.status().ToString());
+  BOOST_TEST(RemoveJobNamespace(paths).ok());
+  BOOST_TEST(!fs::exists(paths.socket));
+  BOOST_TEST(!fs::exists(paths.state));
+  BOOST_TEST(RemoveJobNamespace(paths).ok());  // missing files are done
+}
+
+BOOST_AUTO_TEST_CASE(no_holder_means_no_job_namespace) {
+  testing::TestDir d;
+  auto none = OpenJobNamespace({d / "job1.sock", d / "job1.ns"}, "/srv/jail", "etc/os-release",
+                               std::chrono::seconds(1));
+  BOOST_TEST((none.status().code() == Status::Code::kUnavailable), none.status().ToString());
+  auto no_dir = OpenJobNamespace({d / "w-9/job1.sock", d / "w-9/job1.ns"}, "/srv/jail",
+                                 "etc/os-release", std::chrono::seconds(1));
+  BOOST_TEST((no_dir.status().code() == Status::Code::kUnavailable), no_dir.status().ToString());
+  // A fresh state file that names a live process with another start time (a
+  // reused pid) is not trusted.
+  std::ofstream(d / "job2.ns") << ::getpid() << " 1\n";
+  auto reused = OpenJobNamespace({d / "job2.sock", d / "job2.ns"}, "/srv/jail", "etc/os-release",
+                                 std::chrono::seconds(1));
+  BOOST_TEST((reused.status().code() == Status::Code::kUnavailable), reused.status().ToString());
+  auto p = JobNamespacePathsFor("/var/lib/jt", "w-0", 42);
+  BOOST_TEST(p.socket == "/var/lib/jt/w-0/job42.sock");
+  BOOST_TEST(p.state == "/var/lib/jt/w-0/job42.ns");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -34,8 +34,10 @@ BOOST_AUTO_TEST_CASE(batch_normal_and_interactive_steps_enter_the_jail) {
     BOOST_TEST(step.active());
     BOOST_TEST(step.EnterTask().ok());
     BOOST_TEST(step.CheckTaskUser().ok());
-    std::vector<std::string> want = {"probe",       "check_root", "create_tmp w-0 42",
-                                     "check_binds", "enter",      "check_user alice 1000"};
+    // No job namespace to join (the fake has none): the task enters on its own.
+    std::vector<std::string> want = {"open_ns w-0 42",       "probe",       "check_root",
+                                     "create_tmp w-0 42",    "check_binds", "enter",
+                                     "check_user alice 1000"};
     BOOST_TEST(sys.calls == want, boost::test_tools::per_element());
     BOOST_REQUIRE(sys.entered.size() == 1u);
     const TaskPlan& plan = sys.entered[0];
@@ -49,14 +51,88 @@ BOOST_AUTO_TEST_CASE(batch_normal_and_interactive_steps_enter_the_jail) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(extern_step_stays_on_the_host) {
+BOOST_AUTO_TEST_CASE(extern_step_stays_on_the_host_and_starts_the_job_namespace) {
   FakeJailSystem sys;
   RecordingLogger log;
   JailStep step(TestOptions(), sys, log);
   BOOST_REQUIRE(step.Prepare(Step(kExternStep)).ok());
   BOOST_TEST(!step.active());
   BOOST_TEST(step.EnterTask().ok());
+  std::vector<std::string> want = {"probe", "check_root", "create_tmp w-0 42", "check_binds",
+                                   "start_ns w-0 42"};
+  BOOST_TEST(sys.calls == want, boost::test_tools::per_element());
+  // The namespace gets the same plan a task would carry out itself.
+  BOOST_REQUIRE(sys.entered.size() == 1u);
+  BOOST_TEST(sys.entered[0].mounts.size() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(namespace_task_mode_leaves_the_extern_step_alone) {
+  Options o = TestOptions();
+  o.ns = NamespaceMode::kTask;
+  FakeJailSystem sys;
+  RecordingLogger log;
+  JailStep extern_step(o, sys, log);
+  BOOST_REQUIRE(extern_step.Prepare(Step(kExternStep)).ok());
   BOOST_TEST(sys.calls.empty());
+  JailStep step(o, sys, log);
+  BOOST_REQUIRE(step.Prepare(Step(0)).ok());
+  BOOST_TEST(step.EnterTask().ok());
+  std::vector<std::string> want = {"probe", "check_root", "create_tmp w-0 42", "check_binds",
+                                   "enter"};
+  BOOST_TEST(sys.calls == want, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_broken_jail_never_fails_the_extern_step) {
+  FakeJailSystem sys;
+  sys.probe_result = Status::NotFound("jail /srv/jail looks unmounted or empty");
+  RecordingLogger log;
+  JailStep step(TestOptions(), sys, log);
+  // Failing it would fail the job's prolog; the job's own steps report instead.
+  BOOST_REQUIRE(step.Prepare(Step(kExternStep)).ok());
+  BOOST_TEST((sys.calls == std::vector<std::string>{"probe"}), boost::test_tools::per_element());
+  BOOST_TEST(sys.drains.empty());
+  BOOST_TEST(log.Contains("no job namespace (jail /srv/jail looks unmounted", LogLevel::kWarning));
+
+  FakeJailSystem sys2;
+  sys2.start_ns_result = Status::Timeout("the job namespace holder did not enter jail /srv/jail");
+  JailStep step2(TestOptions(), sys2, log);
+  BOOST_REQUIRE(step2.Prepare(Step(kExternStep)).ok());
+  BOOST_TEST(sys2.drains.empty());
+  BOOST_TEST(log.Contains("holder did not enter jail", LogLevel::kWarning));
+}
+
+BOOST_AUTO_TEST_CASE(steps_join_the_job_namespace_when_there_is_one) {
+  FakeJailSystem sys;
+  sys.open_ns_result = Status::Ok();
+  RecordingLogger log;
+  JailStep step(TestOptions(), sys, log);
+  BOOST_REQUIRE(step.Prepare(Step(3)).ok());
+  BOOST_TEST(step.active());
+  BOOST_TEST(step.joins_job_namespace());
+  BOOST_TEST(step.EnterTask().ok());
+  BOOST_TEST(step.CheckTaskUser().ok());
+  // The holder's answer is the probe; the root is still checked per step; the
+  // private /tmp and binds are the namespace's already.
+  std::vector<std::string> want = {"open_ns w-0 42", "check_root", "join_ns",
+                                   "check_user alice 1000"};
+  BOOST_TEST(sys.calls == want, boost::test_tools::per_element());
+  BOOST_TEST(sys.entered.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_jail_broken_since_the_job_started_still_drains) {
+  for (Status holder_says : {Status::NotFound("jail /srv/jail looks unmounted or empty"),
+                             Status::Timeout("jail /srv/jail did not answer within 5000 ms")}) {
+    FakeJailSystem sys;
+    sys.open_ns_result = holder_says;
+    RecordingLogger log;
+    JailStep step(TestOptions(), sys, log);
+    BOOST_TEST(!step.Prepare(Step(3)).ok());
+    BOOST_TEST(!step.active());
+    BOOST_TEST((sys.calls == std::vector<std::string>{"open_ns w-0 42", "drain"}),
+               boost::test_tools::per_element());
+    BOOST_REQUIRE(sys.drains.size() == 1u);
+    BOOST_TEST(sys.drains[0] == "w-0: spank_jail: " + holder_says.message());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(no_jail_is_ignored_unless_the_admin_allows_it) {
@@ -96,7 +172,7 @@ BOOST_AUTO_TEST_CASE(broken_jail_fails_the_step_and_drains_the_node) {
   BOOST_REQUIRE(sys.drains.size() == 1u);
   BOOST_TEST(sys.drains[0] == "w-0: spank_jail: jail /srv/jail did not answer within 5000 ms");
   // Nothing touched the jail after the probe failed.
-  BOOST_TEST((sys.calls == std::vector<std::string>{"probe", "drain"}),
+  BOOST_TEST((sys.calls == std::vector<std::string>{"open_ns w-0 42", "probe", "drain"}),
              boost::test_tools::per_element());
 }
 
@@ -154,16 +230,24 @@ BOOST_AUTO_TEST_CASE(unknown_user_fails_the_task_without_draining) {
   BOOST_TEST(step2.CheckTaskUser().ok());
 }
 
-BOOST_AUTO_TEST_CASE(failed_entry_names_jail_and_step) {
-  FakeJailSystem sys;
-  sys.enter_result = Status::NotFound("bind target /scratch does not exist in jail /srv/jail");
-  RecordingLogger log;
-  JailStep step(TestOptions(), sys, log);
-  BOOST_REQUIRE(step.Prepare(Step(5)).ok());
-  Status s = step.EnterTask();
-  BOOST_TEST(s.message().find("entering jail /srv/jail for job 42 step 5") != std::string::npos,
-             s.message());
-  BOOST_TEST(sys.drains.empty());
+BOOST_AUTO_TEST_CASE(failed_entry_or_join_names_jail_and_step) {
+  for (bool join : {false, true}) {
+    FakeJailSystem sys;
+    if (join) {
+      sys.open_ns_result = Status::Ok();
+      sys.join_result = Status::IoError("setns into the job's mount namespace: Invalid argument");
+    } else {
+      sys.enter_result = Status::NotFound("bind target /scratch does not exist in jail /srv/jail");
+    }
+    RecordingLogger log;
+    JailStep step(TestOptions(), sys, log);
+    BOOST_REQUIRE(step.Prepare(Step(5)).ok());
+    Status s = step.EnterTask();
+    BOOST_TEST(s.message().find("entering jail /srv/jail for job 42 step 5") != std::string::npos,
+               s.message());
+    BOOST_TEST(s.message().find(join ? "setns" : "bind target") != std::string::npos, s.message());
+    BOOST_TEST(sys.drains.empty());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(tmp_jail_mode_binds_no_private_tmp) {
@@ -176,15 +260,16 @@ BOOST_AUTO_TEST_CASE(tmp_jail_mode_binds_no_private_tmp) {
   BOOST_REQUIRE(step.plan().mounts.size() == 2u);
   BOOST_TEST(!step.plan().mounts[1].create_target);  // the jail's own /tmp is not ours
   BOOST_TEST(JobEpilog(o, sys, "w-0", 42, log).ok());
-  BOOST_TEST((sys.calls == std::vector<std::string>{"probe", "check_root", "check_binds"}),
-             boost::test_tools::per_element());
+  std::vector<std::string> want = {"open_ns w-0 42", "probe", "check_root", "check_binds",
+                                   "remove_ns w-0 42"};
+  BOOST_TEST(sys.calls == want, boost::test_tools::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(epilog_removes_the_private_tmp) {
+BOOST_AUTO_TEST_CASE(epilog_removes_the_namespace_state_and_the_private_tmp) {
   FakeJailSystem sys;
   RecordingLogger log;
   BOOST_TEST(JobEpilog(TestOptions(), sys, "w-1", 9, log).ok());
-  BOOST_TEST((sys.calls == std::vector<std::string>{"remove_tmp w-1 9"}),
+  BOOST_TEST((sys.calls == std::vector<std::string>{"remove_ns w-1 9", "remove_tmp w-1 9"}),
              boost::test_tools::per_element());
 }
 

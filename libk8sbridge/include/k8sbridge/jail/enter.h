@@ -1,4 +1,6 @@
-// Entering the jail, per task, in slurm_spank_task_init_privileged.
+// Building the jail's view: per task in slurm_spank_task_init_privileged
+// (namespace=task, or a job without a job namespace), or once per job by the
+// job namespace holder (job_ns.h).
 //
 // The task (a child of slurmstepd, still root) gets its own mount namespace in
 // which / is a slave of the host's, so no mount it makes can ever appear on the

@@ -13,6 +13,10 @@ namespace k8sbridge::jail {
 
 std::string JobTmpPath(const std::string& tmp_base, const std::string& node, uint32_t job_id);
 
+// Creates tmp_base and the node directory (mode 0700), which also holds the
+// job namespace state files (job_ns.h). Idempotent.
+Status CreateNodeDir(const std::string& tmp_base, const std::string& node);
+
 // Creates tmp_base and the node directory (mode 0700: other users never walk the
 // host copies) and the job directory (mode 1777, like /tmp). Idempotent and safe
 // when the steps of one job race.

@@ -2,7 +2,7 @@
 //
 //   required spank_jail.so jail=/srv/jail [binds=/scratch,/opt/a:/opt/b:ro] [tmp=private|jail]
 //            [tmp_base=DIR] [probe=etc/os-release] [probe_timeout=5s] [identity=files|none]
-//            [drain=yes|no] [allow_no_jail=yes|no]
+//            [drain=yes|no] [allow_no_jail=yes|no] [namespace=job|task]
 //
 // Parsing is pure so that every bad value gets a unit-tested message naming the
 // option and the fix.
@@ -35,6 +35,11 @@ enum class IdentityCheck {
   kNone,   // the jail resolves users some other way (e.g. sssd inside); not checked
 };
 
+enum class NamespaceMode {
+  kJob,   // one mount namespace per job and node, made by the extern step, joined by every task
+  kTask,  // every task builds (and, by exiting, tears down) a namespace of its own
+};
+
 struct Options {
   std::string jail;
   std::vector<Bind> binds;
@@ -45,6 +50,7 @@ struct Options {
   IdentityCheck identity = IdentityCheck::kFiles;
   bool drain = true;
   bool allow_no_jail = false;
+  NamespaceMode ns = NamespaceMode::kJob;
 };
 
 // Parses plugstack.conf arguments ("key=value" each). Errors name the argument.

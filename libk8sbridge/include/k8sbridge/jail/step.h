@@ -4,6 +4,7 @@
 // calls these.
 //
 //   slurmstepd, init_post_opt (root, once per step):  JailStep::Prepare
+//       (in the extern step: starts the job's namespace, see job_ns.h)
 //   slurmstepd, task_init_privileged (root, per task): JailStep::EnterTask
 //   slurmstepd, task_init (the user, inside the jail): JailStep::CheckTaskUser
 //   slurmd, job_epilog (root, once per job and node):  JobEpilog
@@ -17,6 +18,7 @@
 
 #include "k8sbridge/jail/enter.h"
 #include "k8sbridge/jail/options.h"
+#include "k8sbridge/jail/paths.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/status.h"
 
@@ -52,6 +54,15 @@ class JailSystem {
   virtual Status CreateTmp(const Options& o, const std::string& node, uint32_t job_id) = 0;
   virtual Status RemoveTmp(const Options& o, const std::string& node, uint32_t job_id) = 0;
   virtual Status Enter(const TaskPlan& plan) = 0;
+  // The job-wide namespace (job_ns.h): started by the extern step, asked for
+  // (with a probe of the jail) by the other steps, joined by their tasks.
+  // OpenJobNamespace is Unavailable when the job has no namespace.
+  virtual Status StartJobNamespace(const Options& o, const TaskPlan& plan, const std::string& node,
+                                   uint32_t job_id) = 0;
+  virtual Result<UniqueFd> OpenJobNamespace(const Options& o, const std::string& node,
+                                            uint32_t job_id) = 0;
+  virtual Status JoinJobNamespace(int ns_fd) = 0;
+  virtual Status RemoveJobNamespace(const Options& o, const std::string& node, uint32_t job_id) = 0;
   // Runs inside the jail: is `uid` a user there?
   virtual Status CheckUser(const Options& o, uid_t uid, const std::string& user) = 0;
   virtual Status Drain(const std::string& node, const std::string& reason) = 0;
@@ -69,6 +80,12 @@ class RealJailSystem final : public JailSystem {
   Status CreateTmp(const Options& o, const std::string& node, uint32_t job_id) override;
   Status RemoveTmp(const Options& o, const std::string& node, uint32_t job_id) override;
   Status Enter(const TaskPlan& plan) override;
+  Status StartJobNamespace(const Options& o, const TaskPlan& plan, const std::string& node,
+                           uint32_t job_id) override;
+  Result<UniqueFd> OpenJobNamespace(const Options& o, const std::string& node,
+                                    uint32_t job_id) override;
+  Status JoinJobNamespace(int ns_fd) override;
+  Status RemoveJobNamespace(const Options& o, const std::string& node, uint32_t job_id) override;
   Status CheckUser(const Options& o, uid_t uid, const std::string& user) override;
   Status Drain(const std::string& node, const std::string& reason) override;
 
@@ -85,10 +102,19 @@ class FakeJailSystem final : public JailSystem {
   Status CreateTmp(const Options&, const std::string& node, uint32_t job_id) override;
   Status RemoveTmp(const Options&, const std::string& node, uint32_t job_id) override;
   Status Enter(const TaskPlan& plan) override;
+  Status StartJobNamespace(const Options&, const TaskPlan& plan, const std::string& node,
+                           uint32_t job_id) override;
+  // A valid descriptor (of /dev/null) when open_ns_result is Ok.
+  Result<UniqueFd> OpenJobNamespace(const Options&, const std::string& node,
+                                    uint32_t job_id) override;
+  Status JoinJobNamespace(int ns_fd) override;
+  Status RemoveJobNamespace(const Options&, const std::string& node, uint32_t job_id) override;
   Status CheckUser(const Options&, uid_t uid, const std::string& user) override;
   Status Drain(const std::string& node, const std::string& reason) override;
 
   Status probe_result, root_result, binds_result, tmp_result, enter_result, user_result;
+  Status start_ns_result, join_result;
+  Status open_ns_result = Status::Unavailable("no job namespace holder");
   std::vector<std::string> calls;
   std::vector<std::string> drains;  // "node: reason"
   std::vector<TaskPlan> entered;
@@ -108,19 +134,28 @@ class JailStep {
   // Decides whether this step is jailed and checks the jail. A broken jail
   // (missing, unmounted, hung, unsafe) fails the step and drains the node; the
   // extern step and an admin-allowed --no-jail leave the step on the host.
+  // With namespace=job the extern step starts the job's namespace (best
+  // effort: it never fails the extern step), and the other steps join it when
+  // it exists.
   Status Prepare(const StepInfo& step);
-  // Moves the calling task into the jail (no-op when the step is not jailed).
+  // Moves the calling task into the jail (no-op when the step is not jailed):
+  // into the job's namespace when there is one, else a namespace of its own.
   Status EnterTask();
   // Inside the jail, as the user: the user must exist there.
   Status CheckTaskUser();
 
   bool active() const { return active_; }
+  bool joins_job_namespace() const { return job_ns_.valid(); }
   const TaskPlan& plan() const { return plan_; }
   const Options& options() const { return options_; }
 
  private:
   Status FailNode(const StepInfo& step, const Status& why);
   std::string JobTmpPathFor(const StepInfo& step) const;
+  // The checks and set-up every jailed step needs before its tasks can build
+  // their namespaces (and the extern step before it builds the job's).
+  Status CheckAndPlan(const StepInfo& step, TaskPlan* plan);
+  void StartJobNamespace(const StepInfo& step);
 
   Options options_;
   JailSystem& system_;
@@ -128,9 +163,10 @@ class JailStep {
   bool active_ = false;
   StepInfo step_;
   TaskPlan plan_;
+  UniqueFd job_ns_;  // the job's namespace, when this step's tasks join it
 };
 
-// Job end on a node: removes the job's private /tmp.
+// Job end on a node: removes the job's private /tmp and namespace state file.
 Status JobEpilog(const Options& options, JailSystem& system, const std::string& node,
                  uint32_t job_id, Logger& log);
 
