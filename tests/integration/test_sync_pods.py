@@ -113,22 +113,27 @@ class SyncOrphans(SyncRigTestCase):
             self.create_pod("w-0", {"app": "something-else"})
             self.create_pod("stray", self.owned_labels("stray", cluster="other"))
 
+            # Deleted means the API server has the delete: the pod then terminates
+            # for its grace period (30 s by default), which is the kubelet's, not ours.
+            def deleted(name):
+                pod = self.pod(name)
+                return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
             try:
-                wait_for(lambda: self.pod("w-1") is None and self.pod("w-7") is None,
-                         GRACE + 90, "the orphans deleted")
+                wait_for(lambda: deleted("w-1") and deleted("w-7"), GRACE + 30,
+                         "the orphans deleted")
             except Exception as e:  # the daemon's log says why
                 raise AssertionError(f"{e}\nlog:\n{d.log()[-3000:]}") from None
-            # Another orphan, made now: once it is gone, the foreign pods have been
-            # seen for more than two graces.
+            # Another orphan, made now: once it is deleted, the foreign pods have
+            # been seen for more than two graces.
             self.create_pod("w-8", self.owned_labels("w-8"))
-            wait_for(lambda: self.pod("w-8") is None, GRACE + 90, "the later orphan deleted")
+            wait_for(lambda: deleted("w-8"), GRACE + 30, "the later orphan deleted")
             self.assertIsNotNone(self.pod("w-0"))
             self.assertIsNotNone(self.pod("stray"))
             # Every pod DELETE the API server saw was for one of our orphans.
-            deleted = {r["path"].rsplit("/", 1)[-1].split("?")[0]
+            deletes = {r["path"].rsplit("/", 1)[-1].split("?")[0]
                        for r in self.sim.requests_log()
                        if r.get("verb") == "delete" and r.get("resource") == "pods"}
-            self.assertEqual(deleted, {"w-1", "w-7", "w-8"})
+            self.assertEqual(deletes, {"w-1", "w-7", "w-8"})
             self.assertGreaterEqual(d.metric('k8sbridge_sync_actions_total{kind="delete_pod",'
                                              'result="ok"}'), 3)
         self.assertNoLeftovers()
