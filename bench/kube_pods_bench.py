@@ -17,7 +17,6 @@ CPU per request than either peer.
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile

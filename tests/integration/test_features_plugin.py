@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from featurestest import (PLUGIN_DIR, SKEWED_PLUGIN_DIR, FeaturesRigCase,  # noqa: E402
                           features_of)
-from rigtest import RigError, main, wait_for  # noqa: E402
+from rigtest import RigError, main  # noqa: E402
 
 
 ABI = {"plugin_name", "plugin_type", "plugin_version", "init", "fini"} | {

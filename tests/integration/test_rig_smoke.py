@@ -1,7 +1,6 @@
 """The rig runs real slurmctld and two slurmd in their own namespaces, and real
 srun and sbatch jobs reach both nodes at their own addresses."""
 
-from pathlib import Path
 
 from rigtest import Rig, RigTestCase, main
 
