@@ -2,10 +2,12 @@
 """Step launch cost of spank_jail, against no plugin and against Slurm's own
 job_container/tmpfs (the peer), measured in the same run on the test rig.
 
-Four one-node rigs run side by side, one per mode, each with one allocation
-(`salloc --no-shell`): no plugin; an empty SPANK plugin (bench/spank_noop.c, the
-floor under any SPANK plugin); spank_jail; job_container/tmpfs. The last three
-have PrologFlags=Contain. The script launches N `srun -N1 true` steps into each
+Four one-node rigs run side by side, each with one allocation (`salloc
+--no-shell`): no plugin; an empty SPANK plugin (bench/spank_noop.c, the floor
+under any SPANK plugin); spank_jail; job_container/tmpfs. The last three have
+PrologFlags=Contain. A fifth mode runs srun against the empty plugin's rig with
+an empty plugstack.conf of its own, which splits that floor between srun and
+slurmstepd. The script launches N `srun -N1 true` steps into each
 allocation, interleaving the modes round-robin (rotating which goes first), so
 a busy machine slows every mode alike instead of whichever ran last. It prints
 p50/p99 per step and what each mode adds over no plugin: the difference of the
@@ -39,7 +41,10 @@ sys.path.insert(0, str(ROOT / "tests" / "rig"))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
 NOOP = "empty SPANK plugin"
-MODES = ("no plugin", NOOP, "spank_jail", "job_container/tmpfs")
+# The same rig and allocation as NOOP, but srun reads an empty plugstack.conf:
+# how much of the floor is srun's (slurmstepd still loads the plugin).
+NOOP_STEPD = "  ... in slurmstepd only"
+MODES = ("no plugin", NOOP, NOOP_STEPD, "spank_jail", "job_container/tmpfs")
 
 
 def percentile(values, p):
@@ -175,9 +180,22 @@ def start_allocated(stack, mode, fixture):
     raise SystemExit(f"{mode}: no allocation after three rigs")
 
 
-def step(rig, job):
+def srun_without_plugins(rig):
+    """Environment for an srun that reads an empty plugstack.conf (its own copy of
+    slurm.conf); slurmd, and so slurmstepd, keep the rig's."""
+    empty = rig.workdir / "plugstack-empty.conf"
+    empty.write_text("")
+    conf = re.sub(r"^PlugStackConfig=.*$", f"PlugStackConfig={empty}",
+                  (rig.etc / "slurm.conf").read_text(), flags=re.M)
+    alt = rig.etc / "slurm-srun-without-plugins.conf"
+    alt.write_text(conf)
+    return {"SLURM_CONF": str(alt)}
+
+
+def step(rig, job, env=None):
     t0 = time.monotonic()
-    r = rig.run(["srun", f"--jobid={job}", "-N1", "-n1", "true"], cwd=rig.workdir, timeout=60)
+    r = rig.run(["srun", f"--jobid={job}", "-N1", "-n1", "true"], cwd=rig.workdir, timeout=60,
+                env=env)
     elapsed = (time.monotonic() - t0) * 1000
     return elapsed, r
 
@@ -211,21 +229,25 @@ def main():
     times = {m: [] for m in MODES}
     with contextlib.ExitStack() as stack:
         fixture = stack.enter_context(JailFixture())
-        rigs, jobs = {}, {}
+        rigs, jobs, envs = {}, {}, {}
         for m in MODES:
-            rigs[m], jobs[m] = start_allocated(stack, m, fixture)
+            if m != NOOP_STEPD:
+                rigs[m], jobs[m] = start_allocated(stack, m, fixture)
+        rigs[NOOP_STEPD], jobs[NOOP_STEPD] = rigs[NOOP], jobs[NOOP]
+        envs[NOOP_STEPD] = srun_without_plugins(rigs[NOOP])
         for m in MODES:  # one warm-up step each (first-step costs: plugin loads, caches)
-            step(rigs[m], jobs[m])
+            step(rigs[m], jobs[m], envs.get(m))
         for i in range(args.steps):
             order = MODES[i % len(MODES):] + MODES[:i % len(MODES)]
             for m in order:
-                elapsed, r = step(rigs[m], jobs[m])
+                elapsed, r = step(rigs[m], jobs[m], envs.get(m))
                 if r.returncode != 0:
                     raise SystemExit(f"{m}: step {i} failed: {r.stderr[-1000:]}")
                 times[m].append(elapsed)
         cost = plugin_cost(rigs["spank_jail"].logdir / "slurmd-w-0.log")
         for m in MODES:
-            rigs[m].run(["scancel", jobs[m]])
+            if m != NOOP_STEPD:
+                rigs[m].run(["scancel", jobs[m]])
 
     base50 = statistics.median(times["no plugin"])
     print(f"{args.steps} x `srun -N1 true` per mode, interleaved, one-node rigs; ms per step:")
@@ -250,6 +272,9 @@ def main():
           f"[{vs_peer[1]:+.2f}, {vs_peer[2]:+.2f}] (goal: at most 0)")
     print(f"spank_jail - {NOOP}: {vs_noop[0]:+.2f} ms, 95% CI [{vs_noop[1]:+.2f}, "
           f"{vs_noop[2]:+.2f}] (spank_jail's own work; the rest is any SPANK plugin's)")
+    in_srun = paired(times[NOOP], times[NOOP_STEPD])
+    print(f"of the empty plugin's cost, srun's share: {in_srun[0]:+.2f} ms, 95% CI "
+          f"[{in_srun[1]:+.2f}, {in_srun[2]:+.2f}] (job_container plugins are never loaded by srun)")
 
 
 def paired(a, b, resamples=2000):
