@@ -203,9 +203,9 @@ def step(rig, job, env=None):
 def plugin_cost(log):
     text = log.read_text(errors="replace")
     out = []
-    for what, pattern in (("init_post_opt (probe, checks, private /tmp)",
+    for what, pattern in (("init_post_opt (job namespace or probe, checks)",
                            r"step prepared in (\d+) us"),
-                          ("  of which the jail probe",
+                          ("  of which opening the job namespace (or the probe)",
                            r"step prepared in \d+ us \(probe (\d+) us"),
                           ("task_init_privileged (enter the jail)",
                            r"entered the jail in (\d+) us")):
