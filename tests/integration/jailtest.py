@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from rigtest import BUILD_ROOT, SOURCE_ROOT, Rig, RigError, wait_for  # noqa: F401
-from k8sbridge_rig import slurm_prefix  # noqa: E402  (rigtest puts tests/rig on sys.path)
+from k8sbridge_rig import live_processes, slurm_prefix  # noqa: E402  (rigtest puts tests/rig on sys.path)
 
 FIXTURE_PREFIX = "/run/k8sbridge-jailtest-"
 HOST_OS_RELEASE = Path("/etc/os-release")
@@ -172,6 +172,11 @@ def jail_rig(fixture: JailFixture, nodes=1, plugstack_extra: str = "", contain: 
     rig = Rig(nodes=nodes, **kw)
     rig.config.plugstack_lines = [fixture.plugstack_line(rig, plugstack_extra)]
     return rig
+
+
+def holders() -> list[int]:
+    """Live spank_jail job namespace holders on this machine."""
+    return live_processes("spank_jail_ns")
 
 
 def slurmd_log(rig: Rig, node: str) -> str:

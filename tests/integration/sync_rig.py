@@ -217,7 +217,7 @@ class SyncRigTestCase(RigTestCase):
 
     def wait_leader(self, d, timeout=30):
         wait_for(lambda: d.metric("k8sbridge_sync_leader") == 1, timeout,
-                 f"{d.identity} to lead; log:\n{d.log()[-3000:]}")
+                 lambda: f"{d.identity} to lead; log:\n{d.log()[-3000:]}")
 
     # ---- Kubernetes --------------------------------------------------------------
 

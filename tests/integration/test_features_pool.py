@@ -49,7 +49,7 @@ class FeaturePool(FeaturesRigCase):
         # -N2 -C h100: both pods on the H100 nodes, h100 active on both Slurm nodes.
         big = rig.sbatch("#!/bin/sh\nsleep 600\n", ["-N2", "-C", "h100"])
         wait_for(lambda: rig.job(big)["JobState"] == "RUNNING", 120,
-                 f"the -N2 -C h100 job to run; power.log:\n{self.power_log()}")
+                 lambda: f"the -N2 -C h100 job to run; power.log:\n{self.power_log()}")
         h100_nodes = self.job_nodes(rig, big)
         self.assertEqual(len(h100_nodes), 2)
         for name in h100_nodes:
@@ -60,7 +60,7 @@ class FeaturePool(FeaturesRigCase):
         # -C a100 from the same pool lands on an A100 node.
         small = rig.sbatch("#!/bin/sh\nsleep 20\n", ["-N1", "-C", "a100"])
         wait_for(lambda: rig.job(small)["JobState"] == "RUNNING", 120,
-                 f"the -C a100 job to run; power.log:\n{self.power_log()}")
+                 lambda: f"the -C a100 job to run; power.log:\n{self.power_log()}")
         [a100_node] = self.job_nodes(rig, small)
         a100_host = self.pod(a100_node)["spec"]["nodeName"]
         self.assertEqual(KUBE_NODES[a100_host], A100)
@@ -75,8 +75,9 @@ class FeaturePool(FeaturesRigCase):
                 if "no Kubernetes node offers" in node.get("Reason", ""):
                     return name, node
             return None
-        failed, node = wait_for(failed_fast, 60,
-                                f"a resumed node to fail fast; power.log:\n{self.power_log()}")
+        failed, node = wait_for(
+            failed_fast, 60,
+            lambda: f"a resumed node to fail fast; power.log:\n{self.power_log()}")
         self.assertTrue(node["Reason"].startswith("k8sbridge:"), node["Reason"])
         self.assertIsNone(self.pod(failed))
         # Requeued and pending; the node's reason says why (between tries it may be
@@ -96,7 +97,7 @@ class FeaturePool(FeaturesRigCase):
         # the next a100 pod lands on the same Kubernetes node as before (its cache).
         rig.wait_job(small, timeout=120)
         wait_for(lambda: "POWERED_DOWN" in rig.node(a100_node)["State"], 120,
-                 f"{a100_node} to power down; power.log:\n{self.power_log()}")
+                 lambda: f"{a100_node} to power down; power.log:\n{self.power_log()}")
         self.assertFalse(features_of(rig.node(a100_node), "ActiveFeatures") & {"a100", "h100"})
         other = next(n for n, p in KUBE_NODES.items() if p == A100 and n != a100_host)
         status, _, body = self.sim.request("PATCH", f"/api/v1/nodes/{other}",
@@ -119,7 +120,7 @@ class FeaturePool(FeaturesRigCase):
         rig.check_output(["scancel", str(big)])
         for name in h100_nodes:
             wait_for(lambda n=name: "POWERED_DOWN" in rig.node(n)["State"], 120,
-                     f"{name} to power down; power.log:\n{self.power_log()}")
+                     lambda: f"{name} to power down; power.log:\n{self.power_log()}")
             active = features_of(rig.node(name), "ActiveFeatures")
             self.assertNotIn("h100", active)
             self.assertNotIn("a100", active)
@@ -134,7 +135,7 @@ class FeaturePool(FeaturesRigCase):
             self.addCleanup(self.stop_kubelet)
             job = rig.sbatch("#!/bin/sh\nsleep 300\n", ["-N1", "-C", "h100"])
             wait_for(lambda: rig.job(job)["JobState"] == "RUNNING", 120,
-                     f"the -C h100 job to run; power.log:\n{self.power_log()}")
+                     lambda: f"the -C h100 job to run; power.log:\n{self.power_log()}")
             [node] = self.job_nodes(rig, job)
             host = self.pod(node)["spec"]["nodeName"]
             # What a kubelet reports: the pod runs, the nodes are Ready.

@@ -5,25 +5,10 @@ unknown-user error, --no-jail, and that no mount is left on the host."""
 import os
 import pwd
 import textwrap
-from pathlib import Path
 
-from jailtest import (HOST_OS_RELEASE, JailFixture, RigError, jail_rig, node_pid,
+from jailtest import (HOST_OS_RELEASE, JailFixture, RigError, holders, jail_rig, node_pid,
                       os_release_id, own_mountinfo_lines, wait_for)
 from rigtest import NodeSpec, RigTestCase, main
-
-
-def holders() -> list[int]:
-    """Live spank_jail job namespace holders on this machine."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            proc = Path("/proc") / entry
-            if entry.isdigit() and (proc / "comm").read_text().strip() == "spank_jail_ns" \
-                    and ") Z " not in (proc / "stat").read_text():
-                found.append(int(entry))
-        except OSError:
-            pass
-    return found
 
 
 class JailStepsTest(RigTestCase):

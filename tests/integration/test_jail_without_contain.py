@@ -6,9 +6,9 @@ import os
 import textwrap
 import unittest
 
-from jailtest import JailFixture, jail_rig, own_mountinfo_lines, node_pid, os_release_id, wait_for
+from jailtest import (JailFixture, holders, jail_rig, node_pid, os_release_id,
+                      own_mountinfo_lines, wait_for)
 from rigtest import NodeSpec, RigTestCase, main
-from test_jail_steps import holders
 
 
 class JailWithoutContainTest(RigTestCase):

@@ -79,7 +79,7 @@ class PowerRig(RigTestCase):
                         rig.start_slurmd(name)
                         started.add(name)
                 return len(started) == 2
-            wait_for(pods_then_slurmd, 60, f"both pods; power.log:\n{self.log()}")
+            wait_for(pods_then_slurmd, 60, lambda: f"both pods; power.log:\n{self.log()}")
             for name in ("w-0", "w-1"):
                 labels = self.pod(name)["metadata"]["labels"]
                 self.assertEqual(labels["app.kubernetes.io/managed-by"], "k8sbridge")
@@ -91,7 +91,7 @@ class PowerRig(RigTestCase):
 
             # Idle for SuspendTime: SuspendProgram deletes the pods.
             wait_for(lambda: not self.pod("w-0") and not self.pod("w-1"), 90,
-                     f"the pods to be deleted; power.log:\n{self.log()}")
+                     lambda: f"the pods to be deleted; power.log:\n{self.log()}")
             for name in ("w-0", "w-1"):
                 rig.stop_slurmd(name)
             wait_for(lambda: all("POWERED_DOWN" in rig.node(n)["State"] for n in ("w-0", "w-1")),
@@ -103,11 +103,9 @@ class PowerRig(RigTestCase):
         with self.make_rig(suspend_time=600) as rig:
             job = rig.sbatch("#!/bin/sh\nhostname\n", ["-N1", "-w", "w-0"])
 
-            def downed():
-                node = rig.node("w-0")
-                return node if node.get("Reason", "").startswith("k8sbridge:") else None
             # Well inside ResumeTimeout (300 s).
-            node = wait_for(downed, 30, f"w-0 to be set down; power.log:\n{self.log()}")
+            node = rig.wait_reason("w-0", "k8sbridge:", 30,
+                                   lambda: f"w-0 to be set down; power.log:\n{self.log()}")
             self.assertIn("kubesim injected fault: HTTP 422", node["Reason"])
             self.assertIn("DOWN", node["State"])
             self.assertIn("POWER", node["State"])

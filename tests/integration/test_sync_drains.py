@@ -42,7 +42,7 @@ class SyncDrains(SyncRigTestCase):
                 ann = pod["metadata"].get("annotations", {})
                 return (n["spec"].get("unschedulable") and TAINT in taint_keys(n) and
                         ann.get("k8sbridge.io/slurm-drain-reason") == "[hardware] xid 79")
-            wait_for(cordoned, 30, f"node-0 cordoned and tainted; log:\n{d.log()[-3000:]}")
+            wait_for(cordoned, 30, lambda: f"node-0 cordoned and tainted; log:\n{d.log()[-3000:]}")
             n = self.knode("node-0")
             self.assertEqual(n["metadata"]["annotations"]["k8sbridge.io/cordoned-by"], "rig")
             self.assertEqual(n["metadata"]["annotations"]["k8sbridge.io/hardware-drains"], "w-0")
@@ -63,7 +63,7 @@ class SyncDrains(SyncRigTestCase):
                 return (not n["spec"].get("unschedulable") and TAINT not in taint_keys(n) and
                         "k8sbridge.io/slurm-drain-reason" not in ann and
                         "k8sbridge.io/cordoned-by" not in n["metadata"].get("annotations", {}))
-            wait_for(undone, 30, f"node-0 uncordoned; log:\n{d.log()[-3000:]}")
+            wait_for(undone, 30, lambda: f"node-0 uncordoned; log:\n{d.log()[-3000:]}")
 
             # Someone else cordons node-0: w-0 is drained with our reason ...
             self.sim.kubectl("cordon", "node-0")
@@ -112,10 +112,8 @@ class SyncDrains(SyncRigTestCase):
 
             self.set_ready("node-1", "Unknown")
 
-            def drained():
-                node = rig.node("w-1")
-                return node if node.get("Reason", "").startswith("k8sbridge:") else None
-            node = wait_for(drained, 30, f"w-1 drained; log:\n{d.log()[-3000:]}")
+            node = rig.wait_reason("w-1", "k8sbridge:", 30,
+                                   lambda: f"w-1 drained; log:\n{d.log()[-3000:]}")
             self.assertIn("DRAIN", node["State"])
             self.assertIn("Kubernetes node node-1 NotReady", node["Reason"])
             self.assertIn("Kubelet stopped posting node status", node["Reason"])
@@ -126,7 +124,7 @@ class SyncDrains(SyncRigTestCase):
 
             self.set_ready("node-1", "True")
             wait_for(lambda: "DRAIN" not in rig.node("w-1")["State"], 30,
-                     f"w-1 undrained; log:\n{d.log()[-3000:]}")
+                     lambda: f"w-1 undrained; log:\n{d.log()[-3000:]}")
             w0 = rig.node("w-0")
             self.assertIn("DRAIN", w0["State"])
             self.assertTrue(w0["Reason"].startswith("admin: fan replacement"), w0["Reason"])

@@ -39,10 +39,8 @@ class SyncPodKilled(SyncRigTestCase):
 
             self.sim.kubectl("delete", "pod", node, "--wait=false")
 
-            def down():
-                n = rig.node(node)
-                return n if n.get("Reason", "").startswith("k8sbridge: pod") else None
-            n = wait_for(down, 30, f"{node} set DOWN; log:\n{d.log()[-3000:]}")
+            n = rig.wait_reason(node, "k8sbridge: pod", 30,
+                                lambda: f"{node} set DOWN; log:\n{d.log()[-3000:]}")
             self.assertIn("DOWN", n["State"])
             wait_for(lambda: int(rig.job(job).get("Restarts", "0")) >= 1, 30,
                      "the job to be requeued")
@@ -72,16 +70,13 @@ class SyncUnschedulable(SyncRigTestCase):
                     if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable":
                         return c["message"]
                 return None
-            message = wait_for(unschedulable, 60, f"w-0's pod unschedulable; power.log:\n"
+            message = wait_for(unschedulable, 60, lambda: f"w-0's pod unschedulable; power.log:\n"
                                f"{self.power_log()}")
             seen = time.monotonic()
             self.assertIn("Insufficient nvidia.com/gpu", message)
 
-            def downed():
-                n = rig.node("w-0")
-                return n if n.get("Reason", "").startswith("k8sbridge: 0/2 nodes") else None
-            n = wait_for(downed, GRACE + 10,
-                         f"w-0 DOWN within grace + 10 s; log:\n{d.log()[-3000:]}")
+            n = rig.wait_reason("w-0", "k8sbridge: 0/2 nodes", GRACE + 10,
+                                lambda: f"w-0 DOWN within grace + 10 s; log:\n{d.log()[-3000:]}")
             print(f"unschedulable -> DOWN after {time.monotonic() - seen:.1f} s "
                   f"(grace {GRACE} s)", file=sys.stderr)
             self.assertIn("Insufficient nvidia.com/gpu", n["Reason"])

@@ -55,7 +55,7 @@ class SyncApiDown(SyncRigTestCase):
             self.sim.admin("DELETE", "faults")
             wait_for(lambda: d.metric(FRESH_K8S) == 1 and
                      d.metric("k8sbridge_sync_leader") == 1, 60,
-                     f"the daemon to recover; log:\n{d.log()[-3000:]}")
+                     lambda: f"the daemon to recover; log:\n{d.log()[-3000:]}")
             # What it could not do meanwhile, it does now.
             wait_for(lambda: self.knode("node-0")["spec"].get("unschedulable"), 30,
                      "node-0 cordoned after the outage")
@@ -88,7 +88,7 @@ class SyncTwoDaemons(SyncRigTestCase):
             a.stop(signal.SIGKILL)  # no release: b must wait for the lease to run out
             killed = time.monotonic()
             wait_for(lambda: b.metric("k8sbridge_sync_leader") == 1, LEASE + RETRY + 1,
-                     f"b to lead within the lease duration; log:\n{b.log()[-3000:]}")
+                     lambda: f"b to lead within the lease duration; log:\n{b.log()[-3000:]}")
             print(f"takeover after {time.monotonic() - killed:.1f} s (lease {LEASE} s)",
                   file=sys.stderr)
             rig.check_output(["scontrol", "update", "nodename=w-0", "state=resume"])

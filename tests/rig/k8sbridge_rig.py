@@ -33,7 +33,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence, Union
 
 DEFAULT_SLURM_PREFIX = "/var/cache/k8sbridge/slurm-24.11.5/install"
 RESOURCE_PREFIX = "k8sb"            # bridges k8sb<id>, namespaces k8sb-<id>-<node>
@@ -50,10 +50,12 @@ def slurm_prefix() -> Path:
     return Path(os.environ.get("K8SBRIDGE_SLURM_PREFIX", DEFAULT_SLURM_PREFIX))
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, what: str,
-             interval: float = 0.2):
+def wait_for(predicate: Callable[[], object], timeout: float,
+             what: Union[str, Callable[[], str]], interval: float = 0.2):
     """Polls predicate until it returns something truthy; raises RigError naming
-    `what` after `timeout` seconds. Returns the predicate's value."""
+    `what` after `timeout` seconds. Returns the predicate's value. `what` may be
+    a function, called only on timeout: a message that quotes a daemon's log
+    then shows the log as it was when the wait gave up."""
     deadline = time.monotonic() + timeout
     last_error: Optional[BaseException] = None
     while True:
@@ -65,6 +67,8 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str,
             last_error = e
         if time.monotonic() >= deadline:
             detail = f" (last error: {last_error})" if last_error else ""
+            if callable(what):
+                what = what()
             raise RigError(f"timed out after {timeout:.0f}s waiting for {what}{detail}")
         time.sleep(interval)
 
@@ -572,6 +576,14 @@ PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partit
         out = self.check_output(["scontrol", "-o", "show", "node", name], timeout=30)
         return parse_scontrol_oneliner(out.splitlines()[0])
 
+    def wait_reason(self, name: str, prefix: str, timeout: float,
+                    what: Union[str, Callable[[], str], None] = None) -> dict:
+        """Waits until node `name`'s Reason starts with `prefix`; returns the node."""
+        def reasoned():
+            node = self.node(name)
+            return node if node.get("Reason", "").startswith(prefix) else None
+        return wait_for(reasoned, timeout, what or f"{name}'s reason to start with {prefix!r}")
+
     def wait_nodes_idle(self, names: Optional[Iterable[str]] = None, timeout: float = 90) -> dict:
         names = list(names or self.workers)
 
@@ -655,6 +667,12 @@ def _comm(pid: int) -> str:
         return ""
 
 
+def live_processes(*comms: str) -> list[int]:
+    """Pids of the live (not zombie) processes whose command name is one of `comms`."""
+    return [int(e) for e in os.listdir("/proc")
+            if e.isdigit() and _comm(int(e)) in comms and _alive(int(e))]
+
+
 def _alive(pid: int) -> bool:
     """True while pid exists and is not a zombie (a zombie holds nothing)."""
     try:
@@ -690,24 +708,16 @@ def leftovers() -> dict:
              if n.startswith(f"{RESOURCE_PREFIX}-")]
     links = _run(["ip", "-o", "link", "show"], check=False).stdout
     bridges = sorted(set(re.findall(rf"^\d+: ({RESOURCE_PREFIX}[0-9a-f]+)[:@]", links, re.M)))
-    daemons = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                comm = Path(f"/proc/{entry}/comm").read_text().strip()
-            except OSError:
-                continue
-            if comm in ("slurmctld", "slurmd", "slurmstepd", "spank_jail_ns") and _alive(int(entry)):
-                daemons.append(int(entry))
-            elif comm == "munged" and _alive(int(entry)):
-                # A munged started for a rig node or a pod keeps its files under a
-                # rig's workdir; it outliving the rig is a leak.
-                try:
-                    cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-                except OSError:
-                    continue
-                if WORKDIR_PREFIX.encode() in cmdline:
-                    daemons.append(int(entry))
+    daemons = live_processes("slurmctld", "slurmd", "slurmstepd", "spank_jail_ns")
+    for pid in live_processes("munged"):
+        # A munged started for a rig node or a pod keeps its files under a
+        # rig's workdir; it outliving the rig is a leak.
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if WORKDIR_PREFIX.encode() in cmdline:
+            daemons.append(pid)
     with open("/proc/self/mounts") as f:
         mounts = [line.split()[1] for line in f if WORKDIR_PREFIX in line.split()[1]]
     rig_processes = [p for p in _pids_with_env(RIG_ENV) if _alive(p)]
