@@ -707,7 +707,10 @@ def leftovers() -> dict:
     netns = [n.split()[0] for n in _run(["ip", "netns", "list"], check=False).stdout.splitlines()
              if n.startswith(f"{RESOURCE_PREFIX}-")]
     links = _run(["ip", "-o", "link", "show"], check=False).stdout
-    bridges = sorted(set(re.findall(rf"^\d+: ({RESOURCE_PREFIX}[0-9a-f]+)[:@]", links, re.M)))
+    # Rig bridges, and kubesim kubelets' (ksim0 by default, ksimt<slot> in its own
+    # tests, kspc<id> for tests/integration/podcluster.py).
+    bridges = sorted(set(re.findall(
+        rf"^\d+: ({RESOURCE_PREFIX}[0-9a-f]+|ksim\w+|kspc[0-9a-f]+)[:@]", links, re.M)))
     daemons = live_processes("slurmctld", "slurmd", "slurmstepd", "spank_jail_ns")
     for pid in live_processes("munged"):
         # A munged started for a rig node or a pod keeps its files under a
