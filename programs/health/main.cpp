@@ -181,8 +181,8 @@ int main(int argc, char** argv) {
     return report.findings.empty() ? kHealthy : kUnhealthy;
   }
 
-  Decision d = Decide(*node, report.findings, state->clean_runs, config->resume_after_clean_runs);
-  Status applied = Apply(d, args.node, *slurm);
+  auto [d, applied] = DecideAndApply(args.node, report.findings, state->clean_runs,
+                                     config->resume_after_clean_runs, *slurm);
   state->clean_runs = d.clean_runs;
   if (Status saved = SaveState(state_path, *state); !saved.ok())
     log.Warning("{}; the clean-run count will restart", saved.message());

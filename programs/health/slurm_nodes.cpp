@@ -22,7 +22,8 @@ Status Update(const std::string& name, uint32_t state, const std::string& reason
   std::string why = reason;
   msg.node_names = names.data();
   msg.node_state = state;
-  if (!why.empty()) msg.reason = why.data();
+  if (!why.empty())
+    msg.reason = why.data();
   if (slurm_update_node(&msg) != SLURM_SUCCESS)
     return SlurmError(fmt::format("slurm_update_node {}", name));
   return Status::Ok();
@@ -30,8 +31,12 @@ Status Update(const std::string& name, uint32_t state, const std::string& reason
 
 }  // namespace
 
-LibslurmNodes::LibslurmNodes() { slurm_init(nullptr); }
-LibslurmNodes::~LibslurmNodes() { slurm_fini(); }
+LibslurmNodes::LibslurmNodes() {
+  slurm_init(nullptr);
+}
+LibslurmNodes::~LibslurmNodes() {
+  slurm_fini();
+}
 
 Result<SlurmNode> LibslurmNodes::Get(const std::string& name) {
   node_info_msg_t* msg = nullptr;
@@ -39,13 +44,16 @@ Result<SlurmNode> LibslurmNodes::Get(const std::string& name) {
   if (slurm_load_node_single(&msg, n.data(), SHOW_ALL) != SLURM_SUCCESS)
     return SlurmError(fmt::format("slurm_load_node_single {}", name));
   if (!msg || msg->record_count == 0 || !msg->node_array[0].name) {
-    if (msg) slurm_free_node_info_msg(msg);
+    if (msg)
+      slurm_free_node_info_msg(msg);
     return Status::NotFound(fmt::format("node {} is not in Slurm's configuration", name));
   }
   const node_info_t& info = msg->node_array[0];
   SlurmNode node;
   node.name = info.name;
   node.drain = (info.node_state & NODE_STATE_DRAIN) != 0;
+  node.down = (info.node_state & NODE_STATE_BASE) == NODE_STATE_DOWN ||
+              (info.node_state & NODE_STATE_FAIL) != 0;
   node.reason = info.reason ? info.reason : "";
   node.gres = info.gres ? info.gres : "";
   slurm_free_node_info_msg(msg);

@@ -12,7 +12,8 @@
 namespace k8sbridge::health {
 
 Result<SlurmNode> RecordingSlurmNodes::Get(const std::string& name) {
-  if (name != node_.name) return Status::NotFound(fmt::format("node {} not in Slurm", name));
+  if (name != node_.name)
+    return Status::NotFound(fmt::format("node {} not in Slurm", name));
   return node_;
 }
 
@@ -32,11 +33,16 @@ Status RecordingSlurmNodes::Resume(const std::string& name) {
 
 std::string_view ActionName(Action a) {
   switch (a) {
-    case Action::kNone: return "none";
-    case Action::kDrain: return "drain";
-    case Action::kKeepDrained: return "keep drained";
-    case Action::kResume: return "resume";
-    case Action::kLeaveForeignDrain: return "leave foreign drain";
+    case Action::kNone:
+      return "none";
+    case Action::kDrain:
+      return "drain";
+    case Action::kKeepDrained:
+      return "keep drained";
+    case Action::kResume:
+      return "resume";
+    case Action::kLeaveForeignDrain:
+      return "leave foreign drain";
   }
   return "?";
 }
@@ -44,11 +50,15 @@ std::string_view ActionName(Action a) {
 Decision Decide(const SlurmNode& node, const std::vector<Finding>& findings,
                 unsigned clean_runs_before, unsigned resume_after) {
   Decision d;
-  const bool ours = node.drain && IsOwnReason(node.reason);
-  if (node.drain && !ours) {
+  // A DOWN node is out of service as much as a drained one: its reason (often
+  // Slurm's own, "Not responding") is somebody else's unless it is ours.
+  const bool out_of_service = node.drain || node.down;
+  const bool ours = out_of_service && IsOwnReason(node.reason);
+  if (out_of_service && !ours) {
     d.action = Action::kLeaveForeignDrain;
     d.clean_runs = findings.empty() ? clean_runs_before + 1 : 0;
-    d.explanation = fmt::format("drained by someone else (\"{}\"): left alone", node.reason);
+    d.explanation = fmt::format("{} by someone else (\"{}\"): left alone",
+                                node.drain ? "drained" : "down", node.reason);
     return d;
   }
   if (!findings.empty()) {
@@ -82,20 +92,25 @@ Decision Decide(const SlurmNode& node, const std::vector<Finding>& findings,
 
 Status Apply(const Decision& d, const std::string& node, SlurmNodes& slurm) {
   switch (d.action) {
-    case Action::kDrain: return slurm.Drain(node, d.reason);
-    case Action::kResume: return slurm.Resume(node);
-    default: return Status::Ok();
+    case Action::kDrain:
+      return slurm.Drain(node, d.reason);
+    case Action::kResume:
+      return slurm.Resume(node);
+    default:
+      return Status::Ok();
   }
 }
 
 Result<HealthState> LoadState(const std::string& path) {
   HealthState s;
   std::ifstream in(path);
-  if (!in) return s;
+  if (!in)
+    return s;
   std::string key;
   uint64_t value = 0;
   while (in >> key >> value) {
-    if (key == "clean_runs") s.clean_runs = static_cast<unsigned>(value);
+    if (key == "clean_runs")
+      s.clean_runs = static_cast<unsigned>(value);
     if (key == "kmsg_sequence") {
       s.kmsg_sequence = value;
       s.has_kmsg_sequence = true;
@@ -110,14 +125,33 @@ Status SaveState(const std::string& path, const HealthState& s) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return Status::IoError(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+    if (!out)
+      return Status::IoError(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
     out << "clean_runs " << s.clean_runs << "\n";
-    if (s.has_kmsg_sequence) out << "kmsg_sequence " << s.kmsg_sequence << "\n";
-    if (!out.flush()) return Status::IoError(fmt::format("cannot write {}", tmp));
+    if (s.has_kmsg_sequence)
+      out << "kmsg_sequence " << s.kmsg_sequence << "\n";
+    if (!out.flush())
+      return Status::IoError(fmt::format("cannot write {}", tmp));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return Status::IoError(fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(errno)));
+    return Status::IoError(
+        fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(errno)));
   return Status::Ok();
+}
+
+Outcome DecideAndApply(const std::string& node, const std::vector<Finding>& findings,
+                       unsigned clean_runs_before, unsigned resume_after, SlurmNodes& slurm) {
+  Outcome out;
+  auto fresh = slurm.Get(node);
+  if (!fresh.ok()) {
+    out.decision.clean_runs = clean_runs_before;
+    out.decision.explanation = "Slurm could not be read: nothing changed";
+    out.status = fresh.status();
+    return out;
+  }
+  out.decision = Decide(*fresh, findings, clean_runs_before, resume_after);
+  out.status = Apply(out.decision, node, slurm);
+  return out;
 }
 
 }  // namespace k8sbridge::health

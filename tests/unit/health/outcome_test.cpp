@@ -7,8 +7,10 @@ using namespace k8sbridge::health;
 
 namespace {
 
-const std::vector<Finding> kXid = {{"gpu.xid", "GPU 3", "XID 79 (GPU has fallen off the bus)", Severity::kHardware}};
-const std::string kXidReason = "[hardware] k8sbridge-health: GPU 3 XID 79 (GPU has fallen off the bus)";
+const std::vector<Finding> kXid = {
+    {"gpu.xid", "GPU 3", "XID 79 (GPU has fallen off the bus)", Severity::kHardware}};
+const std::string kXidReason =
+    "[hardware] k8sbridge-health: GPU 3 XID 79 (GPU has fallen off the bus)";
 
 // Runs the decide/apply loop `runs` times with the given findings.
 unsigned Run(RecordingSlurmNodes& slurm, const std::vector<Finding>& findings, unsigned clean,
@@ -54,14 +56,51 @@ BOOST_AUTO_TEST_CASE(a_failure_restarts_the_clean_count) {
 }
 
 BOOST_AUTO_TEST_CASE(admin_drain_is_never_touched) {
-  for (const char* reason : {"maintenance by alice", "[hardware] replace PSU", "k8sbridge: NotReady"}) {
+  for (const char* reason :
+       {"maintenance by alice", "[hardware] replace PSU", "k8sbridge: NotReady"}) {
     RecordingSlurmNodes slurm({"w-0", true, reason, ""});
     unsigned clean = 0;
-    for (int i = 0; i < 5; ++i) clean = Run(slurm, {}, clean);
+    for (int i = 0; i < 5; ++i)
+      clean = Run(slurm, {}, clean);
     Run(slurm, kXid, clean);
     BOOST_TEST(slurm.calls().empty(), reason);
     BOOST_TEST(slurm.node().reason == reason);
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_down_node_keeps_a_reason_that_is_not_ours) {
+  // Slurm's own "Not responding" and an admin's DOWN are out of service already: a
+  // failing check must not write its reason over them.
+  for (const char* reason : {"Not responding", "admin: bad cable"}) {
+    SlurmNode down{"w-0", false, reason, ""};
+    down.down = true;
+    RecordingSlurmNodes slurm(down);
+    Run(slurm, kXid, 0);
+    BOOST_TEST(slurm.calls().empty(), reason);
+    BOOST_TEST(slurm.node().reason == reason);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_admin_drain_set_while_the_checks_ran_is_not_cleared) {
+  // Our drain, enough clean runs to resume; the program reads the node, runs the
+  // checks, and an admin drains the node meanwhile: the decision is taken on a
+  // fresh read, so the admin's drain stays.
+  RecordingSlurmNodes slurm({"w-0", true, kXidReason, ""});
+  BOOST_REQUIRE(slurm.Get("w-0").ok());  // the read before the checks
+  slurm.Set({"w-0", true, "admin: reseat GPU 3", ""});
+  Outcome out = DecideAndApply("w-0", {}, 5, 2, slurm);
+  BOOST_TEST(out.status.ok());
+  BOOST_TEST((out.decision.action == Action::kLeaveForeignDrain));
+  BOOST_TEST(slurm.calls().empty());
+  BOOST_TEST(slurm.node().reason == "admin: reseat GPU 3");
+}
+
+BOOST_AUTO_TEST_CASE(an_unreadable_node_changes_nothing) {
+  RecordingSlurmNodes slurm({"w-0", true, kXidReason, ""});
+  Outcome out = DecideAndApply("w-9", kXid, 4, 2, slurm);
+  BOOST_TEST(!out.status.ok());
+  BOOST_TEST(out.decision.clean_runs == 4u);
+  BOOST_TEST(slurm.calls().empty());
 }
 
 BOOST_AUTO_TEST_CASE(own_reason_recognised) {
