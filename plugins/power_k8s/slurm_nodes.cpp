@@ -3,10 +3,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 
 #include <fmt/format.h>
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
+
+#include "k8sbridge/node_reason.h"
 
 namespace k8sbridge::power {
 
@@ -15,6 +18,40 @@ namespace {
 std::string LastSlurmError() {
   const int err = errno;  // libslurm reports its errors through errno (24.11)
   return fmt::format("{} (errno {})", slurm_strerror(err), err);
+}
+
+// What this program needs of one node, read live: its Gres, and whether it is
+// already out of service with a reason of someone else's (node_reason.h).
+struct LiveNode {
+  std::string gres;
+  bool out_of_service = false;  // DOWN, DRAIN or FAIL
+  std::string reason;
+};
+
+Result<LiveNode> LoadLiveNode(std::string_view node) {
+  std::string name(node);
+  node_info_msg_t* msg = nullptr;
+  if (slurm_load_node_single(&msg, name.data(), SHOW_ALL) != SLURM_SUCCESS || !msg) {
+    return Status::Unavailable(
+        fmt::format("slurm_load_node_single({}): {}", node, LastSlurmError()));
+  }
+  std::optional<LiveNode> found;
+  for (uint32_t i = 0; i < msg->record_count; ++i) {
+    const node_info_t& info = msg->node_array[i];
+    if (!info.name || node != info.name)
+      continue;
+    LiveNode live;
+    live.gres = info.gres && std::string_view(info.gres) != "(null)" ? info.gres : "";
+    const uint32_t state = info.node_state;
+    live.out_of_service = (state & NODE_STATE_BASE) == NODE_STATE_DOWN ||
+                          (state & (NODE_STATE_DRAIN | NODE_STATE_FAIL)) != 0;
+    live.reason = info.reason ? info.reason : "";
+    found = std::move(live);
+  }
+  slurm_free_node_info_msg(msg);
+  if (!found)
+    return Status::NotFound(fmt::format("slurmctld does not know node {}", node));
+  return *found;
 }
 
 }  // namespace
@@ -50,32 +87,22 @@ Result<std::string> LibslurmNodes::ControllerMungeSocket() {
 Result<std::string> LibslurmNodes::Gres(std::string_view node) {
   Init();
   std::lock_guard lock(mu_);
-  std::string name(node);
-  node_info_msg_t* msg = nullptr;
-  if (slurm_load_node_single(&msg, name.data(), SHOW_ALL) != SLURM_SUCCESS || !msg) {
-    return Status::Unavailable(
-        fmt::format("slurm_load_node_single({}): {}", node, LastSlurmError()));
-  }
-  std::string gres;
-  bool found = false;
-  for (uint32_t i = 0; i < msg->record_count; ++i) {
-    const node_info_t& info = msg->node_array[i];
-    if (info.name && node == info.name) {
-      found = true;
-      gres = info.gres ? info.gres : "";
-      if (gres == "(null)")
-        gres.clear();
-    }
-  }
-  slurm_free_node_info_msg(msg);
-  if (!found)
-    return Status::NotFound(fmt::format("slurmctld does not know node {}", node));
-  return gres;
+  auto live = LoadLiveNode(node);
+  if (!live.ok())
+    return live.status();
+  return live->gres;
 }
 
 Status LibslurmNodes::FailNode(std::string_view node, std::string_view reason) {
   Init();
   std::lock_guard lock(mu_);
+  // Read right before writing: a node an admin (or Slurm) already took out of
+  // service keeps that reason and its author; only the state changes. A node that
+  // cannot be read is still failed with our reason: leaving it POWERING_UP until
+  // ResumeTimeout is worse than replacing a reason we could not see.
+  auto live = LoadLiveNode(node);
+  const bool keep =
+      live.ok() && ReasonPolicy(live->out_of_service, live->reason) == ReasonWrite::kKeep;
   std::string names(node);
   std::string text(reason);
   // DOWN first: its jobs requeue at once. Then POWER_DOWN: the node goes back to
@@ -86,8 +113,10 @@ Status LibslurmNodes::FailNode(std::string_view node, std::string_view reason) {
     slurm_init_update_node_msg(&msg);
     msg.node_names = names.data();
     msg.node_state = state;
-    msg.reason = text.data();
-    msg.reason_uid = static_cast<uint32_t>(getuid());
+    if (!keep) {
+      msg.reason = text.data();
+      msg.reason_uid = static_cast<uint32_t>(getuid());
+    }
     if (slurm_update_node(&msg) != SLURM_SUCCESS) {
       return Status::Unavailable(fmt::format("slurm_update_node(NodeName={} State={}): {}", node,
                                              state == NODE_STATE_DOWN ? "DOWN" : "POWER_DOWN",

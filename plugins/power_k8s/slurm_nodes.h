@@ -1,6 +1,7 @@
 // The Slurm side of k8sbridge-power through libslurm: the node's Gres from
-// slurm_load_node_single, DOWN then POWER_DOWN through slurm_update_node. The only
-// file of the program that calls into libslurm beyond hostlists.
+// slurm_load_node_single, DOWN then POWER_DOWN through slurm_update_node (keeping a
+// reason k8sbridge did not write, node_reason.h). The only file of the program that
+// calls into libslurm beyond hostlists.
 #pragma once
 
 #include <mutex>
