@@ -107,6 +107,47 @@ class HealthRigTest(RigTestCase):
         self.assertIn("DRAIN", node["State"])
         self.assertTrue(node["Reason"].startswith("admin maintenance"), node["Reason"])
 
+    def wait_runs(self, node, runs, timeout=60):
+        """Waits until k8sbridge-health has run `runs` more times on `node` (each run
+        rewrites its state file, whatever it found)."""
+        path = self.health_dir / "state" / f"{node}.state"
+        seen = []
+
+        def ran():
+            stamp = path.stat().st_mtime_ns if path.exists() else None
+            if stamp is not None and (not seen or seen[-1] != stamp):
+                seen.append(stamp)
+            return len(seen) > runs
+        wait_for(ran, timeout, f"{runs} more health runs on {node}")
+
+    def test_a_failing_check_keeps_an_admins_down_reason(self):
+        rig = self.start_rig()
+        rig.check_output(["scontrol", "update", "nodename=w-1", "state=down",
+                          "reason=admin: bad cable"])
+        before = rig.node("w-1")["Reason"]
+        self.set_gpus("w-1", [healthy_gpu(0x3b), dict(healthy_gpu(0x3c), xid_events=[79])])
+        self.wait_runs("w-1", 2)
+        node = rig.node("w-1")
+        self.assertIn("DOWN", node["State"])
+        self.assertEqual(node["Reason"], before)
+
+    def test_an_admin_drain_over_ours_is_never_resumed(self):
+        rig = self.start_rig()
+        self.set_gpus("w-0", [healthy_gpu(0x3b), dict(healthy_gpu(0x3c), xid_events=[79])])
+        self.wait_reason("w-0", lambda n: n.get("Reason", "").startswith(XID_REASON),
+                         "drained with the XID reason")
+        # The admin takes the node over with a reason of their own, then the GPU is
+        # healthy again: the drain is the admin's now, and stays.
+        rig.check_output(["scontrol", "update", "nodename=w-0", "state=drain",
+                          "reason=admin: RMA for GPU 1"])
+        before = rig.node("w-0")["Reason"]
+        self.set_gpus("w-0", [healthy_gpu(0x3b), healthy_gpu(0x3c)])
+        start = self.clean_runs("w-0")
+        wait_for(lambda: self.clean_runs("w-0") >= start + 4, 60, "four clean runs on w-0")
+        node = rig.node("w-0")
+        self.assertIn("DRAIN", node["State"])
+        self.assertEqual(node["Reason"], before)
+
     def test_hanging_nvml_is_reported_and_the_run_ends(self):
         rig = self.start_rig()
         self.set_gpus("w-0", [healthy_gpu(0x3b),
