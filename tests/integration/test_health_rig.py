@@ -120,15 +120,18 @@ class HealthRigTest(RigTestCase):
             return len(seen) > runs
         wait_for(ran, timeout, f"{runs} more health runs on {node}")
 
-    def test_a_failing_check_keeps_an_admins_down_reason(self):
+    def test_a_failing_check_keeps_an_admins_fail_reason(self):
+        # FAIL (out of service, not drained) rather than DOWN: the rig's
+        # ReturnToService=2 returns a DOWN node to service at its next ping.
         rig = self.start_rig()
-        rig.check_output(["scontrol", "update", "nodename=w-1", "state=down",
+        rig.check_output(["scontrol", "update", "nodename=w-1", "state=fail",
                           "reason=admin: bad cable"])
         before = rig.node("w-1")["Reason"]
         self.set_gpus("w-1", [healthy_gpu(0x3b), dict(healthy_gpu(0x3c), xid_events=[79])])
         self.wait_runs("w-1", 2)
         node = rig.node("w-1")
-        self.assertIn("DOWN", node["State"])
+        self.assertIn("FAIL", node["State"])
+        self.assertNotIn("DRAIN", node["State"])
         self.assertEqual(node["Reason"], before)
 
     def test_an_admin_drain_over_ours_is_never_resumed(self):
