@@ -269,6 +269,22 @@ const std::map<std::string, Setter, std::less<>>& GlobalSetters() {
          c.sync.poll_interval = *d;
          return Status::Ok();
        }},
+      {"SyncMaxActionsPerPass",
+       [](BridgeConfig& c, const std::string& v) {
+         if (v == "auto") {
+           c.sync.max_actions_per_pass = 0;
+           return Status::Ok();
+         }
+         auto n = ParseInt(v, 1, 1'000'000);
+         if (!n.ok()) {
+           return Status::InvalidArgument(fmt::format(
+               "'{}' is not a cap on destructive actions per pass: write a number from 1 "
+               "(e.g. 50) or auto (10% of the Slurm nodes, at least 20)",
+               v));
+         }
+         c.sync.max_actions_per_pass = static_cast<int>(*n);
+         return Status::Ok();
+       }},
       // --- end of k8sbridge-sync keys ---
       {"GpuResource",
        [](BridgeConfig& c, const std::string& v) {

@@ -97,6 +97,9 @@ struct BridgeConfig {
     std::chrono::milliseconds lease_duration{15'000};
     std::string metrics_listen = "127.0.0.1:9109";  // "" = no Prometheus endpoint
     std::chrono::milliseconds poll_interval{500};   // slurm_load_node with change detection
+    // Destructive actions (pod deletes, fails, drains) one pass may take; more and
+    // it takes none of them. 0 = auto: 10% of the Slurm nodes, at least 20.
+    int max_actions_per_pass = 0;
   } sync;
 
   // Worker pods.
