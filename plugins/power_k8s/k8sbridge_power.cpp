@@ -92,7 +92,8 @@ void Usage(Logger& log) {
 }
 
 Result<kube::Config> KubeConfigFor(const conf::BridgeConfig& c) {
-  auto config = kube::ProgramConfig(c.kubeconfig, c.kube_context, c.in_cluster);
+  auto config =
+      kube::ProgramConfig(c.kubeconfig, c.kube_context, c.in_cluster, c.allow_insecure_http);
   if (!config.ok())
     return config.status().WithContext(fmt::format("{}: Kubernetes connection", c.file));
   return config;
@@ -144,18 +145,14 @@ int Run(int argc, char** argv) {
   }
 
   // The resume file is a memfd that vanishes when slurmctld is done with us: copy
-  // it before anything else can take time.
-  std::optional<std::string> resume_json;
+  // it before anything else can take time. A failure to read it fails the nodes
+  // below, once the hostlist is known.
+  std::optional<Result<std::string>> resume_json;
   std::string resume_path;
   if (subcommand == "resume") {
     if (const char* p = std::getenv("SLURM_RESUME_FILE"); p && *p) {
       resume_path = p;
-      auto text = power::ReadResumeFile(resume_path);
-      if (!text.ok()) {
-        log.Error("SLURM_RESUME_FILE: {}", text.status().message());
-        return kExitUsage;
-      }
-      resume_json = std::move(*text);
+      resume_json = power::ReadResumeFile(resume_path);
     } else {
       log.Warning(
           "SLURM_RESUME_FILE is not set (not run by slurmctld?): pods get no job labels and no "
@@ -171,30 +168,24 @@ int Run(int argc, char** argv) {
     log.Error("HOSTLIST argument: {}", nodes.status().message());
     return kExitUsage;
   }
-  power::LibslurmNodes slurm;
+  power::LibslurmNodes libslurm;
+  // slurmscriptd always sets SLURM_CONF; without it (a manual run) libslurm would
+  // go looking for a configuration server, so Slurm is left alone.
+  const char* slurm_conf = std::getenv("SLURM_CONF");
+  power::SlurmNodes* reachable =
+      slurm_conf != nullptr && access(slurm_conf, R_OK) == 0 ? &libslurm : nullptr;
   // A resume that cannot even start fails its nodes at once (no pod is touched),
   // so Slurm requeues the jobs now instead of after ResumeTimeout.
   auto give_up = [&](const Status& why) {
     log.Error("{}", why.message());
-    if (subcommand != "resume")
-      return kExitUsage;
-    // slurmscriptd always sets SLURM_CONF; without it (a manual run) libslurm would
-    // go looking for a configuration server, so Slurm is left alone.
-    const char* slurm_conf = std::getenv("SLURM_CONF");
-    if (slurm_conf == nullptr || access(slurm_conf, R_OK) != 0) {
-      log.Error(
-          "SLURM_CONF is not set or not readable: nodes {} are left for Slurm's "
-          "ResumeTimeout",
-          args[0]);
-      return kExitUsage;
-    }
-    const std::string reason = power::NodeReason(why);
-    for (const auto& node : *nodes) {
-      if (Status s = slurm.FailNode(node, reason); !s.ok())
-        log.Error("node {}: could not set it DOWN/POWER_DOWN: {}", node, s.message());
-    }
+    if (subcommand == "resume")
+      power::FailNodes(reachable, *nodes, why, log);
     return kExitUsage;
   };
+  auto request =
+      power::ResumeRequestOrFail(resume_json, resume_path, *nodes, hostlists, reachable, log);
+  if (!request.ok())
+    return kExitUsage;
   auto config = conf::LoadBridgeConfig(config_path, hostlists);
   if (!config.ok())
     return give_up(config.status());
@@ -205,15 +196,6 @@ int Run(int argc, char** argv) {
   auto setup = power::LoadPowerSetup(std::move(*config));
   if (!setup.ok())
     return give_up(setup.status());
-  power::ResumeRequest request;
-  if (resume_json) {
-    auto parsed = power::ParseResumeFile(*resume_json, resume_path, hostlists);
-    if (!parsed.ok()) {
-      return give_up(parsed.status());
-    }
-    request = std::move(*parsed);
-  }
-
   auto kube_config = KubeConfigFor(setup->config);
   if (!kube_config.ok())
     return give_up(kube_config.status());
@@ -244,7 +226,7 @@ int Run(int argc, char** argv) {
     std::string socket = setup->config.munge_socket;
     if (socket.empty()) {
       // The munged slurmctld authenticates with, as its configuration names it.
-      auto from_slurm = slurm.ControllerMungeSocket();
+      auto from_slurm = libslurm.ControllerMungeSocket();
       if (from_slurm.ok()) {
         socket = *from_slurm;
       } else {
@@ -254,13 +236,13 @@ int Run(int argc, char** argv) {
     }
     munge = std::make_unique<power::LibMungeCodec>(socket);
   }
-  power::PowerContext ctx{*setup, **client, slurm, log, events.get(), munge.get()};
+  power::PowerContext ctx{*setup, **client, libslurm, log, events.get(), munge.get()};
 
   log.Info("{} {} ({} node(s)), namespace {}", subcommand, args[0], nodes->size(),
            setup->config.namespace_);
   power::PowerReport report;
   if (subcommand == "resume")
-    report = power::Resume(ctx, *nodes, request);
+    report = power::Resume(ctx, *nodes, *request);
   else if (subcommand == "suspend")
     report = power::Suspend(ctx, *nodes);
   else

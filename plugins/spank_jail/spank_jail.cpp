@@ -247,10 +247,24 @@ int slurm_spank_init_post_opt(spank_t sp, int, char**) {
   return s.ok() ? 0 : kFail;
 }
 
+// Runs in the task's own child of slurmstepd, before it execs the user's
+// program. A task that does not make it into the jail is ended here, by the
+// plugin: returning an error is not enough, since with `optional` in
+// plugstack.conf Slurm ignores it and runs the task on the pod's root.
 int slurm_spank_task_init_privileged(spank_t sp, int, char**) {
-  if (!spank_remote(sp) || state == nullptr || !state->step)
+  if (!spank_remote(sp))
     return 0;
-  return state->step->EnterTask().ok() ? 0 : kFail;
+  Status s = state != nullptr && state->step
+                 ? state->step->EnterTask()
+                 : Status::PermissionDenied(
+                       "spank_jail was not set up for this step (its options or its init failed: "
+                       "see the spank_jail error before this one): refusing to run the task "
+                       "outside the jail");
+  if (s.ok())
+    return 0;
+  slurm_error("spank_jail: %s: ending the task before it runs (exit code %d)", s.message().c_str(),
+              jail::kTaskRefusedExitCode);
+  _exit(jail::kTaskRefusedExitCode);
 }
 
 int slurm_spank_task_init(spank_t sp, int, char**) {

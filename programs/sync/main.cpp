@@ -115,8 +115,9 @@ class SyncMetrics final : public kube::Metrics {
       ApiError("kubernetes");
   }
   void ApiError(const std::string& side) { api_errors_.Add({{"side", side}}).Increment(); }
-  void Action(ActionKind kind, bool ok) {
-    actions_.Add({{"kind", std::string(ActionKindName(kind))}, {"result", ok ? "ok" : "error"}})
+  // result: "ok", "error", or "not_due" (a live re-read showed it was no longer due).
+  void Action(ActionKind kind, std::string_view result) {
+    actions_.Add({{"kind", std::string(ActionKindName(kind))}, {"result", std::string(result)}})
         .Increment();
   }
   void Reconciled(Clock::Steady::duration d) {
@@ -212,29 +213,30 @@ std::string LeaseName(const conf::BridgeConfig& c) {
 
 void Usage(Logger& log) {
   log.Error(
-      "usage: k8sbridge-sync [--config FILE] [--identity NAME] [--once] [--debug]\n"
+      "usage: k8sbridge-sync [--config FILE] [--identity NAME] [--once [--no-lease]] [--debug]\n"
       "  --config FILE   k8sbridge.conf (default $K8SBRIDGE_CONF or /etc/slurm/k8sbridge.conf)\n"
       "  --identity NAME this daemon's name in the Lease (default host-pid)\n"
-      "  --once          one reconcile pass from fresh lists, without leader election, then "
-      "exit\n"
+      "  --once          one reconcile pass from fresh lists, holding the Lease for it (refused "
+      "while another daemon holds it), then exit\n"
+      "  --no-lease      with --once: act without the Lease, beside a running daemon\n"
       "  --debug         log skipped repeats and every pass");
 }
 
-// Runs the actions; returns how many failed.
-int ExecuteAll(Executor& exec, const std::vector<Action>& actions, SyncMetrics* metrics) {
-  int failed = 0;
-  for (const Action& a : actions) {
-    Status s = exec.Execute(a);
-    if (metrics)
-      metrics->Action(a.kind, s.ok());
-    if (!s.ok())
-      ++failed;
-  }
-  return failed;
+kube::LeaderElectionOptions LeaderOptions(const conf::BridgeConfig& config,
+                                          const std::string& identity) {
+  kube::LeaderElectionOptions lo;
+  lo.namespace_ = config.namespace_;
+  lo.name = LeaseName(config);
+  lo.identity = identity;
+  lo.lease_duration = std::chrono::duration_cast<std::chrono::seconds>(config.sync.lease_duration);
+  lo.renew_deadline =
+      std::max<std::chrono::seconds>(lo.lease_duration * 2 / 3, std::chrono::seconds(2));
+  lo.retry_period = std::max<std::chrono::seconds>(lo.lease_duration / 7, std::chrono::seconds(1));
+  return lo;
 }
 
-int RunOnce(const conf::BridgeConfig& config, kube::Client& client, SlurmControl& slurm,
-            Logger& log) {
+int OnePass(const conf::BridgeConfig& config, kube::Client& client, SlurmControl& slurm,
+            Logger& log, kube::LeaderElector* elector) {
   World world;
   auto nodes = slurm.LoadNodes();
   if (!nodes.ok()) {
@@ -255,28 +257,63 @@ int RunOnce(const conf::BridgeConfig& config, kube::Client& client, SlurmControl
   world.nodes = std::move(knodes->items);
   Reconciler reconciler(ReconcileOptions::From(config));
   auto actions = reconciler.Plan(world, client.clock().Now(), client.clock().WallNow());
-  Executor exec(client, slurm, nullptr, log, {config.cluster_name, config.namespace_});
-  int failed = ExecuteAll(exec, actions, nullptr);
-  log.Info("one pass: {} action(s), {} failed", actions.size(), failed);
-  return failed ? 1 : 0;
+  ExecutorOptions eo{config.cluster_name, config.namespace_};
+  if (elector) {
+    // The Lease is not renewed during the pass: it acts within the renew deadline.
+    const auto until = client.clock().Now() + LeaderOptions(config, "").renew_deadline;
+    eo.leading = [elector, until, &client]() {
+      return elector->IsLeader() && client.clock().Now() < until;
+    };
+  }
+  Executor exec(client, slurm, nullptr, log, eo);
+  PassResult r = exec.ExecutePass(
+      actions, MaxDestructive(config.sync.max_actions_per_pass, world.slurm.size()));
+  if (!r.skipped.empty())
+    log.Warning("{}", r.why);
+  log.Info("one pass: {} action(s), {} failed", actions.size(), r.failed);
+  return r.failed || !r.skipped.empty() ? 1 : 0;
+}
+
+// --once: the pass holds the Lease like the daemon does (so it never acts beside
+// the leader), unless --no-lease says to. The Lease is released at the end.
+int RunOnce(const conf::BridgeConfig& config, kube::Client& client, SlurmControl& slurm,
+            Logger& log, kube::LeaderElector* elector) {
+  if (elector && !elector->TryAcquireOrRenew()) {
+    log.Error(
+        "--once: the Lease {}/{} is held by {} (or cannot be read): nothing done; stop that "
+        "daemon, or give --no-lease to act beside it",
+        config.namespace_, LeaseName(config),
+        elector->ObservedLeader().empty() ? "?" : elector->ObservedLeader());
+    return 1;
+  }
+  const int rc = OnePass(config, client, slurm, log, elector);
+  if (elector)
+    elector->Release();
+  return rc;
 }
 
 int Run(int argc, char** argv) {
   StderrLogger early("k8sbridge-sync");
   std::string config_path, identity;
-  bool once = false, debug = false;
+  bool once = false, debug = false, no_lease = false;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if ((a == "--config" || a == "--identity") && i + 1 < argc) {
       (a == "--config" ? config_path : identity) = argv[++i];
     } else if (a == "--once") {
       once = true;
+    } else if (a == "--no-lease") {
+      no_lease = true;
     } else if (a == "--debug") {
       debug = true;
     } else {
       Usage(early);
       return kExitUsage;
     }
+  }
+  if (no_lease && !once) {
+    early.Error("--no-lease goes with --once only: the daemon always holds the Lease to act");
+    return kExitUsage;
   }
   StderrLogger log("k8sbridge-sync", debug ? LogLevel::kDebug : LogLevel::kInfo);
   if (config_path.empty())
@@ -313,8 +350,10 @@ int Run(int argc, char** argv) {
   }
   kube::Client& client = **client_or;
   LibslurmControl slurm;
-  if (once)
-    return RunOnce(config, client, slurm, log);
+  if (once) {
+    kube::LeaderElector once_elector(client, LeaderOptions(config, identity));
+    return RunOnce(config, client, slurm, log, no_lease ? nullptr : &once_elector);
+  }
 
   std::unique_ptr<prometheus::Exposer> exposer;
   if (!config.sync.metrics_listen.empty()) {
@@ -362,14 +401,7 @@ int Run(int argc, char** argv) {
   pods.Start();
   nodes.Start();
 
-  kube::LeaderElectionOptions lo;
-  lo.namespace_ = config.namespace_;
-  lo.name = LeaseName(config);
-  lo.identity = identity;
-  lo.lease_duration = std::chrono::duration_cast<std::chrono::seconds>(config.sync.lease_duration);
-  lo.renew_deadline =
-      std::max<std::chrono::seconds>(lo.lease_duration * 2 / 3, std::chrono::seconds(2));
-  lo.retry_period = std::max<std::chrono::seconds>(lo.lease_duration / 7, std::chrono::seconds(1));
+  kube::LeaderElectionOptions lo = LeaderOptions(config, identity);
   lo.on_started_leading = [&]() {
     log.Info("leading: holding Lease {}/{} as {}", lo.namespace_, lo.name, identity);
     metrics.Leader(true);
@@ -396,7 +428,16 @@ int Run(int argc, char** argv) {
   eo.reporting_instance = identity;
   eo.default_namespace = config.namespace_;
   kube::EventRecorder events(client, eo);
-  Executor exec(client, slurm, &events, log, {config.cluster_name, config.namespace_});
+  // Leadership is asked before every action; a pass that has run longer than the
+  // renew deadline stops too: its plan is that old, and the lease may have changed
+  // hands since (IsLeader turns false only some time after a renewal failed).
+  std::atomic<int64_t> pass_started{0};
+  ExecutorOptions xo{config.cluster_name, config.namespace_};
+  xo.leading = [&]() {
+    const auto age = client.clock().Now().time_since_epoch().count() - pass_started.load();
+    return elector.IsLeader() && Clock::Steady::duration(age) < lo.renew_deadline;
+  };
+  Executor exec(client, slurm, &events, log, xo);
   Reconciler reconciler(ReconcileOptions::From(config));
 
   log.Info("started as {}: cluster {}, namespace {}, Lease {}, poll {} ms, metrics {}", identity,
@@ -447,7 +488,8 @@ int Run(int argc, char** argv) {
     }
   });
 
-  std::string last_skip;  // logged once per change
+  std::string last_skip;   // logged once per change
+  std::string last_guard;  // the mass-action guard's or a lost lead's, likewise
   while (!g_stop.load()) {
     {
       std::unique_lock lock(wake_mu);
@@ -514,7 +556,16 @@ int Run(int argc, char** argv) {
     }
     const auto wall = client.clock().WallNow();
     auto actions = reconciler.Plan(world, started, wall);
-    ExecuteAll(exec, actions, &metrics);
+    pass_started.store(started.time_since_epoch().count());
+    PassResult done = exec.ExecutePass(
+        actions, MaxDestructive(config.sync.max_actions_per_pass, world.slurm.size()),
+        [&](const Action& a, std::string_view result) { metrics.Action(a.kind, result); });
+    if (!done.skipped.empty()) {
+      metrics.Skipped(done.skipped);
+      if (done.skipped != last_guard)
+        log.Warning("{}", done.why);
+    }
+    last_guard = done.skipped;
     for (auto d : reconciler.TakeResumeLatencies())
       metrics.Resumed(d);
     auto open = reconciler.OpenBreakers(wall);

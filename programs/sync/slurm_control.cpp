@@ -53,6 +53,7 @@ SlurmNode Convert(const node_info_t& info) {
   n.powering_down = state & NODE_STATE_POWERING_DOWN;
   n.power_down = state & NODE_STATE_POWER_DOWN;
   n.not_responding = state & NODE_STATE_NO_RESPOND;
+  n.fail = state & NODE_STATE_FAIL;
   n.reason = info.reason ? info.reason : "";
   n.reason_time = info.reason_time;
   return n;
@@ -99,14 +100,38 @@ Result<std::vector<SlurmNode>> LibslurmControl::LoadNodes() {
     const node_info_t& info = msg->node_array[i];
     if (!info.name)
       continue;
-    SlurmNode n = Convert(info);
-    n.reason_user = n.reason.empty() ? "" : UserName(info.reason_uid);
-    nodes.push_back(std::move(n));
+    nodes.push_back(FromInfo(info));
   }
   last_update_ = msg->last_update;
   slurm_free_node_info_msg(msg);
   nodes_ = nodes;
   return nodes;
+}
+
+SlurmNode LibslurmControl::FromInfo(const node_info_t& info) {
+  SlurmNode n = Convert(info);
+  n.reason_user = n.reason.empty() ? "" : UserName(info.reason_uid);
+  return n;
+}
+
+Result<SlurmNode> LibslurmControl::LoadNode(std::string_view node) {
+  // Its own RPC, not the change-detected copy: the executor must see slurmctld's
+  // state now. Shares load_mu_ for users_ (getpwuid cache).
+  std::lock_guard lock(load_mu_);
+  std::string name(node);
+  node_info_msg_t* msg = nullptr;
+  if (slurm_load_node_single(&msg, name.data(), SHOW_ALL) != SLURM_SUCCESS) {
+    return Status::Unavailable(
+        fmt::format("slurm_load_node_single({}): {}", node, LastSlurmError()));
+  }
+  Result<SlurmNode> out = Status::NotFound(fmt::format("Slurm has no node {}", node));
+  for (uint32_t i = 0; msg && i < msg->record_count; ++i) {
+    const node_info_t& info = msg->node_array[i];
+    if (info.name && node == info.name)
+      out = FromInfo(info);
+  }
+  slurm_free_node_info_msg(msg);
+  return out;
 }
 
 Status LibslurmControl::Update(std::string_view node, uint32_t state, std::string_view reason,
@@ -141,11 +166,21 @@ Status LibslurmControl::Undrain(std::string_view node) {
 
 Status LibslurmControl::DownAndPowerDown(std::string_view node, std::string_view reason) {
   std::lock_guard lock(update_mu_);
-  // DOWN first: its jobs requeue at once. Then POWER_DOWN: the node goes back to
-  // POWERED_DOWN after SuspendTimeout, and its next resume makes a fresh pod.
+  // DOWN first: its jobs requeue at once. Then POWER_DOWN: the node goes to
+  // POWERED_DOWN after SuspendTimeout, still DOWN (down~) in Slurm 24.11, until
+  // k8sbridge-sync returns it to service (Resume); its next resume makes a fresh
+  // pod. An empty reason (the node keeps an admin's) is not sent: slurmctld needs
+  // none for DOWN through the API, and keeps the node's reason and reason_uid.
   if (Status s = Update(node, NODE_STATE_DOWN, reason, "DOWN"); !s.ok())
     return s;
   return Update(node, NODE_STATE_POWER_DOWN, reason, "POWER_DOWN");
+}
+
+Status LibslurmControl::Resume(std::string_view node) {
+  std::lock_guard lock(update_mu_);
+  // On a DOWN node slurmctld makes it IDLE and clears DRAIN and FAIL; the power
+  // flags stay (POWERED_DOWN), so Slurm resumes it when a job needs it.
+  return Update(node, NODE_RESUME, "", "RESUME");
 }
 
 Status LibslurmControl::UpdateFeatures(std::string_view node, std::string_view available,

@@ -90,13 +90,16 @@ class RealWorkerSystem final : public power::WorkerSystem {
     return Status::Ok();
   }
 
-  Status MakePrivateDirectory(const std::string& path) override {
+  Status MakeDirectory(const std::string& path, unsigned mode) override {
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
     if (ec)
       return Status::IoError(fmt::format("cannot create {}: {}", path, ec.message()));
-    // munged refuses a socket directory that others may write to (an emptyDir is 0777).
-    if (chmod(path.c_str(), 0755) != 0)
+    // munged checks owner and mode (an emptyDir is 0777, and may belong to another
+    // uid): the directory must be ours and writable by us alone.
+    if (chown(path.c_str(), geteuid(), getegid()) != 0)
+      return Status::IoError(fmt::format("cannot chown {}: {}", path, std::strerror(errno)));
+    if (chmod(path.c_str(), static_cast<mode_t>(mode)) != 0)
       return Status::IoError(fmt::format("cannot chmod {}: {}", path, std::strerror(errno)));
     return Status::Ok();
   }

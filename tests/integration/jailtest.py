@@ -18,7 +18,10 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
-from rigtest import BUILD_ROOT, SOURCE_ROOT, Rig, RigError, wait_for  # noqa: F401
+import os
+import unittest
+
+from rigtest import BUILD_ROOT, SOURCE_ROOT, Rig, RigError, RigTestCase, wait_for  # noqa: F401
 from k8sbridge_rig import live_processes, slurm_prefix  # noqa: E402  (rigtest puts tests/rig on sys.path)
 
 FIXTURE_PREFIX = "/run/k8sbridge-jailtest-"
@@ -115,16 +118,19 @@ class JailFixture:
                           "--slurm-prefix", str(slurm_prefix()),
                           "--state-file", str(self.state_file), *extra])
 
-    def plugstack_line(self, rig: Rig, extra: str = "") -> str:
+    def plugstack_line(self, rig: Rig, extra: str = "", allow_root: bool = True) -> str:
         # The rig keeps slurm.conf, the munge socket and the spool under its
         # workdir in /tmp: bind it into every task's private /tmp. srun inside
         # the jail loads the plugin too, so it is copied there as well (in
         # production it sits in Slurm's plugin directory, which is bound).
+        # The rig submits its jobs as root, which spank_jail refuses unless
+        # allow_root=yes: the tests that are not about root jobs allow them.
         plugin = rig.workdir / "plugins" / "spank_jail.so"
         plugin.parent.mkdir(exist_ok=True)
         shutil.copy2(plugin_path(), plugin)
+        root = "allow_root=yes " if allow_root else ""
         return (f"required {plugin} jail={self.jail} tmp_base={self.tmp_base} "
-                f"binds={rig.workdir} probe_timeout=3s {extra}").strip()
+                f"binds={rig.workdir} probe_timeout=3s {root}{extra}").strip()
 
     def job_tmp(self, node: str, job_id: int) -> Path:
         return self.tmp_base / node / f"job{job_id}"
@@ -150,7 +156,7 @@ class JailFixture:
             # Never remove a directory that still has the cached jail bound in it.
             raise RigError(f"mounts left under {root}, not removing it: {left}")
         if self.base.exists():
-            shutil.rmtree(self.base, ignore_errors=True)
+            remove_tree(self.base)
 
     @staticmethod
     def _run(cmd: list[str]) -> subprocess.CompletedProcess:
@@ -158,6 +164,16 @@ class JailFixture:
         if r.returncode != 0:
             raise RigError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
         return r
+
+
+def remove_tree(path: Path) -> None:
+    """Removes `path` and everything below it, however deep (a job may leave a
+    tree 20,000 levels deep, which shutil.rmtree's recursion cannot follow),
+    never crossing into another mount."""
+    r = subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)],
+                       capture_output=True, text=True)
+    if r.returncode != 0 or path.exists():
+        raise RigError(f"cannot remove {path}: {r.stderr.strip()}")
 
 
 def jail_rig(fixture: JailFixture, nodes=1, plugstack_extra: str = "", contain: bool = True,
@@ -172,6 +188,36 @@ def jail_rig(fixture: JailFixture, nodes=1, plugstack_extra: str = "", contain: 
     rig = Rig(nodes=nodes, **kw)
     rig.config.plugstack_lines = [fixture.plugstack_line(rig, plugstack_extra)]
     return rig
+
+
+class JailRigTestCase(RigTestCase):
+    """One jail fixture and one jail rig (`nodes`, started and idle) for the
+    whole class, torn down also when the set-up fails half-way. `plugstack`
+    is the rig's plugstack.conf and `good_line` the line it started with."""
+
+    nodes = 1
+
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("needs root")
+        cls.fixture = JailFixture().__enter__()
+        try:
+            cls.rig = jail_rig(cls.fixture, nodes=cls.nodes)
+            cls.rig.__enter__()
+            cls.rig.wait_nodes_idle()
+        except BaseException:
+            cls.fixture.close()
+            raise
+        cls.plugstack = cls.rig.etc / "plugstack.conf"
+        cls.good_line = cls.plugstack.read_text()
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.rig.__exit__(None, None, None)
+        finally:
+            cls.fixture.close()
 
 
 def holders() -> list[int]:

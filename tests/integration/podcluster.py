@@ -141,7 +141,7 @@ class PodCluster:
         """The worker pod template: the image's slurmd and k8sbridge-worker are the
         host's (kubesim runs commands from the host's filesystem); the pod's own munged
         gets the key from a Secret and its socket in an emptyDir at the path slurm.conf
-        names; /etc/hosts and resolv.conf are the rig's node files."""
+        names, the key's copy in an emptyDir of its own; /etc/hosts and resolv.conf are the rig's node files."""
         rig = self.rig
         return f"""\
 kind: PodTemplate
@@ -159,13 +159,16 @@ template:
       - {{name: K8SBRIDGE_MUNGED, value: /usr/sbin/munged}}
       - {{name: K8SBRIDGE_MUNGED_KEY, value: "{rig.workdir}/pod-munge-key/munge.key"}}
       - {{name: K8SBRIDGE_MUNGE_SOCKET, value: "{rig.munge_socket}"}}
+      - {{name: K8SBRIDGE_MUNGED_DIR, value: "{rig.workdir}/pod-munged"}}
 {container_extra}      volumeMounts:
       - {{name: munge-run, mountPath: "{rig.munge_socket.parent}"}}
+      - {{name: munged-private, mountPath: "{rig.workdir}/pod-munged"}}
       - {{name: munge-key, mountPath: "{rig.workdir}/pod-munge-key", readOnly: true}}
       - {{name: hosts, mountPath: /etc/hosts, readOnly: true}}
       - {{name: resolv, mountPath: /etc/resolv.conf, readOnly: true}}
     volumes:
     - {{name: munge-run, emptyDir: {{}}}}
+    - {{name: munged-private, emptyDir: {{}}}}
     - {{name: munge-key, secret: {{secretName: {secret}}}}}
     - {{name: hosts, hostPath: {{path: "{rig.node_hosts}", type: File}}}}
     - {{name: resolv, hostPath: {{path: "{rig.node_resolv}", type: File}}}}

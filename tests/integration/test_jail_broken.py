@@ -3,37 +3,18 @@ drains the node with a reason starting `spank_jail:`. plugstack.conf is re-read 
 every step launch, so one rig serves every case; the node is resumed between."""
 
 import os
-import unittest
 
-from jailtest import JailFixture, jail_rig, slurmd_log, wait_for
-from rigtest import RigTestCase, main
+from jailtest import JailRigTestCase, slurmd_log, wait_for
+from rigtest import main
 
 DRAIN_DEADLINE = 60  # seconds: the probe deadline below plus slurmctld's round trip
 
 
-class JailBrokenTest(RigTestCase):
+class JailBrokenTest(JailRigTestCase):
     @classmethod
     def setUpClass(cls):
-        if os.geteuid() != 0:
-            raise unittest.SkipTest("needs root")
-        cls.fixture = JailFixture().__enter__()
-        try:
-            cls.rig = jail_rig(cls.fixture, nodes=1)
-            cls.rig.__enter__()
-            cls.rig.wait_nodes_idle()
-        except BaseException:
-            cls.fixture.close()
-            raise
-        cls.plugstack = cls.rig.etc / "plugstack.conf"
-        cls.good_line = cls.plugstack.read_text()
+        super().setUpClass()
         cls.plugin = cls.good_line.split()[1]
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.rig.__exit__(None, None, None)
-        finally:
-            cls.fixture.close()
 
     def tearDown(self):
         self.plugstack.write_text(self.good_line)
@@ -41,8 +22,9 @@ class JailBrokenTest(RigTestCase):
         self.rig.wait_nodes_idle()
 
     def use_jail(self, jail, extra=""):
-        self.plugstack.write_text(
-            f"required {self.plugin} jail={jail} tmp_base={self.fixture.tmp_base} {extra}\n")
+        # allow_root=yes: the rig's jobs are root's (see JailFixture.plugstack_line).
+        self.plugstack.write_text(f"required {self.plugin} jail={jail} "
+                                  f"tmp_base={self.fixture.tmp_base} allow_root=yes {extra}\n")
 
     def assert_step_fails_and_node_drains(self, message: str) -> dict:
         r = self.rig.run(["srun", "-N1", "-w", "w-0", "true"], timeout=120)

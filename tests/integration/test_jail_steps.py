@@ -6,33 +6,19 @@ import os
 import pwd
 import textwrap
 
-from jailtest import (HOST_OS_RELEASE, JailFixture, RigError, holders, jail_rig, node_pid,
+from jailtest import (HOST_OS_RELEASE, JailRigTestCase, RigError, holders, node_pid,
                       os_release_id, own_mountinfo_lines, wait_for)
-from rigtest import NodeSpec, RigTestCase, main
+from rigtest import NodeSpec, main
 
 
-class JailStepsTest(RigTestCase):
+class JailStepsTest(JailRigTestCase):
+    nodes = [NodeSpec("w-0", cpus=2), NodeSpec("w-1", cpus=2)]
+
     @classmethod
     def setUpClass(cls):
-        if os.geteuid() != 0:
-            raise __import__("unittest").SkipTest("needs root")
-        cls.fixture = JailFixture().__enter__()
-        try:
-            cls.rig = jail_rig(cls.fixture, nodes=[NodeSpec("w-0", cpus=2), NodeSpec("w-1", cpus=2)])
-            cls.rig.__enter__()
-            cls.rig.wait_nodes_idle()
-        except BaseException:
-            cls.fixture.close()
-            raise
+        super().setUpClass()
         cls.jail_release = os_release_id((cls.fixture.jail / "etc/os-release").read_text())
         cls.host_release = os_release_id(HOST_OS_RELEASE.read_text())
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls.rig.__exit__(None, None, None)
-        finally:
-            cls.fixture.close()
 
     def srun(self, *args, env=None, check=True):
         r = self.rig.run(["srun", *args], cwd=self.rig.workdir, env=env, timeout=120)
@@ -105,29 +91,39 @@ class JailStepsTest(RigTestCase):
         self.srun("-N1", "-o", str(step_out), "sh", "-c", "uname -n")
         self.assertIn(step_out.read_text().strip(), ("w-0", "w-1"))
 
-    def test_two_jobs_on_one_node_have_private_tmp_removed_after_each_job(self):
+    def test_two_jobs_on_one_node_have_private_tmp_var_tmp_and_dev_shm_removed_after_each(self):
         sync = self.rig.workdir / "tmp-sync"
         sync.mkdir(exist_ok=True)
-        # Each job leaves a marker in its /tmp, waits until both jobs run, then
-        # lists /tmp: each must see only its own marker.
+        # Each job leaves a marker in its /tmp, /var/tmp and /dev/shm, waits
+        # until both jobs run, then lists them: each must see only its own.
         script = f"""\
             #!/bin/sh
-            echo "$SLURM_JOB_ID" > /tmp/marker-$SLURM_JOB_ID
+            for d in /tmp /var/tmp /dev/shm; do echo "$SLURM_JOB_ID" > $d/marker-$SLURM_JOB_ID; done
             touch {sync}/started-$SLURM_JOB_ID
             i=0
             while [ "$(ls {sync} | grep -c started-)" -lt 2 ] && [ $i -lt 600 ]; do
               sleep 0.1; i=$((i+1))
             done
-            ls /tmp | grep marker- > {sync}/seen-$SLURM_JOB_ID
+            for d in /tmp /var/tmp /dev/shm; do
+              echo "$d $(ls $d | grep marker- | tr '\\n' ' ')" >> {sync}/seen-$SLURM_JOB_ID
+            done
             """
         ids = [self.rig.sbatch(textwrap.dedent(script), ["-w", "w-0", "-n1", "-o", "/dev/null"])
                for _ in range(2)]
         for job in ids:
             self.rig.wait_job(job)
         for job in ids:
-            self.assertEqual((sync / f"seen-{job}").read_text().split(), [f"marker-{job}"])
-            wait_for(lambda: not self.fixture.job_tmp("w-0", job).exists(), 60,
-                     f"job {job}'s private /tmp to be removed")
+            seen = dict(line.split(" ", 1) for line in
+                        (sync / f"seen-{job}").read_text().splitlines())
+            for d in ("/tmp", "/var/tmp", "/dev/shm"):
+                self.assertEqual(seen[d].split(), [f"marker-{job}"], d)
+            tmp = self.fixture.job_tmp("w-0", job)
+            wait_for(lambda: not tmp.exists() and not tmp.with_name(tmp.name + ".var-tmp").exists(),
+                     60, f"job {job}'s private /tmp and /var/tmp to be removed")
+        # Nothing reached the jail's own, shared, directories.
+        for d in ("var/tmp", "dev/shm"):
+            self.assertEqual([p for p in os.listdir(self.fixture.jail / d) if p.startswith("marker-")],
+                             [], d)
 
     def test_unknown_user_gets_the_named_error(self):
         jail_uids = {int(l.split(":")[2]) for l in

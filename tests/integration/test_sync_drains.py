@@ -3,7 +3,8 @@ directions.
 
 - An admin's hardware drain cordons and taints the Kubernetes node and annotates the
   pod; a resume undoes both. A cordon made by someone else is left alone (and drains
-  the Slurm node with a k8sbridge: reason until it is lifted). `--once` does one pass.
+  the Slurm node with a k8sbridge: reason until it is lifted). `--once` does one pass,
+  and refuses while a daemon holds the Lease.
 - A Kubernetes node NotReady drains its Slurm node with a k8sbridge: reason; when it
   is Ready again the drain is undone, and an admin drain on another node is untouched.
 """
@@ -87,7 +88,15 @@ class SyncDrains(SyncRigTestCase):
             self.sim.kubectl("uncordon", "node-0")
             wait_for(lambda: "DRAIN" not in rig.node("w-0")["State"], 30, "w-0 undrained")
 
-            # --once: one pass without the daemon (and without leader election).
+            # --once while the daemon leads: refused (it takes the Lease to act), and
+            # nothing done.
+            once = subprocess.run([str(SYNC), "--config", self.conf["path"], "--once"],
+                                  env=dict(os.environ, SLURM_CONF=str(rig.slurm_conf)),
+                                  capture_output=True, text=True, timeout=60)
+            self.assertEqual(once.returncode, 1, once.stderr)
+            self.assertIn("is held by a", once.stderr)
+            self.assertNotIn("one pass", once.stderr)
+            # --once: one pass without the daemon (it takes the Lease the daemon released).
             d.stop()
             rig.check_output(["scontrol", "update", "nodename=w-1", "state=drain",
                               "reason=NVLink errors"])

@@ -2,6 +2,8 @@
 
 - A worker pod killed while a job runs: the node goes DOWN, the job is requeued and
   completes on a fresh pod.
+- That node, once Slurm powered it down, is returned to service (IDLE+POWERED_DOWN,
+  not DOWN) and the next job that needs it runs on a fresh pod.
 - A job needing more GPUs than the stand-in has: its node goes DOWN/POWER_DOWN with
   the scheduler's message within grace + 10 s, and the job is pending.
 - Orphans: owned pods whose node is POWERED_DOWN or unknown to Slurm are deleted;
@@ -48,6 +50,47 @@ class SyncPodKilled(SyncRigTestCase):
             rerun_node = done["NodeList"]
             self.assertEqual(out.read_text().split(), [rerun_node])
             pod = self.pod(rerun_node)
+            self.assertIsNotNone(pod)
+            self.assertNotEqual(pod["metadata"]["uid"], old_uid)  # a fresh pod
+        self.assertNoLeftovers()
+
+
+class SyncFailedNodeReturns(SyncRigTestCase):
+    """Slurm 24.11 keeps a node that went DOWN before its power-down DOWN for good
+    (down~); k8sbridge-sync returns a node it failed to service once Slurm powered it
+    down and its pod is gone."""
+
+    def test_failed_node_returns_to_service_and_the_next_job_gets_a_fresh_pod(self):
+        with self.make_rig() as rig:
+            self.kubelet(rig)
+            d = self.start_daemon(rig)
+            self.wait_leader(d)
+            job = rig.sbatch("#!/bin/sh\nsleep 600\n", ["-N1", "-w", "w-0", "--no-requeue"])
+            rig.wait_job(job, ("RUNNING",), timeout=120)
+            old_uid = self.pod("w-0")["metadata"]["uid"]
+
+            self.sim.kubectl("delete", "pod", "w-0", "--wait=false")
+
+            n = rig.wait_reason("w-0", "k8sbridge: pod", 30,
+                                lambda: f"w-0 set DOWN; log:\n{d.log()[-3000:]}")
+            self.assertIn("DOWN", n["State"])
+            # SuspendProgram (SuspendTimeout=5), then the daemon's RESUME: IDLE, still
+            # powered down, not DOWN.
+            def in_service():
+                state = rig.node("w-0")["State"]
+                return state if state.startswith("IDLE") and "POWERED_DOWN" in state else None
+            state = wait_for(in_service, 90,
+                             lambda: f"w-0 back in service (now {rig.node('w-0')['State']}); "
+                             f"log:\n{d.log()[-3000:]}")
+            self.assertIn("sync: resume w-0", d.log())
+            self.assertGreaterEqual(
+                d.metric('k8sbridge_sync_actions_total{kind="resume",result="ok"}'), 1)
+
+            out = rig.workdir / "next.out"
+            nxt = rig.sbatch("#!/bin/sh\nhostname\n", ["-N1", "-w", "w-0", "-o", str(out)])
+            rig.wait_job(nxt, timeout=240)
+            self.assertEqual(out.read_text().split(), ["w-0"])
+            pod = self.pod("w-0")
             self.assertIsNotNone(pod)
             self.assertNotEqual(pod["metadata"]["uid"], old_uid)  # a fresh pod
         self.assertNoLeftovers()

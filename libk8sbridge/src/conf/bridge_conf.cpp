@@ -41,6 +41,17 @@ Status CheckLabelKey(const std::string& value) {
   return Status::Ok();
 }
 
+// A yes/no key that sets `field`.
+Setter BoolSetter(bool BridgeConfig::*field) {
+  return [field](BridgeConfig& c, const std::string& v) {
+    auto b = ParseBool(v);
+    if (!b.ok())
+      return b.status();
+    c.*field = *b;
+    return Status::Ok();
+  };
+}
+
 const std::map<std::string, Setter, std::less<>>& GlobalSetters() {
   static const auto* setters = new std::map<std::string, Setter, std::less<>>{
       {"ClusterName",
@@ -60,6 +71,9 @@ const std::map<std::string, Setter, std::less<>>& GlobalSetters() {
          c.kubeconfig = v;
          return Status::Ok();
        }},
+      // Plain http:// to the API server sends the bearer token in clear: refused
+      // unless asked for (a test API server on loopback).
+      {"AllowInsecureHttp", BoolSetter(&BridgeConfig::allow_insecure_http)},
       {"KubeContext",
        [](BridgeConfig& c, const std::string& v) {
          c.kube_context = v;
@@ -267,6 +281,22 @@ const std::map<std::string, Setter, std::less<>>& GlobalSetters() {
          if (!d.ok())
            return d.status();
          c.sync.poll_interval = *d;
+         return Status::Ok();
+       }},
+      {"SyncMaxActionsPerPass",
+       [](BridgeConfig& c, const std::string& v) {
+         if (v == "auto") {
+           c.sync.max_actions_per_pass = 0;
+           return Status::Ok();
+         }
+         auto n = ParseInt(v, 1, 1'000'000);
+         if (!n.ok()) {
+           return Status::InvalidArgument(fmt::format(
+               "'{}' is not a cap on destructive actions per pass: write a number from 1 "
+               "(e.g. 50) or auto (10% of the Slurm nodes, at least 20)",
+               v));
+         }
+         c.sync.max_actions_per_pass = static_cast<int>(*n);
          return Status::Ok();
        }},
       // --- end of k8sbridge-sync keys ---
@@ -593,6 +623,10 @@ class Parser {
           fmt::format("{}:{}: both Kubeconfig= and InCluster=yes (line {}) are set: keep one",
                       file_, at("Kubeconfig"), at("InCluster")));
     }
+    // Relative to the configuration's directory, as PodTemplate= is: the programs
+    // run in whatever directory slurmctld or slurmd gives them.
+    if (!config_.kubeconfig.empty() && config_.kubeconfig.front() != '/')
+      config_.kubeconfig = Dirname(file_) + "/" + config_.kubeconfig;
     if (config_.in_cluster && !config_.kube_context.empty()) {
       return Status::InvalidArgument(fmt::format(
           "{}:{}: KubeContext= selects a kubeconfig context, but InCluster=yes: remove one", file_,
@@ -617,6 +651,7 @@ class Parser {
         group.placement_affinity = config_.placement_affinity;
       }
     }
+    config_.IndexNodeGroups();
     return Status::Ok();
   }
 
@@ -704,13 +739,24 @@ Result<std::vector<LabelRequirement>> ParseLabelSelector(std::string_view text) 
 }
 
 const NodeGroup* BridgeConfig::GroupOf(std::string_view node) const {
-  for (const NodeGroup& group : node_groups) {
-    for (const std::string& n : group.nodes) {
-      if (n == node)
-        return &group;
-    }
+  auto it = group_index_.find(node);
+  if (it == group_index_.end() || it->second >= node_groups.size())
+    return nullptr;
+  return &node_groups[it->second];
+}
+
+void BridgeConfig::IndexNodeGroups() {
+  group_index_.clear();
+  size_t total = 0;
+  for (const NodeGroup& group : node_groups)
+    total += group.nodes.size();
+  group_index_.reserve(total);
+  // A node in two groups is refused at parse time; first one wins otherwise, as
+  // the linear scan this replaces did.
+  for (size_t i = 0; i < node_groups.size(); ++i) {
+    for (const std::string& n : node_groups[i].nodes)
+      group_index_.emplace(n, i);
   }
-  return nullptr;
 }
 
 const FeatureMapping* BridgeConfig::MappingOf(std::string_view feature) const {

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "k8sbridge/jail/job_tmp.h"
 #include "k8sbridge/jail/paths.h"
 
 namespace k8sbridge::jail {
@@ -20,41 +21,56 @@ Status SysError(std::string_view what, int err) {
   return Status::IoError(fmt::format("{}: {}", what, std::strerror(err)));
 }
 
-bool UnderTmp(const std::string& target) {
-  return target == "/tmp" || target.starts_with("/tmp/");
+bool Under(const std::string& target, std::string_view dir) {
+  return target == dir || (target.starts_with(dir) && target[dir.size()] == '/');
 }
 
-Status BindOne(int jail_fd, const TaskMount& m, const std::string& jail) {
-  struct stat src {};
-  if (::stat(m.source.c_str(), &src) != 0) {
-    return SysError(fmt::format("bind source {} (for {} in jail {})", m.source, m.target, jail),
-                    errno);
-  }
-  auto target = m.create_target ? MakePathBeneath(jail_fd, m.target, !S_ISDIR(src.st_mode), jail)
+// The target's descriptor: created in the job's own /tmp or /var/tmp, found
+// (beneath the jail, never through a symlink out of it) anywhere else.
+Result<UniqueFd> OpenTarget(int jail_fd, const TaskMount& m, bool is_dir, const std::string& jail) {
+  auto target = m.create_target ? MakePathBeneath(jail_fd, m.target, !is_dir, jail)
                                 : OpenBeneath(jail_fd, m.target, jail);
-  if (!target.ok()) {
-    if (target.status().code() == Status::Code::kNotFound) {
-      return Status::NotFound(fmt::format(
-          "bind target {} does not exist in jail {}: create it there (mkdir {}{}) or let "
-          "k8sbridge-jail-prepare bind it",
-          m.target, jail, jail, m.target));
-    }
+  if (!target.ok() && target.status().code() == Status::Code::kNotFound && !m.optional_target) {
+    return Status::NotFound(
+        fmt::format("bind target {} does not exist in jail {}: create it there (mkdir {}{}) or let "
+                    "k8sbridge-jail-prepare bind it",
+                    m.target, jail, jail, m.target));
+  }
+  return target;
+}
+
+Status MountOne(int jail_fd, const TaskMount& m, const std::string& jail) {
+  if (m.optional_target) {
+    // Looked up first: a jail without it needs no source either.
+    auto there = OpenBeneath(jail_fd, m.target, jail);
+    if (!there.ok())
+      return there.status().code() == Status::Code::kNotFound ? Status::Ok() : there.status();
+  }
+  UniqueFd source;
+  bool is_dir = true;
+  if (m.kind == TaskMount::Kind::kBind) {
+    auto opened = OpenHostPath(m.source, "bind source");
+    if (!opened.ok())
+      return opened.status().WithContext(fmt::format("bind for {} in jail {}", m.target, jail));
+    struct stat st {};
+    if (::fstat(opened->get(), &st) != 0)
+      return SysError(fmt::format("stat bind source {}", m.source), errno);
+    is_dir = S_ISDIR(st.st_mode);
+    source = std::move(*opened);
+  }
+  auto target = OpenTarget(jail_fd, m, is_dir, jail);
+  if (!target.ok())
     return target.status();
-  }
-  std::string at = target->ProcPath();
-  if (::mount(m.source.c_str(), at.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
-    return SysError(fmt::format("bind {} onto {} in jail {}", m.source, m.target, jail), errno);
-  }
-  if (m.read_only) {
-    // The descriptor names the covered directory; reopen to reach the new mount.
-    auto top = OpenBeneath(jail_fd, m.target, jail);
-    if (!top.ok())
-      return top.status();
-    std::string top_at = top->ProcPath();
-    if (::mount(nullptr, top_at.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_REC,
-                nullptr) != 0) {
-      return SysError(fmt::format("make {} read-only in jail {}", m.target, jail), errno);
+  if (m.kind == TaskMount::Kind::kTmpfs) {
+    if (::mount("tmpfs", target->ProcPath().c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") !=
+        0) {
+      return SysError(fmt::format("mount a fresh tmpfs on {} in jail {}", m.target, jail), errno);
     }
+    return Status::Ok();
+  }
+  if (Status s = BindTree(source.get(), target->get(), true, m.read_only); !s.ok()) {
+    return s.WithContext(fmt::format("bind {} onto {}{} in jail {}", m.source, m.target,
+                                     m.read_only ? " (read-only)" : "", jail));
   }
   return Status::Ok();
 }
@@ -65,10 +81,16 @@ TaskPlan BuildTaskPlan(const Options& options, const std::string& job_tmp) {
   TaskPlan plan;
   plan.jail = options.jail;
   bool private_tmp = options.tmp == TmpMode::kPrivate && !job_tmp.empty();
-  if (private_tmp)
+  if (private_tmp) {
+    using Kind = TaskMount::Kind;
     plan.mounts.push_back(TaskMount{job_tmp, "/tmp", false, false});
+    plan.mounts.push_back(
+        TaskMount{JobVarTmpPath(job_tmp), "/var/tmp", false, false, Kind::kBind, true});
+    plan.mounts.push_back(TaskMount{"", "/dev/shm", false, false, Kind::kTmpfs, true});
+  }
   for (const Bind& b : options.binds) {
-    bool in_private_tmp = private_tmp && UnderTmp(b.target) && b.target != "/tmp";
+    bool in_private_tmp = private_tmp && b.target != "/tmp" && b.target != "/var/tmp" &&
+                          (Under(b.target, "/tmp") || Under(b.target, "/var/tmp"));
     plan.mounts.push_back(TaskMount{b.source, b.target, b.read_only, in_private_tmp});
   }
   return plan;
@@ -92,7 +114,7 @@ Status EnterJail(const TaskPlan& plan) {
   if (!jail_fd.ok())
     return jail_fd.status();
   for (const TaskMount& m : plan.mounts) {
-    if (Status s = BindOne(jail_fd->get(), m, plan.jail); !s.ok())
+    if (Status s = MountOne(jail_fd->get(), m, plan.jail); !s.ok())
       return s;
   }
   if (::fchdir(jail_fd->get()) != 0) {

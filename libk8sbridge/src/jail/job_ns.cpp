@@ -125,39 +125,68 @@ uint64_t StartTime(pid_t pid) {
 // file names a live holder whose last probe (the file's mtime) succeeded
 // within kFresh. Anything else (no file, stale, a garbled or reused pid) is
 // "not known to be fresh": the caller asks the holder instead.
-UniqueFd FreshNamespace(const std::string& state_path) {
-  UniqueFd fd(::open(state_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+// A state file or socket that is not this (root) process's own was planted
+// by someone else to hand the job's tasks a namespace of their choosing.
+Status CheckOwnFile(const struct stat& st, mode_t type, const std::string& path) {
+  if ((st.st_mode & S_IFMT) != type || st.st_uid != ::geteuid() ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || (type == S_IFREG && st.st_nlink != 1)) {
+    return Status::PermissionDenied(fmt::format(
+        "job namespace file {} is not the one spank_jail made (uid {}, mode {:06o}): refusing it "
+        "(was it planted? check who can write to its directory)",
+        path, st.st_uid, st.st_mode));
+  }
+  return Status::Ok();
+}
+
+Result<UniqueFd> FreshNamespace(const std::string& state_path) {
+  UniqueFd fd(::open(state_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (!fd.valid())
-    return {};
+    return UniqueFd();
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0)
-    return {};
+    return UniqueFd();
+  if (Status s = CheckOwnFile(st, S_IFREG, state_path); !s.ok())
+    return s;
   struct timespec now {};
   ::clock_gettime(CLOCK_REALTIME, &now);
   auto age = std::chrono::seconds(now.tv_sec - st.st_mtim.tv_sec) +
              std::chrono::nanoseconds(now.tv_nsec - st.st_mtim.tv_nsec);
   if (age < std::chrono::nanoseconds(0) || age > kFresh)
-    return {};  // a clock that went back proves nothing either
+    return UniqueFd();  // a clock that went back proves nothing either
   char buf[64];
   ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
   if (n <= 0)
-    return {};
+    return UniqueFd();
   HolderId id;
   const char* end = buf + n;
   auto r1 = std::from_chars(buf, end, id.pid);
   if (r1.ec != std::errc() || r1.ptr == end || *r1.ptr != ' ')
-    return {};
+    return UniqueFd();
   auto r2 = std::from_chars(r1.ptr + 1, end, id.start);
   if (r2.ec != std::errc() || id.pid <= 0 || id.start == 0)
-    return {};
+    return UniqueFd();
   char ns_path[64];
   std::snprintf(ns_path, sizeof ns_path, "/proc/%d/ns/mnt", static_cast<int>(id.pid));
   UniqueFd ns(::open(ns_path, O_RDONLY | O_CLOEXEC));
   // Checked after the open: the descriptor pins whichever namespace the pid
   // had, and a matching start time says it was the holder's.
   if (!ns.valid() || StartTime(id.pid) != id.start)
-    return {};
+    return UniqueFd();
   return ns;
+}
+
+// The holder's socket is served by the extern step's root process; one
+// planted by anyone else would answer with a namespace of their choosing.
+Status CheckPeerIsOurs(int sock, const std::string& socket_path) {
+  struct ucred peer {};
+  socklen_t peer_len = sizeof peer;
+  if (::getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) != 0 ||
+      peer.uid != ::geteuid()) {
+    return Status::PermissionDenied(fmt::format(
+        "the job namespace socket {} is served by uid {}, not by spank_jail's holder: refusing it",
+        socket_path, peer.uid));
+  }
+  return Status::Ok();
 }
 
 // One answer: the probe's report and, when the jail answered, the namespace.
@@ -375,12 +404,21 @@ Status StartJobNamespace(const TaskPlan& plan, const std::string& probe_rel,
 
 Result<UniqueFd> OpenJobNamespace(const JobNamespacePaths& paths, const std::string& jail,
                                   const std::string& probe_rel, std::chrono::milliseconds timeout) {
-  if (UniqueFd ns = FreshNamespace(paths.state); ns.valid())
-    return ns;
+  auto fresh = FreshNamespace(paths.state);
+  if (!fresh.ok() || fresh->valid())
+    return fresh;
   const std::string& socket_path = paths.socket;
   auto name = NameSocket(socket_path);
   if (!name.ok())
     return Status::Unavailable(name.status().message());
+  struct stat st {};
+  std::string base = socket_path.substr(socket_path.rfind('/') + 1);
+  if (::fstatat(name->dir.get(), base.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return Status::Unavailable(
+        fmt::format("no job namespace holder at {}: {}", socket_path, std::strerror(errno)));
+  }
+  if (Status s = CheckOwnFile(st, S_IFSOCK, socket_path); !s.ok())
+    return s;
   UniqueFd sock(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!sock.valid())
     return SysError("socket", errno);
@@ -394,6 +432,8 @@ Result<UniqueFd> OpenJobNamespace(const JobNamespacePaths& paths, const std::str
     return Status::Unavailable(
         fmt::format("no job namespace holder at {}: {}", socket_path, std::strerror(err)));
   }
+  if (Status s = CheckPeerIsOurs(sock.get(), socket_path); !s.ok())
+    return s;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

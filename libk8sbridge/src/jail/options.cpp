@@ -10,7 +10,8 @@ namespace k8sbridge::jail {
 namespace {
 
 constexpr std::string_view kValidKeys =
-    "jail, binds, tmp, tmp_base, probe, probe_timeout, identity, drain, allow_no_jail, namespace";
+    "jail, binds, tmp, tmp_base, probe, probe_timeout, identity, drain, allow_no_jail, "
+    "allow_root, namespace";
 
 std::vector<std::string_view> Split(std::string_view text, char sep) {
   std::vector<std::string_view> parts;
@@ -198,6 +199,11 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
       if (!b.ok())
         return b.status();
       o.allow_no_jail = *b;
+    } else if (key == "allow_root") {
+      auto b = ParseBool(key, value);
+      if (!b.ok())
+        return b.status();
+      o.allow_root = *b;
     } else if (key == "namespace") {
       if (value == "job") {
         o.ns = NamespaceMode::kJob;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -17,18 +18,6 @@ namespace {
 
 std::string Errno(int err) {
   return std::strerror(err);
-}
-
-// glibc 2.36 has no openat2() wrapper.
-int OpenAt2(int dirfd, const char* path, uint64_t flags, uint64_t resolve) {
-  struct open_how how {};
-  how.flags = flags;
-  how.resolve = resolve;
-  long rc;
-  do {
-    rc = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
-  } while (rc < 0 && errno == EAGAIN);  // RESOLVE_BENEATH retries on a concurrent rename
-  return static_cast<int>(rc);
 }
 
 constexpr uint64_t kBeneath = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
@@ -52,7 +41,114 @@ Status ResolveError(int err, std::string_view path, std::string_view jail_name) 
   return Status::IoError(fmt::format("cannot open {} in jail {}: {}", path, jail_name, Errno(err)));
 }
 
+// "is owned by uid N" or "is writable by others (mode 0777)" for `st`, or "".
+std::string Untrusted(const struct stat& st, uid_t owner, bool sticky_ok) {
+  if (st.st_uid != 0 && st.st_uid != owner)
+    return fmt::format("is owned by uid {}, not root", st.st_uid);
+  bool writable = st.st_mode & (S_IWGRP | S_IWOTH);
+  if (writable && !(sticky_ok && (st.st_mode & S_ISVTX))) {
+    return fmt::format("is writable by {} (mode {:04o})",
+                       (st.st_mode & S_IWOTH) ? "others" : "its group", st.st_mode & 07777);
+  }
+  return "";
+}
+
 }  // namespace
+
+int OpenAt2(int dirfd, const char* path, uint64_t flags, uint64_t resolve) {
+  struct open_how how {};
+  how.flags = flags;
+  how.resolve = resolve;
+  long rc;
+  do {
+    rc = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+  } while (rc < 0 && errno == EAGAIN);  // RESOLVE_BENEATH retries on a concurrent rename
+  return static_cast<int>(rc);
+}
+
+Status CheckTrustedParents(const std::string& path, uid_t owner, std::string_view what) {
+  // Checked top-down by path: once a directory is trusted, nobody else can
+  // replace what lies in it, so the next lookup by path is as good as by fd.
+  for (size_t pos = 0; pos != std::string::npos && pos < path.size();) {
+    std::string dir = pos == 0 ? "/" : path.substr(0, pos);
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0) {
+      int err = errno;
+      return Status::NotFound(
+          fmt::format("{} {}: {} cannot be read: {}", what, path, dir, Errno(err)));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return Status::PermissionDenied(
+          fmt::format("{} {}: {} is a symlink or not a directory: give the real path (realpath {})",
+                      what, path, dir, path));
+    }
+    if (std::string why = Untrusted(st, owner, true); !why.empty()) {
+      return Status::PermissionDenied(fmt::format(
+          "{} {}: its parent {} {}: refusing it (chown root {} and chmod go-w {}, or choose a "
+          "path whose parents only root can change)",
+          what, path, dir, why, dir, dir));
+    }
+    pos = path.find('/', pos + 1);
+  }
+  return Status::Ok();
+}
+
+Status CheckTrustedDir(const std::string& path, uid_t owner, std::string_view what) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    int err = errno;
+    return Status::NotFound(fmt::format("{} {} cannot be read: {}", what, path, Errno(err)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::PermissionDenied(fmt::format(
+        "{} {} is a symlink or not a directory: refusing it (use a real directory)", what, path));
+  }
+  if (st.st_uid != owner) {
+    return Status::PermissionDenied(
+        fmt::format("{} {} is owned by uid {}, not {}: refusing it (chown {} {})", what, path,
+                    st.st_uid, owner, owner, path));
+  }
+  if (std::string why = Untrusted(st, owner, false); !why.empty()) {
+    return Status::PermissionDenied(
+        fmt::format("{} {} {}: refusing it (chmod go-w {})", what, path, why, path));
+  }
+  return Status::Ok();
+}
+
+Result<UniqueFd> OpenHostPath(const std::string& path, std::string_view what) {
+  int fd = OpenAt2(AT_FDCWD, path.c_str(), O_PATH | O_CLOEXEC,
+                   RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+  if (fd >= 0)
+    return UniqueFd(fd);
+  int err = errno;
+  if (err == ELOOP) {
+    return Status::PermissionDenied(fmt::format(
+        "{} {} is a symlink or has a symlink (or a /proc magic link) in its path: refusing it, "
+        "since it could be swapped under the mount; give the real path (realpath {})",
+        what, path, path));
+  }
+  if (err == ENOENT)
+    return Status::NotFound(fmt::format("{} {} does not exist on this node", what, path));
+  return Status::IoError(fmt::format("cannot open {} {}: {}", what, path, Errno(err)));
+}
+
+Status BindTree(int source_fd, int target_fd, bool recursive, bool read_only) {
+  unsigned rec = recursive ? AT_RECURSIVE : 0;
+  UniqueFd tree(static_cast<int>(::syscall(
+      SYS_open_tree, source_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | rec)));
+  if (!tree.valid())
+    return Status::IoError(fmt::format("open_tree: {}", Errno(errno)));
+  if (read_only) {
+    struct mount_attr attr {};
+    attr.attr_set = MOUNT_ATTR_RDONLY;
+    if (::syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH | rec, &attr, sizeof attr) != 0)
+      return Status::IoError(fmt::format("mount_setattr(MOUNT_ATTR_RDONLY): {}", Errno(errno)));
+  }
+  if (::syscall(SYS_move_mount, tree.get(), "", target_fd, "",
+                MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    return Status::IoError(fmt::format("move_mount: {}", Errno(errno)));
+  return Status::Ok();
+}
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
   if (this != &other) {
@@ -93,6 +189,16 @@ Status CheckJailRoot(const std::string& jail, uid_t owner) {
     return Status::PermissionDenied(
         fmt::format("jail {} is writable by {} (mode {:04o}): refusing it (chmod go-w {})", jail,
                     (st.st_mode & S_IWOTH) ? "others" : "its group", st.st_mode & 07777, jail));
+  }
+  if (Status s = CheckTrustedParents(jail, owner, "jail"); !s.ok())
+    return s;
+  // A missing etc/ or usr/ is the probe's to report (a jail without them runs nothing).
+  for (const char* sub : {"etc", "usr"}) {
+    std::string path = jail + "/" + sub;
+    if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT)
+      continue;
+    if (Status s = CheckTrustedDir(path, owner, "jail directory"); !s.ok())
+      return s;
   }
   return Status::Ok();
 }

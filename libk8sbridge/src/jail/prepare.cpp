@@ -266,18 +266,17 @@ Status PrepareJail(const PrepareConfig& c, Logger& log) {
       log.Info("{} is already mounted: leaving it", *target_real);
       continue;
     }
-    unsigned long flags = MS_BIND | (m.recursive ? MS_REC : 0);
-    if (::mount(source->c_str(), target->ProcPath().c_str(), nullptr, flags, nullptr) != 0) {
-      return Status::IoError(
-          fmt::format("bind {} onto {}: {}", *source, *target_real, std::strerror(errno)));
+    // Mounted from a descriptor of the resolved source, opened without
+    // following any symlink: nothing can be swapped in after realpath.
+    auto source_fd = OpenHostPath(*source, "bind source");
+    if (!source_fd.ok())
+      return source_fd.status();
+    if (Status s = BindTree(source_fd->get(), target->get(), m.recursive, m.bind.read_only);
+        !s.ok()) {
+      return s.WithContext(fmt::format("bind {} onto {}{}", *source, *target_real,
+                                       m.bind.read_only ? " (read-only)" : ""));
     }
     recorded.push_back(*target_real);
-    if (m.bind.read_only &&
-        ::mount(nullptr, target_real->c_str(), nullptr,
-                MS_REMOUNT | MS_BIND | MS_RDONLY | (m.recursive ? MS_REC : 0), nullptr) != 0) {
-      return Status::IoError(
-          fmt::format("make {} read-only: {}", *target_real, std::strerror(errno)));
-    }
     log.Info("bound {} onto {}{}", *source, *target_real, m.bind.read_only ? " (read-only)" : "");
   }
   std::string record;
@@ -307,7 +306,10 @@ Status UndoPrepare(const PrepareConfig& c, Logger& log) {
   }
   Status result;
   for (auto it = targets.rbegin(); it != targets.rend(); ++it) {
-    if (::umount2(it->c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT) {
+    // UMOUNT_NOFOLLOW: a recorded path that has become a symlink since (the
+    // jail is shared) must not redirect the unmount elsewhere.
+    if (::umount2(it->c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0 && errno != EINVAL &&
+        errno != ENOENT) {
       result = Status::IoError(fmt::format("unmount {}: {}", *it, std::strerror(errno)));
       log.Error("{}", result.message());
     } else {

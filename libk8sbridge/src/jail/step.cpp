@@ -28,10 +28,12 @@ Status RealJailSystem::CheckBinds(const TaskPlan& plan) {
   if (!jail_fd.ok())
     return jail_fd.status();
   for (const TaskMount& m : plan.mounts) {
-    if (::access(m.source.c_str(), F_OK) != 0) {
-      return Status::NotFound(
-          fmt::format("bind source {} (for {}) does not exist on this node", m.source, m.target));
-    }
+    if (m.kind == TaskMount::Kind::kTmpfs)
+      continue;
+    if (m.optional_target && !OpenBeneath(jail_fd->get(), m.target, plan.jail).ok())
+      continue;  // EnterJail skips it too
+    if (auto source = OpenHostPath(m.source, "bind source"); !source.ok())
+      return source.status().WithContext(fmt::format("bind for {}", m.target));
     if (m.create_target || m.target == "/tmp")
       continue;
     auto target = OpenBeneath(jail_fd->get(), m.target, plan.jail);
@@ -58,6 +60,10 @@ Status RealJailSystem::StartJobNamespace(const Options& o, const TaskPlan& plan,
 }
 Result<UniqueFd> RealJailSystem::OpenJobNamespace(const Options& o, const std::string& node,
                                                   uint32_t job_id) {
+  // The state file and socket are trusted only in a node directory nobody
+  // else can write to.
+  if (Status s = CheckNodeDir(o.tmp_base, node); !s.ok())
+    return s;
   return jail::OpenJobNamespace(JobNamespacePathsFor(o.tmp_base, node, job_id), o.jail, o.probe,
                                 o.probe_timeout);
 }
@@ -152,12 +158,26 @@ long MicrosSince(std::chrono::steady_clock::time_point start) {
 Status JailStep::Prepare(const StepInfo& step) {
   auto start = std::chrono::steady_clock::now();
   step_ = step;
-  active_ = false;
+  decision_ = Decision::kUndecided;
   job_ns_ = UniqueFd();
+  bool refused_root = step.uid == 0 && !options_.allow_root;
   if (step.step_id == kExternStep) {
-    // The extern step itself stays on the host.
-    if (options_.ns == NamespaceMode::kJob)
+    // The extern step itself stays on the host (it runs nothing of the user's).
+    decision_ = Decision::kHost;
+    if (options_.ns == NamespaceMode::kJob && !refused_root)
       StartJobNamespace(step);
+    return Status::Ok();
+  }
+  if (refused_root) {
+    // Refused per task, not here: failing a batch step's init_post_opt would
+    // drain the node, and a root job is not a node problem.
+    refusal_ = Status::PermissionDenied(fmt::format(
+        "job {} step {} runs as root (uid 0): spank_jail refuses root jobs, since root in the "
+        "jail is root in a privileged pod; submit it as a user, or set allow_root=yes on the "
+        "spank_jail line in plugstack.conf",
+        step.job_id, step.step_id));
+    log_.Error("{}", refusal_.message());
+    decision_ = Decision::kRefused;
     return Status::Ok();
   }
   if (step.no_jail_requested) {
@@ -166,6 +186,7 @@ Status JailStep::Prepare(const StepInfo& step) {
           "job {} step {}: --no-jail requested and allowed by allow_no_jail=yes: "
           "running on the host",
           step.job_id, step.step_id);
+      decision_ = Decision::kHost;
       return Status::Ok();
     }
     log_.Warning(
@@ -202,7 +223,7 @@ Status JailStep::Prepare(const StepInfo& step) {
       return FailNode(step, s);
     plan_ = std::move(plan);
   }
-  active_ = true;
+  decision_ = Decision::kJail;
   // Read by bench/jail_bench.py: the plugin's own cost, free of scheduling noise.
   log_.Debug("job {} step {}: jail checked and step prepared in {} us (probe {} us)", step.job_id,
              step.step_id, MicrosSince(start), probe_us);
@@ -246,8 +267,19 @@ std::string JailStep::JobTmpPathFor(const StepInfo& step) const {
 }
 
 Status JailStep::EnterTask() {
-  if (!active_)
-    return Status::Ok();
+  switch (decision_) {
+    case Decision::kHost:
+      return Status::Ok();
+    case Decision::kRefused:
+      return refusal_;
+    case Decision::kUndecided:
+      return Status::PermissionDenied(fmt::format(
+          "job {} step {}: the jail was not set up for this step (see the spank_jail error "
+          "before this one): refusing to run its tasks outside the jail",
+          step_.job_id, step_.step_id));
+    case Decision::kJail:
+      break;
+  }
   auto start = std::chrono::steady_clock::now();
   Status entered = job_ns_.valid() ? system_.JoinJobNamespace(job_ns_.get()) : system_.Enter(plan_);
   if (Status s = entered; !s.ok()) {
@@ -262,7 +294,7 @@ Status JailStep::EnterTask() {
 }
 
 Status JailStep::CheckTaskUser() {
-  if (!active_ || options_.identity == IdentityCheck::kNone)
+  if (!active() || options_.identity == IdentityCheck::kNone)
     return Status::Ok();
   Status s = system_.CheckUser(options_, step_.uid, step_.user);
   if (!s.ok())

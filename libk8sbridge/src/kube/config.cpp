@@ -257,7 +257,8 @@ std::vector<std::string> SplitKubeconfigEnv(std::string_view value) {
   return out;
 }
 
-Result<Config> LoadKubeconfig(const std::vector<std::string>& files_in, std::string_view context) {
+Result<Config> LoadKubeconfig(const std::vector<std::string>& files_in, std::string_view context,
+                              bool allow_insecure_http) {
   std::vector<std::string> files = files_in;
   if (files.empty()) {
     if (const char* env = std::getenv("KUBECONFIG"); env && *env) {
@@ -327,6 +328,13 @@ Result<Config> LoadKubeconfig(const std::vector<std::string>& files_in, std::str
     return Status::InvalidArgument(
         fmt::format("{}: clusters[{}].cluster.server: {:?} must start with https:// or http://",
                     all, ctx->cluster, cluster->server));
+  }
+  if (cluster->server.rfind("http://", 0) == 0 && !allow_insecure_http) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: clusters[{}].cluster.server: {:?} is plain HTTP: the bearer token and every "
+        "request would travel in clear; use https://, or set AllowInsecureHttp=yes in "
+        "k8sbridge.conf for a test API server",
+        all, ctx->cluster, cluster->server));
   }
   Config config;
   config.source = fmt::format("kubeconfig {} context {}", all, ctx_name);
@@ -427,12 +435,12 @@ Result<std::string> DecodeBase64(std::string_view in, std::string_view what) {
 }
 
 Result<Config> ProgramConfig(const std::string& kubeconfig, const std::string& context,
-                             bool in_cluster) {
+                             bool in_cluster, bool allow_insecure_http) {
   if (in_cluster || (kubeconfig.empty() && std::getenv("KUBERNETES_SERVICE_HOST")))
     return InClusterConfigFromEnv();
   if (!kubeconfig.empty())
-    return LoadKubeconfig({kubeconfig}, context);
-  return LoadKubeconfig({}, context);
+    return LoadKubeconfig({kubeconfig}, context, allow_insecure_http);
+  return LoadKubeconfig({}, context, allow_insecure_http);
 }
 
 }  // namespace k8sbridge::kube

@@ -175,14 +175,20 @@ Status FeaturePlacementPossible(std::string_view gpu_resource, const kube::Objec
 }
 
 const Result<std::pair<std::vector<kube::Object>, std::vector<kube::Object>>>&
-PlacementSnapshot::Get(kube::Client& client) {
+PlacementSnapshot::Get(kube::Client& client, std::string_view ns, std::string_view cluster) {
   std::call_once(once_, [&] {
     auto nodes = client.List(kube::kNodes, "");
     if (!nodes.ok()) {
       lists_ = nodes.status();
       return;
     }
-    auto pods = client.List(kube::kPods, "");
+    // Only this cluster's worker pods, in Namespace=: what the shipped RBAC grants,
+    // and a list that stays small in a large Kubernetes cluster. Other tenants'
+    // GPUs are not seen, so the check can only be too hopeful, never fail a node
+    // that Kubernetes could place (the scheduler still decides).
+    kube::ListOptions options;
+    options.label_selector = OwnedPodsSelector(cluster);
+    auto pods = client.List(kube::kPods, ns, options);
     if (!pods.ok()) {
       lists_ = pods.status();
       return;
@@ -197,7 +203,8 @@ Status CheckFeaturePlacement(const PowerContext& ctx, PlacementSnapshot& snapsho
   auto annotations = pod.Annotations();
   if (annotations.find(std::string(kFeaturesAnnotation)) == annotations.end())
     return Status::Ok();
-  const auto& lists = snapshot.Get(ctx.client);
+  const auto& lists =
+      snapshot.Get(ctx.client, ctx.setup.config.namespace_, ctx.setup.config.cluster_name);
   if (!lists.ok()) {
     ctx.log.Warning(
         "node {}: cannot list Kubernetes nodes and pods to check the features' placement ({}); "

@@ -206,6 +206,60 @@ std::string_view TypeName(const rapidjson::Value& v) {
   return "a number";
 }
 
+// Mounts that would leave the pod: Bidirectional propagation makes every mount
+// made under the volume in the pod (k8sbridge-jail-prepare's binds of /dev, /sys,
+// /run/munge, the Slurm directories and --bind paths) appear in the Kubernetes
+// node's mount namespace, where they outlive the pod and mislead the next one
+// (docs/jail.md). Checked in every kind of container.
+Status CheckMountPropagation(const rapidjson::Value& spec, const std::string& prefix) {
+  for (const char* kind : {"initContainers", "containers", "ephemeralContainers"}) {
+    auto list = spec.FindMember(kind);
+    if (list == spec.MemberEnd() || !list->value.IsArray())
+      continue;
+    for (rapidjson::SizeType i = 0; i < list->value.Size(); ++i) {
+      const rapidjson::Value& c = list->value[i];
+      auto mounts = c.IsObject() ? c.FindMember("volumeMounts") : c.MemberEnd();
+      if (!c.IsObject() || mounts == c.MemberEnd() || mounts->value.IsNull())
+        continue;
+      std::string path = fmt::format("{}spec.{}[{}].volumeMounts", prefix, kind, i);
+      if (!mounts->value.IsArray()) {
+        return Status::InvalidArgument(
+            fmt::format("{}: is {}, expected a list of mounts", path, TypeName(mounts->value)));
+      }
+      for (rapidjson::SizeType m = 0; m < mounts->value.Size(); ++m) {
+        const rapidjson::Value& mount = mounts->value[m];
+        auto propagation =
+            mount.IsObject() ? mount.FindMember("mountPropagation") : mount.MemberEnd();
+        if (!mount.IsObject() || propagation == mount.MemberEnd() ||
+            !propagation->value.IsString() ||
+            std::string_view(propagation->value.GetString()) != "Bidirectional")
+          continue;
+        return Status::InvalidArgument(fmt::format(
+            "{}[{}].mountPropagation: is Bidirectional: the mounts made in the pod (the jail's "
+            "binds of /dev, /sys, /run/munge, the Slurm directories and --bind paths) would "
+            "reach the Kubernetes node's mount namespace and outlive the pod; remove "
+            "mountPropagation (the default, None, keeps them in the pod), or use "
+            "HostToContainer",
+            path, m));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// The pod's service account token: a --no-jail step (allow_no_jail=yes) could read
+// it, so RenderWorkerPod sets false unless the template says otherwise, and then
+// only as a boolean.
+Status CheckServiceAccountToken(const rapidjson::Value& spec, const std::string& prefix) {
+  auto it = spec.FindMember("automountServiceAccountToken");
+  if (it == spec.MemberEnd() || it->value.IsBool())
+    return Status::Ok();
+  return Status::InvalidArgument(
+      fmt::format("{}spec.automountServiceAccountToken: is {}, expected true or false (unset: "
+                  "k8sbridge sets false, so no job can read the pod's token)",
+                  prefix, TypeName(it->value)));
+}
+
 }  // namespace
 
 Result<rapidjson::Document> YamlToJson(std::string_view yaml, std::string_view file) {
@@ -338,6 +392,10 @@ Result<PodTemplate> ParsePodTemplate(std::string_view yaml, std::string_view fil
                   "must be Never or unset: a worker that fails must leave a Failed pod that "
                   "k8sbridge replaces, not restart in place as a node Slurm thinks is booting");
     }
+  }
+  for (auto check : {CheckMountPropagation, CheckServiceAccountToken}) {
+    if (Status s = check(spec, prefix); !s.ok())
+      return Status::InvalidArgument(fmt::format("pod template {}: {}", file, s.message()));
   }
   rapidjson::Value spec_copy;
   spec_copy.CopyFrom(spec, a);

@@ -6,8 +6,11 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
+
+#include "k8sbridge/power/power_actions.h"
 
 namespace k8sbridge::power {
 
@@ -157,6 +160,38 @@ Result<std::string> ReadResumeFile(const std::string& path) {
         fmt::format("reading SLURM_RESUME_FILE {} failed: {}", path, std::strerror(errno)));
   }
   return text.str();
+}
+
+void FailNodes(SlurmNodes* slurm, const std::vector<std::string>& nodes, const Status& why,
+               Logger& log) {
+  if (slurm == nullptr) {
+    log.Error(
+        "Slurm cannot be reached (SLURM_CONF is not set or not readable): nodes {} are left "
+        "for Slurm's ResumeTimeout",
+        fmt::join(nodes, ","));
+    return;
+  }
+  const std::string reason = NodeReason(why);
+  for (const auto& node : nodes) {
+    if (Status s = slurm->FailNode(node, reason); !s.ok())
+      log.Error("node {}: could not set it DOWN/POWER_DOWN: {}", node, s.message());
+  }
+}
+
+Result<ResumeRequest> ResumeRequestOrFail(const std::optional<Result<std::string>>& text,
+                                          std::string_view path,
+                                          const std::vector<std::string>& nodes,
+                                          const conf::Hostlists& hostlists, SlurmNodes* slurm,
+                                          Logger& log) {
+  if (!text)
+    return ResumeRequest{};
+  Result<ResumeRequest> request =
+      text->ok() ? ParseResumeFile(**text, path, hostlists) : Result<ResumeRequest>(text->status());
+  if (!request.ok()) {
+    log.Error("{}", request.status().message());
+    FailNodes(slurm, nodes, request.status(), log);
+  }
+  return request;
 }
 
 }  // namespace k8sbridge::power

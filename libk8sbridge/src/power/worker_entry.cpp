@@ -31,14 +31,25 @@ std::string Dir(const std::string& path) {
   return slash == std::string::npos || slash == 0 ? std::string("/") : path.substr(0, slash);
 }
 
+std::string SocketOf(const WorkerSettings& s) {
+  return s.munge_socket.empty() ? std::string(kDefaultMungeSocket) : s.munge_socket;
+}
+
 // Starts the pod's munged; returns its pid file, so a failing worker can stop it.
 Result<std::string> StartPodMunged(const WorkerSettings& s, WorkerSystem& system, Logger& log) {
-  // munged's state lives next to its socket, in a directory of the pod's own
-  // (an emptyDir), never in the image's /run/munge, /var/lib/munge or /var/log/munge.
-  const std::string socket = s.munge_socket.empty() ? "/run/munge/munge.socket.2" : s.munge_socket;
-  const std::string dir = Dir(socket);
-  if (Status st = system.MakePrivateDirectory(dir); !st.ok())
-    return st.WithContext(fmt::format("preparing the munge socket directory {}", dir));
+  // Two directories of the pod's own (emptyDirs), never the image's /run/munge,
+  // /var/lib/munge or /var/log/munge: the socket's, which k8sbridge-jail-prepare
+  // binds into every job's jail, holds only the socket (0755 so jobs reach it);
+  // the key, the seed, the pid and the log stay in a root-only one outside it.
+  // Owners and modes then satisfy munged's own checks: no --force.
+  const std::string socket = SocketOf(s);
+  const std::string socket_dir = Dir(socket);
+  const std::string& dir = s.munged_dir;
+  if (Status st = system.MakeDirectory(socket_dir, 0755); !st.ok())
+    return st.WithContext(fmt::format("preparing the munge socket directory {}", socket_dir));
+  if (Status st = system.MakeDirectory(dir, 0700); !st.ok())
+    return st.WithContext(
+        fmt::format("preparing munged's private directory {} ({})", dir, kEnvMungedDir));
   const std::string key = dir + "/munge.key";
   const std::string pid_file = dir + "/munged.pid";
   if (Status st = system.CopyPrivateFile(s.munged_key, key); !st.ok()) {
@@ -47,16 +58,39 @@ Result<std::string> StartPodMunged(const WorkerSettings& s, WorkerSystem& system
         kEnvMungedKey, s.munged_key));
   }
   std::vector<std::string> argv = {s.munged,
-                                   "--force",
                                    "--key-file=" + key,
                                    "--socket=" + socket,
                                    "--pid-file=" + pid_file,
                                    "--seed-file=" + dir + "/munged.seed",
                                    "--log-file=" + dir + "/munged.log"};
-  log.Info("starting the pod's munged: socket {}", socket);
+  log.Info("starting the pod's munged: socket {}, key {}", socket, key);
   if (Status st = system.Run(argv); !st.ok())
     return st.WithContext(fmt::format("starting munged (its log: {}/munged.log)", dir));
   return pid_file;
+}
+
+// True when `inner` is `outer` or below it (both absolute, no trailing '/').
+bool Within(std::string_view inner, std::string_view outer) {
+  if (outer == "/")
+    return true;
+  return inner == outer || (inner.starts_with(outer) && inner[outer.size()] == '/');
+}
+
+std::string WithoutTrailingSlashes(std::string path) {
+  while (path.size() > 1 && path.back() == '/')
+    path.pop_back();
+  return path;
+}
+
+Status CheckMungedDir(const WorkerSettings& s) {
+  const std::string socket_dir = Dir(SocketOf(s));
+  if (!Within(s.munged_dir, socket_dir) && !Within(socket_dir, s.munged_dir))
+    return Status::Ok();
+  return Status::InvalidArgument(fmt::format(
+      "{}={} and the munge socket's directory {} ({}) must not contain one another: the "
+      "socket's directory is bound into every job's jail, and the key must stay out of it; "
+      "use a directory of its own such as {}",
+      kEnvMungedDir, s.munged_dir, socket_dir, kEnvMungeSocket, kDefaultMungedDir));
 }
 
 Status CheckMungeKey(const WorkerSettings& s, MungeCodec& munge, Logger& log) {
@@ -133,9 +167,9 @@ Status WaitForJail(const WorkerSettings& s, WorkerSystem& system, Logger& log) {
   }
 }
 
-std::vector<std::string> SplitWords(const std::string& text) {
+std::vector<std::string> SplitWords(std::string_view text) {
   std::vector<std::string> words;
-  std::istringstream in(text);
+  std::istringstream in{std::string(text)};
   for (std::string w; in >> w;)
     words.push_back(w);
   return words;
@@ -167,6 +201,15 @@ Result<WorkerSettings> WorkerSettingsFromEnv(const std::function<const char*(con
     s.jail_wait = *d;
   }
   s.jail_prepare = Env(getenv, kEnvJailPrepare);
+  if (!s.jail_prepare.empty() && SplitWords(s.jail_prepare).empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "{} holds only white space: give the jail-prepare command and its arguments (e.g. "
+        "\"/usr/sbin/k8sbridge-jail-prepare --munge-dir /run/munge\"), or unset it to prepare "
+        "no jail",
+        kEnvJailPrepare));
+  }
+  if (std::string v = Env(getenv, kEnvMungedDir); !v.empty())
+    s.munged_dir = WithoutTrailingSlashes(v);
   if (std::string v = Env(getenv, kEnvSlurmd); !v.empty())
     s.slurmd = v;
   s.conf_server = Env(getenv, kEnvConfServer);
@@ -175,9 +218,14 @@ Result<WorkerSettings> WorkerSettingsFromEnv(const std::function<const char*(con
        {std::tuple{kEnvMungeSocket, s.munge_socket, "munged's socket"},
         std::tuple{kEnvMungedKey, s.munged_key, "the munge key file"},
         std::tuple{kEnvMunged, s.munged, "munged"},
+        std::tuple{kEnvMungedDir, s.munged_dir, "munged's private directory"},
         std::tuple{kEnvJail, s.jail, "the jail's mount point"},
         std::tuple{kEnvSlurmd, s.slurmd, "slurmd"}}) {
     if (Status st = NeedAbsolute(variable, value, what); !st.ok())
+      return st;
+  }
+  if (!s.munged_key.empty()) {
+    if (Status st = CheckMungedDir(s); !st.ok())
       return st;
   }
   if (!s.jail_prepare.empty() && s.jail.empty()) {

@@ -265,6 +265,10 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
   Value& spec = doc["spec"];
   if (!spec.HasMember("restartPolicy"))
     spec.AddMember("restartPolicy", "Never", a);
+  // No service account token in the pod unless the template asks for one: with
+  // allow_no_jail=yes a --no-jail step runs on the pod's root and could read it.
+  if (!spec.HasMember("automountServiceAccountToken"))
+    spec.AddMember("automountServiceAccountToken", false, a);
 
   auto rules = PlacementRules(config, request, log);
   if (!rules.ok())

@@ -6,6 +6,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "k8sbridge/node_reason.h"
 #include "k8sbridge/power/worker_pod.h"
 
 namespace k8sbridge::sync {
@@ -67,60 +68,73 @@ Result<std::vector<SlurmNode>> RecordingSlurmControl::LoadNodes() {
   return nodes_;
 }
 
-Status RecordingSlurmControl::Drain(std::string_view node, std::string_view reason) {
+Result<SlurmNode> RecordingSlurmControl::LoadNode(std::string_view node) {
   std::lock_guard lock(mu_);
-  calls_.push_back(fmt::format("drain {} {}", node, reason));
+  if (fail_loads_)
+    return Status::Unavailable("slurm_load_node_single: Unable to contact slurm controller (fake)");
+  for (const auto& n : nodes_) {
+    if (n.name == node)
+      return n;
+  }
+  return Status::NotFound(fmt::format("Slurm has no node {}", node));
+}
+
+Status RecordingSlurmControl::Apply(std::string call, std::string_view node,
+                                    const std::function<void(SlurmNode&)>& change) {
+  std::lock_guard lock(mu_);
+  calls_.push_back(std::move(call));
   for (auto& n : nodes_) {
     if (n.name == node) {
-      n.drain = true;
-      n.reason = reason;
-      n.reason_user = "slurm";
+      change(n);
       return Status::Ok();
     }
   }
   return Status::NotFound(fmt::format("no node {}", node));
+}
+
+Status RecordingSlurmControl::Drain(std::string_view node, std::string_view reason) {
+  return Apply(fmt::format("drain {} {}", node, reason), node, [&](SlurmNode& n) {
+    n.drain = true;
+    n.reason = reason;
+    n.reason_user = "slurm";
+  });
 }
 
 Status RecordingSlurmControl::Undrain(std::string_view node) {
-  std::lock_guard lock(mu_);
-  calls_.push_back(fmt::format("undrain {}", node));
-  for (auto& n : nodes_) {
-    if (n.name == node) {
-      n.drain = false;
-      n.reason.clear();
-      n.reason_user.clear();
-      return Status::Ok();
-    }
-  }
-  return Status::NotFound(fmt::format("no node {}", node));
+  return Apply(fmt::format("undrain {}", node), node, [](SlurmNode& n) {
+    n.drain = false;
+    n.reason.clear();
+    n.reason_user.clear();
+  });
 }
 
 Status RecordingSlurmControl::DownAndPowerDown(std::string_view node, std::string_view reason) {
-  std::lock_guard lock(mu_);
-  calls_.push_back(fmt::format("fail {} {}", node, reason));
-  for (auto& n : nodes_) {
-    if (n.name == node) {
-      n.base = SlurmNode::Base::kDown;
-      n.power_down = true;
+  std::string call =
+      reason.empty() ? fmt::format("fail {}", node) : fmt::format("fail {} {}", node, reason);
+  return Apply(std::move(call), node, [&](SlurmNode& n) {
+    n.base = SlurmNode::Base::kDown;
+    n.power_down = true;
+    if (!reason.empty())  // without one, slurmctld keeps the node's reason
       n.reason = reason;
-      return Status::Ok();
-    }
-  }
-  return Status::NotFound(fmt::format("no node {}", node));
+  });
+}
+
+Status RecordingSlurmControl::Resume(std::string_view node) {
+  return Apply(fmt::format("resume {}", node), node, [](SlurmNode& n) {
+    if (n.Down())
+      n.base = SlurmNode::Base::kIdle;
+    n.drain = n.fail = false;
+    n.reason.clear();
+    n.reason_user.clear();
+  });
 }
 
 Status RecordingSlurmControl::UpdateFeatures(std::string_view node, std::string_view available,
                                              std::string_view active) {
-  std::lock_guard lock(mu_);
-  calls_.push_back(fmt::format("features {} {} {}", node, available, active));
-  for (auto& n : nodes_) {
-    if (n.name == node) {
-      n.features = available;
-      n.features_act = active;
-      return Status::Ok();
-    }
-  }
-  return Status::NotFound(fmt::format("no node {}", node));
+  return Apply(fmt::format("features {} {} {}", node, available, active), node, [&](SlurmNode& n) {
+    n.features = available;
+    n.features_act = active;
+  });
 }
 
 void RecordingSlurmControl::SetNodes(std::vector<SlurmNode> nodes) {
@@ -148,7 +162,8 @@ Executor::Executor(kube::Client& client, SlurmControl& slurm, kube::EventRecorde
                    Logger& log, ExecutorOptions options)
     : client_(client), slurm_(slurm), events_(events), log_(log), options_(std::move(options)) {}
 
-Status Executor::Execute(const Action& action) {
+Executor::Outcome Executor::Attempt(const Action& action, Status& status) {
+  status = Status::Ok();
   const auto now = client_.clock().Now();
   const std::string key = action.ToString();
   for (auto it = recent_.begin(); it != recent_.end();) {
@@ -157,16 +172,79 @@ Status Executor::Execute(const Action& action) {
   if (recent_.count(key)) {
     log_.Debug("sync: {} was done {} ms ago; skipped while the caches catch up", key,
                std::chrono::duration_cast<std::chrono::milliseconds>(now - recent_[key]).count());
-    return Status::Ok();
+    return Outcome::kRepeat;
   }
-  Status s = Run(action);
-  if (s.ok()) {
-    recent_[key] = now;
-    log_.Info("sync: {}", key);
-  } else {
-    log_.Warning("sync: {} failed: {}", key, s.ToString());
+  // Leadership is a belief that can end at any moment: asked before each action,
+  // not once per pass.
+  if (options_.leading && !options_.leading()) {
+    status = Status::Cancelled(fmt::format("not leading: {} not done", key));
+    return Outcome::kNotLeading;
   }
+  not_due_.clear();
+  status = Run(action);
+  if (!status.ok()) {
+    log_.Warning("sync: {} failed: {}", key, status.ToString());
+    return Outcome::kFailed;
+  }
+  recent_[key] = now;
+  if (!not_due_.empty()) {
+    log_.Info("sync: {} not done: {}", key, not_due_);
+    return Outcome::kNotDue;
+  }
+  log_.Info("sync: {}", key);
+  return Outcome::kDone;
+}
+
+Status Executor::Execute(const Action& action) {
+  Status s;
+  Attempt(action, s);
   return s;
+}
+
+bool Destructive(ActionKind kind) {
+  return kind == ActionKind::kDeletePod || kind == ActionKind::kFail || kind == ActionKind::kDrain;
+}
+
+size_t MaxDestructive(int configured, size_t slurm_nodes) {
+  if (configured > 0)
+    return static_cast<size_t>(configured);
+  return std::max<size_t>(20, (slurm_nodes + 9) / 10);
+}
+
+PassResult Executor::ExecutePass(const std::vector<Action>& actions, size_t max_destructive,
+                                 const std::function<void(const Action&, std::string_view)>& done) {
+  PassResult r;
+  const size_t destructive = std::count_if(actions.begin(), actions.end(),
+                                           [](const Action& a) { return Destructive(a.kind); });
+  const bool capped = destructive > max_destructive;
+  if (capped) {
+    const auto first = std::find_if(actions.begin(), actions.end(),
+                                    [](const Action& a) { return Destructive(a.kind); });
+    r.skipped = "mass_action";
+    r.why = fmt::format(
+        "{} destructive actions planned in one pass (pod deletes, fails, drains; the first: {}), "
+        "more than the cap of {} (SyncMaxActionsPerPass): none of them done. Check what Slurm "
+        "and Kubernetes report; raise the cap if this many is right",
+        destructive, first->ToString(), max_destructive);
+  }
+  for (const Action& a : actions) {
+    if (capped && Destructive(a.kind))
+      continue;
+    Status s;
+    const Outcome o = Attempt(a, s);
+    if (o == Outcome::kNotLeading) {
+      r.skipped = "not_leader";
+      r.why =
+          fmt::format("no longer leading: the rest of the pass not done, from {}", a.ToString());
+      break;
+    }
+    if (o == Outcome::kRepeat)
+      continue;
+    (o == Outcome::kFailed ? r.failed : r.done)++;
+    if (done)
+      done(a, o == Outcome::kFailed ? "error" : o == Outcome::kNotDue ? "not_due" : "ok");
+  }
+  return r;
 }
 
 Status Executor::Run(const Action& action) {
@@ -180,21 +258,87 @@ Status Executor::Run(const Action& action) {
     case ActionKind::kUncordon:
       return Uncordon(action);
     case ActionKind::kDrain:
-      return slurm_.Drain(action.target, action.reason);
+      return DrainNode(action);
     case ActionKind::kUndrain:
       return slurm_.Undrain(action.target);
-    case ActionKind::kFail: {
-      Status s = slurm_.DownAndPowerDown(action.target, action.reason);
-      if (s.ok() && !action.uid.empty())
-        PodEvent(action, "Warning", "SlurmNodeDown", action.reason);
-      return s;
-    }
+    case ActionKind::kFail:
+      return Fail(action);
     case ActionKind::kDeletePod:
       return DeletePod(action);
     case ActionKind::kSetFeatures:
       return SetFeatures(action);
+    case ActionKind::kResume:
+      return ResumeNode(action);
   }
   return Status::Internal("unknown action");
+}
+
+Result<SlurmNode> Executor::LiveIfDue(const Action& action) {
+  auto node = slurm_.LoadNode(action.target);
+  if (!node.ok()) {
+    return node.status().WithContext(
+        fmt::format("Slurm node {} cannot be read live, so nothing is done to it", action.target));
+  }
+  not_due_ = NotDueOn(action, *node, client_.clock().WallNow());
+  return node;
+}
+
+Status Executor::CheckNoPodOfOurs(const std::string& name, std::string_view if_one) {
+  auto pod = client_.Get(kube::kPods, options_.namespace_, name);
+  if (!pod.ok()) {
+    if (pod.status().code() == Status::Code::kNotFound)
+      return Status::Ok();
+    return pod.status().WithContext(
+        fmt::format("pod {} cannot be read live, so nothing is done to its node", name));
+  }
+  if (power::IsOwnedWorkerPod(*pod, options_.cluster, name))
+    not_due_ = if_one;
+  return Status::Ok();
+}
+
+Status Executor::Fail(const Action& action) {
+  auto live = LiveIfDue(action);
+  if (!live.ok() || !not_due_.empty())
+    return live.status();
+  // The informer may be behind: "no pod" must be the API server's answer.
+  if (action.rule == Rule::kPodLost || action.rule == Rule::kNoPodStarting) {
+    Status s = CheckNoPodOfOurs(action.target, "its pod exists (read live; the cache is behind)");
+    if (!s.ok() || !not_due_.empty())
+      return s;
+  }
+  // An admin's (or Slurm's) reason on a node out of service stays, and so does its
+  // author: DOWN without a reason of ours (jobs still requeue at once).
+  const bool keep = ReasonPolicy(live->OutOfService(), live->reason) == ReasonWrite::kKeep;
+  Status s = slurm_.DownAndPowerDown(action.target, keep ? "" : action.reason);
+  if (s.ok() && keep) {
+    log_.Info("sync: {} keeps its reason \"{}\" (not k8sbridge's): set DOWN without ours",
+              action.target, live->reason);
+  }
+  if (s.ok() && !action.uid.empty())
+    PodEvent(action, "Warning", "SlurmNodeDown", action.reason);
+  return s;
+}
+
+Status Executor::DrainNode(const Action& action) {
+  auto live = LiveIfDue(action);
+  if (!live.ok() || !not_due_.empty())
+    return live.status();
+  if (ReasonPolicy(live->OutOfService(), live->reason) == ReasonWrite::kKeep) {
+    not_due_ = fmt::format("it is out of service with a reason k8sbridge does not own (\"{}\")",
+                           live->reason);
+    return Status::Ok();
+  }
+  return slurm_.Drain(action.target, action.reason);
+}
+
+Status Executor::ResumeNode(const Action& action) {
+  auto live = LiveIfDue(action);
+  if (!live.ok() || !not_due_.empty())
+    return live.status();
+  Status s = CheckNoPodOfOurs(action.target, "a pod of ours still exists (read live)");
+  if (!s.ok() || !not_due_.empty())
+    return s;
+  return slurm_.Resume(action.target);
 }
 
 void Executor::PodEvent(const Action& action, std::string_view type, std::string_view reason,

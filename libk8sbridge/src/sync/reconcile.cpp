@@ -159,6 +159,8 @@ std::string_view ActionKindName(ActionKind kind) {
       return "delete_pod";
     case ActionKind::kSetFeatures:
       return "set_features";
+    case ActionKind::kResume:
+      return "resume";
   }
   return "unknown";
 }
@@ -415,6 +417,7 @@ std::vector<Action> Reconciler::Plan(const World& world, Clock::Steady::time_poi
   PlanPods(world, out);
   PlanBreakers(world, out);
   PlanFeatures(world, out);
+  PlanReturns(world, out);
   // A condition that did not hold this round starts its grace afresh next time.
   for (auto it = since_.begin(); it != since_.end();) {
     if (held_this_round_.count(it->first))
@@ -564,8 +567,11 @@ void Reconciler::PlanKubeToSlurm(const World& world, std::vector<Action>& out) {
     auto host = nodes.find(kube::pod::NodeName(*p->second));
     if (host == nodes.end())
       continue;
-    if (auto trouble = NodeTrouble(*host->second, cluster))
-      out.push_back(Action{ActionKind::kDrain, n.name, *trouble});
+    if (auto trouble = NodeTrouble(*host->second, cluster)) {
+      Action a{ActionKind::kDrain, n.name, *trouble};
+      a.rule = Rule::kNodeTrouble;
+      out.push_back(std::move(a));
+    }
   }
 }
 
@@ -605,8 +611,9 @@ void Reconciler::PlanPods(const World& world, std::vector<Action>& out) {
       continue;
     auto it = pods.find(n.name);
     const kube::Object* pod = it == pods.end() ? nullptr : it->second;
-    auto fail = [&](std::string text) {
+    auto fail = [&](std::string text, Rule rule) {
       Action a{ActionKind::kFail, n.name, SlurmReason(text)};
+      a.rule = rule;
       if (pod)
         a.uid = pod->Uid();
       out.push_back(std::move(a));
@@ -615,11 +622,12 @@ void Reconciler::PlanPods(const World& world, std::vector<Action>& out) {
       if (n.powering_up) {
         if (Held("start:" + n.name, options_.orphan_grace)) {
           fail(fmt::format(
-              "no pod for {} after {}s POWERING_UP", n.name,
-              std::chrono::duration_cast<std::chrono::seconds>(options_.orphan_grace).count()));
+                   "no pod for {} after {}s POWERING_UP", n.name,
+                   std::chrono::duration_cast<std::chrono::seconds>(options_.orphan_grace).count()),
+               Rule::kNoPodStarting);
         }
       } else if (Held("lost:" + n.name, options_.pod_lost_grace)) {
-        fail(fmt::format("pod {} was deleted out from under Slurm", n.name));
+        fail(fmt::format("pod {} was deleted out from under Slurm", n.name), Rule::kPodLost);
       }
       continue;
     }
@@ -629,12 +637,12 @@ void Reconciler::PlanPods(const World& world, std::vector<Action>& out) {
       const bool final = pod->IsBeingDeleted() || kube::pod::Phase(*pod) == "Failed" ||
                          kube::pod::Phase(*pod) == "Succeeded";
       if (final || Held("image:" + n.name, options_.unschedulable_grace))
-        fail(failure);
+        fail(failure, Rule::kPodFailed);
       continue;
     }
     std::string unschedulable = UnschedulableMessage(*pod);
     if (!unschedulable.empty() && Held("unschedulable:" + n.name, options_.unschedulable_grace)) {
-      fail(unschedulable);
+      fail(unschedulable, Rule::kUnschedulable);
       // The circuit breaker counts unschedulable failures per node group.
       if (options_.breaker_threshold > 0) {
         auto& times = failures_[group->name];
@@ -657,10 +665,7 @@ void Reconciler::PlanPods(const World& world, std::vector<Action>& out) {
 void Reconciler::PlanBreakers(const World& world, std::vector<Action>& out) {
   for (const SlurmNode& n : world.slurm) {
     if (n.drain && std::string_view(n.reason).starts_with(kBreakerPrefix)) {
-      std::string_view rest = std::string_view(n.reason).substr(kBreakerPrefix.size());
-      size_t until = rest.find(" until ");
-      auto when =
-          until == std::string_view::npos ? std::nullopt : ParseTime(rest.substr(until + 7));
+      auto when = BreakerUntil(n.reason);
       if (!when || *when <= wall_) {
         out.push_back(Action{ActionKind::kUndrain, n.name, "circuit breaker cool-down over"});
       }
@@ -674,12 +679,90 @@ void Reconciler::PlanBreakers(const World& world, std::vector<Action>& out) {
     auto open = open_until_.find(group->name);
     if (open == open_until_.end() || open->second <= wall_)
       continue;
-    out.push_back(Action{
+    Action a{
         ActionKind::kDrain, n.name,
         fmt::format(
             "{}{} until {}: {} unschedulable pods within {}s", kBreakerPrefix, group->name,
             FormatTime(open->second), options_.breaker_threshold,
-            std::chrono::duration_cast<std::chrono::seconds>(options_.breaker_cooldown).count())});
+            std::chrono::duration_cast<std::chrono::seconds>(options_.breaker_cooldown).count())};
+    a.rule = Rule::kBreaker;
+    out.push_back(std::move(a));
+  }
+}
+
+// Slurm 24.11 keeps a node that went DOWN before its power-down DOWN for good
+// (down~): a node we failed is returned to service once Slurm has powered it down
+// and no pod of ours is left, so the next job that needs it gets a fresh pod. The
+// executor confirms both on live reads first.
+void Reconciler::PlanReturns(const World& world, std::vector<Action>& out) {
+  if (!options_.config)
+    return;
+  const auto pods = OwnedPodsByNode(world, options_.cluster);
+  for (const SlurmNode& n : world.slurm) {
+    const conf::NodeGroup* group = options_.config->GroupOf(n.name);
+    if (!group || !n.cloud || !Returnable(n, wall_) || pods.count(n.name))
+      continue;
+    // An open breaker keeps its group out of service, even before its drain lands.
+    auto open = open_until_.find(group->name);
+    if (open != open_until_.end() && open->second > wall_)
+      continue;
+    out.push_back(Action{ActionKind::kResume, n.name,
+                         fmt::format("back to service: failed by k8sbridge ({}), powered down, "
+                                     "no pod left",
+                                     n.reason)});
+  }
+}
+
+std::optional<Clock::Wall::time_point> BreakerUntil(std::string_view reason) {
+  if (!reason.starts_with(kBreakerPrefix))
+    return std::nullopt;
+  std::string_view rest = reason.substr(kBreakerPrefix.size());
+  size_t until = rest.find(" until ");
+  if (until == std::string_view::npos)
+    return std::nullopt;
+  return ParseTime(rest.substr(until + 7));
+}
+
+bool Returnable(const SlurmNode& n, Clock::Wall::time_point wall) {
+  if (!n.Down() || !n.powered_down || n.power_down || n.powering_down || n.powering_up)
+    return false;
+  if (!n.OwnedReason())
+    return false;  // an admin's, Slurm's own, health's or the jail's: theirs to lift
+  if (std::string_view(n.reason).starts_with(kBreakerPrefix)) {
+    auto until = BreakerUntil(n.reason);
+    return until && *until <= wall;  // unreadable: left drained (the undrain rule says why)
+  }
+  return true;
+}
+
+std::string NotDueOn(const Action& action, const SlurmNode& live, Clock::Wall::time_point wall) {
+  switch (action.kind) {
+    case ActionKind::kResume:
+      return Returnable(live, wall) ? ""
+                                    : "it is no longer DOWN and POWERED_DOWN with a reason of "
+                                      "k8sbridge's";
+    case ActionKind::kFail:
+      if (live.Down())
+        return "it is DOWN already";
+      if (live.Suspending())
+        return "Slurm is powering it down (a suspend, not a failure)";
+      if (action.rule == Rule::kNoPodStarting && !live.powering_up)
+        return "it is no longer POWERING_UP";
+      if (action.rule == Rule::kPodLost && live.powering_up)
+        return "it is POWERING_UP now (its pod is being made)";
+      return "";
+    case ActionKind::kDrain:
+      if (action.rule != Rule::kNodeTrouble && action.rule != Rule::kBreaker)
+        return "";  // ReasonPolicy alone decides
+      if (live.drain)
+        return "it is drained already";
+      if (action.rule == Rule::kBreaker)
+        return live.powered_down && !live.powering_up ? "" : "it is no longer POWERED_DOWN";
+      if (live.Down() || live.Suspending())
+        return "it is DOWN or being powered down";
+      return "";
+    default:
+      return "";
   }
 }
 

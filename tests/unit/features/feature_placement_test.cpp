@@ -151,7 +151,9 @@ struct ResumeFixture {
       };
       if (r.method == "GET" && r.url.find("/api/v1/nodes") != std::string::npos)
         return lists_fail ? FakeTransport::Error(Status::Unavailable("refused")) : list(nodes_json);
-      if (r.method == "GET" && r.url.find("/api/v1/pods") != std::string::npos)
+      // The worker pods of this cluster in Namespace= (what the shipped RBAC grants).
+      if (r.method == "GET" &&
+          r.url.find("/api/v1/namespaces/slurm/pods?labelSelector=") != std::string::npos)
         return lists_fail ? FakeTransport::Error(Status::Unavailable("refused")) : list(pods_json);
       if (r.method == "POST") {
         created.push_back(r.body);

@@ -23,13 +23,14 @@ BOOST_AUTO_TEST_CASE(defaults_with_only_jail) {
   BOOST_TEST((o->identity == IdentityCheck::kFiles));
   BOOST_TEST(o->drain);
   BOOST_TEST(!o->allow_no_jail);
+  BOOST_TEST(!o->allow_root);
   BOOST_TEST((o->ns == NamespaceMode::kJob));
 }
 
 BOOST_AUTO_TEST_CASE(every_option) {
   auto o = Parse({"jail=/j", "binds=/scratch,/opt/a:/opt/b:ro", "binds=/x:rw", "tmp=jail",
                   "tmp_base=/var/tmp/jt", "probe=.ready", "probe_timeout=1500ms", "identity=none",
-                  "drain=no", "allow_no_jail=yes", "namespace=task"});
+                  "drain=no", "allow_no_jail=yes", "allow_root=yes", "namespace=task"});
   BOOST_REQUIRE_MESSAGE(o.ok(), o.status().ToString());
   BOOST_REQUIRE(o->binds.size() == 3u);
   BOOST_TEST((o->binds[0] == Bind{"/scratch", "/scratch", false}));
@@ -42,6 +43,7 @@ BOOST_AUTO_TEST_CASE(every_option) {
   BOOST_TEST((o->identity == IdentityCheck::kNone));
   BOOST_TEST(!o->drain);
   BOOST_TEST(o->allow_no_jail);
+  BOOST_TEST(o->allow_root);
   BOOST_TEST((o->ns == NamespaceMode::kTask));
 }
 
@@ -66,6 +68,7 @@ BOOST_AUTO_TEST_CASE(errors_name_the_input_and_the_fix) {
       {{"jail=/j", "identity=ldap"}, "expected files or none"},
       {{"jail=/j", "drain=maybe"}, "drain=maybe: expected yes or no"},
       {{"jail=/j", "allow_no_jail=sure"}, "allow_no_jail=sure"},
+      {{"jail=/j", "allow_root=maybe"}, "allow_root=maybe: expected yes or no"},
       {{"jail=/j", "namespace=pod"}, "namespace=pod: expected job or task"},
       {{"jail=/j", "binds=scratch"}, "'scratch' is not an absolute path"},
       {{"jail=/j", "binds=/a:/b:/c"}, "too many ':'"},

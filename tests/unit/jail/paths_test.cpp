@@ -100,6 +100,68 @@ BOOST_AUTO_TEST_CASE(make_path_creates_inside_and_never_outside) {
   BOOST_TEST(!fs::exists(t.outside + "/planted"));
 }
 
+// A user who can rename the jail's etc/ or usr/, or a directory above the
+// jail, can swap what every job trusts.
+BOOST_AUTO_TEST_CASE(jail_etc_usr_and_parents_must_be_trusted_too) {
+  TestDir d;
+  uid_t me = ::geteuid();
+  std::string jail = d / "jail";
+  fs::create_directories(jail + "/etc");
+  fs::create_directories(jail + "/usr");
+  for (const std::string& p : {jail, jail + "/etc", jail + "/usr"})
+    ::chmod(p.c_str(), 0755);
+  BOOST_TEST(CheckJailRoot(jail, me).ok());
+
+  ::chmod((jail + "/etc").c_str(), 0777);
+  Status s = CheckJailRoot(jail, me);
+  BOOST_TEST((s.code() == Status::Code::kPermissionDenied));
+  BOOST_TEST(s.message().find("jail directory " + jail +
+                              "/etc is writable by others (mode 0777)") != std::string::npos,
+             s.message());
+  ::chmod((jail + "/etc").c_str(), 0755);
+  ::chmod((jail + "/usr").c_str(), 0775);
+  s = CheckJailRoot(jail, me);
+  BOOST_TEST(s.message().find(jail + "/usr is writable by its group") != std::string::npos,
+             s.message());
+  ::chmod((jail + "/usr").c_str(), 0755);
+  fs::remove(jail + "/usr");
+  fs::create_directory_symlink("/usr", jail + "/usr");
+  s = CheckJailRoot(jail, me);
+  BOOST_TEST(s.message().find(jail + "/usr is a symlink") != std::string::npos, s.message());
+
+  std::string open_parent = d / "open";
+  fs::create_directories(open_parent + "/jail");
+  ::chmod(open_parent.c_str(), 0777);
+  ::chmod((open_parent + "/jail").c_str(), 0755);
+  s = CheckJailRoot(open_parent + "/jail", me);
+  BOOST_TEST(
+      s.message().find("its parent " + open_parent + " is writable by others") != std::string::npos,
+      s.message());
+  ::chmod(open_parent.c_str(), 01777);  // sticky, like /tmp: nobody else can rename the jail
+  BOOST_TEST(CheckJailRoot(open_parent + "/jail", me).ok());
+}
+
+// A bind source is opened without following any symlink or /proc magic link.
+BOOST_AUTO_TEST_CASE(host_paths_with_symlinks_or_magic_links_are_refused) {
+  TestDir d;
+  fs::create_directories(d / "real/sub");
+  fs::create_directory_symlink(d / "real", d / "link");
+  BOOST_TEST(OpenHostPath(d / "real/sub", "bind source").ok());
+  for (const std::string& bad :
+       {d / "link", d / "link/sub", "/proc/" + std::to_string(::getpid()) + "/root" + d / "real"}) {
+    auto r = OpenHostPath(bad, "bind source");
+    BOOST_TEST_CONTEXT(bad) {
+      BOOST_REQUIRE(!r.ok());
+      BOOST_TEST((r.status().code() == Status::Code::kPermissionDenied));
+      BOOST_TEST(r.status().message().find("bind source " + bad +
+                                           " is a symlink or has a symlink") != std::string::npos,
+                 r.status().message());
+    }
+  }
+  auto missing = OpenHostPath(d / "nope", "bind source");
+  BOOST_TEST((missing.status().code() == Status::Code::kNotFound));
+}
+
 BOOST_AUTO_TEST_CASE(atomic_write_replaces_whole_file) {
   TestDir d;
   std::string p = d / "state";

@@ -1,11 +1,17 @@
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -15,6 +21,7 @@
 
 #include "k8sbridge/jail/enter.h"
 #include "k8sbridge/jail/job_ns.h"
+#include "k8sbridge/jail/job_tmp.h"
 #include "k8sbridge/jail/paths.h"
 #include "k8sbridge/jail/prepare.h"
 #include "test_dir.h"
@@ -34,6 +41,19 @@ Result<PrepareConfig> Parse(std::vector<std::string> args, bool* undo) {
 }
 
 using Fail = std::function<void(const std::string&)>;
+
+// A preparation of `jail` with nothing but `binds` (no /dev, /sys, munge or Slurm).
+PrepareConfig OnlyBinds(const std::string& jail, std::vector<Bind> binds,
+                        const std::string& state_file) {
+  PrepareConfig c;
+  c.jail = jail;
+  c.standard = false;
+  c.munge_dir = "";
+  c.slurm_conf_dir = "";
+  c.binds = std::move(binds);
+  c.state_file = state_file;
+  return c;
+}
 
 // Runs `body` in a forked child, which may change its mount namespace freely,
 // and returns what it reported through `fail` ("" when it finished).
@@ -115,10 +135,8 @@ BOOST_AUTO_TEST_CASE(plan_binds_the_standard_pieces_at_the_same_paths) {
 // Root only: prepares a tiny jail and enters it in a child process that first
 // gets its own mount namespace, so nothing here can touch the host's mounts.
 BOOST_AUTO_TEST_CASE(prepare_and_enter_a_jail_as_root) {
-  if (::geteuid() != 0) {
-    BOOST_TEST_MESSAGE("skipped: needs root");
+  if (testing::SkipUnlessRoot())
     return;
-  }
   testing::TestDir d;
   std::string jail = d / "jail";
   std::string data = d / "data";
@@ -134,17 +152,9 @@ BOOST_AUTO_TEST_CASE(prepare_and_enter_a_jail_as_root) {
   std::ofstream(tmp + "/mine") << "job tmp\n";
 
   std::string failure = InChild([&](const Fail& fail) {
-    if (::unshare(CLONE_NEWNS) != 0)
-      fail("unshare");
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-      fail("private");
-    PrepareConfig c;
-    c.jail = jail;
-    c.standard = false;
-    c.munge_dir = "";
-    c.slurm_conf_dir = "";
-    c.binds = {Bind{data, "/srv/data", true}};
-    c.state_file = d / "state";
+    if (!testing::PrivateMountNamespace())
+      fail("private mount namespace");
+    PrepareConfig c = OnlyBinds(jail, {Bind{data, "/srv/data", true}}, d / "state");
     NullLogger log;
     if (Status s = PrepareJail(c, log); !s.ok())
       fail("prepare: " + s.ToString());
@@ -177,6 +187,182 @@ BOOST_AUTO_TEST_CASE(prepare_and_enter_a_jail_as_root) {
   BOOST_TEST(fs::exists(tmp + "/deep/data"));  // mount point made in the job's tmp
 }
 
+// A small jail (etc/os-release, proc, tmp, srv, var/tmp, dev/shm) under `d`,
+// root-owned and mode 0755 like a real one.
+std::string MakeTestJail(const testing::TestDir& d) {
+  std::string jail = d / "jail";
+  for (const char* sub : {"etc", "proc", "tmp", "srv", "var/tmp", "dev/shm"})
+    fs::create_directories(jail + "/" + sub);
+  ::chmod(jail.c_str(), 0755);
+  ::chmod(d.path().c_str(), 0755);
+  std::ofstream(jail + "/etc/os-release") << "ID=testjail\n";
+  return jail;
+}
+
+bool Writable(const std::string& dir) {
+  std::string path = dir + "/probe-write";
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return false;
+  ::close(fd);
+  ::unlink(path.c_str());
+  return true;
+}
+
+// Root only. A read-only bind takes its submounts along read-only too, both
+// from the pod-level preparation and from a task's own binds.
+BOOST_AUTO_TEST_CASE(read_only_binds_are_read_only_in_their_submounts) {
+  if (testing::SkipUnlessRoot())
+    return;
+  testing::TestDir d;
+  std::string jail = MakeTestJail(d);
+  fs::create_directories(jail + "/srv/task");
+  std::string data = d / "data";
+  fs::create_directories(data + "/sub");
+  std::string failure = InChild([&](const Fail& fail) {
+    if (!testing::PrivateMountNamespace())
+      fail("private mount namespace");
+    if (::mount("tmpfs", (data + "/sub").c_str(), "tmpfs", 0, nullptr) != 0)
+      fail("tmpfs submount");
+    PrepareConfig c = OnlyBinds(jail, {Bind{data, "/srv/pod", true}}, d / "state");
+    NullLogger log;
+    if (Status s = PrepareJail(c, log); !s.ok())
+      fail("prepare: " + s.ToString());
+    if (Writable(jail + "/srv/pod") || Writable(jail + "/srv/pod/sub"))
+      fail("the pod-level read-only bind has a writable submount");
+    Options o;
+    o.jail = jail;
+    o.tmp = TmpMode::kJail;
+    o.binds = {Bind{data, "/srv/task", true}};
+    if (Status s = EnterJail(BuildTaskPlan(o, "")); !s.ok())
+      fail("enter: " + s.ToString());
+    if (Writable("/srv/task") || Writable("/srv/task/sub"))
+      fail("the task's read-only bind has a writable submount");
+    if (!Writable("/tmp"))
+      fail("/tmp should stay writable");
+  });
+  BOOST_TEST(failure.empty(), failure);
+}
+
+// Root only. A bind source that is a symlink, has one in its path, or goes
+// through a /proc magic link could be swapped by whoever owns the link: refused.
+BOOST_AUTO_TEST_CASE(bind_sources_through_symlinks_or_magic_links_are_refused) {
+  if (testing::SkipUnlessRoot())
+    return;
+  testing::TestDir d;
+  std::string jail = MakeTestJail(d);
+  fs::create_directories(d / "real");
+  fs::create_directory_symlink(d / "real", d / "swapped");
+  std::string magic = "/proc/" + std::to_string(::getpid()) + "/root" + d / "real";
+  for (const std::string& source : {d / "swapped", magic}) {
+    std::string failure = InChild([&](const Fail& fail) {
+      if (!testing::PrivateMountNamespace())
+        fail("private mount namespace");
+      Options o;
+      o.jail = jail;
+      o.tmp = TmpMode::kJail;
+      o.binds = {Bind{source, "/srv", false}};
+      Status s = EnterJail(BuildTaskPlan(o, ""));
+      if (s.ok() ||
+          s.message().find("bind source " + source + " is a symlink") == std::string::npos)
+        fail("not refused: " + s.ToString());
+    });
+    BOOST_TEST(failure.empty(), source << ": " << failure);
+  }
+}
+
+// Root only. Each job gets its own /var/tmp (a directory next to its /tmp,
+// removed with it) and its own /dev/shm (a tmpfs of its namespace).
+BOOST_AUTO_TEST_CASE(each_job_has_its_own_var_tmp_and_dev_shm) {
+  if (testing::SkipUnlessRoot())
+    return;
+  testing::TestDir d;
+  std::string jail = MakeTestJail(d);
+  std::string base = d / "tmpbase";
+  BOOST_REQUIRE(CreateJobTmp(base, "w-0", 11).ok());
+  std::string job_tmp = JobTmpPath(base, "w-0", 11);
+  std::string failure = InChild([&](const Fail& fail) {
+    if (!testing::PrivateMountNamespace())
+      fail("private mount namespace");
+    Options o;
+    o.jail = jail;
+    if (Status s = EnterJail(BuildTaskPlan(o, job_tmp)); !s.ok())
+      fail("enter: " + s.ToString());
+    struct statfs fs_info {};
+    if (::statfs("/dev/shm", &fs_info) != 0 || fs_info.f_type != TMPFS_MAGIC)
+      fail("/dev/shm is not a tmpfs of the job's own");
+    std::ofstream("/dev/shm/segment") << "x";
+    std::ofstream("/var/tmp/kept") << "x";
+    if (!fs::exists("/dev/shm/segment") || !fs::exists("/var/tmp/kept"))
+      fail("cannot write the job's /dev/shm or /var/tmp");
+  });
+  BOOST_TEST(failure.empty(), failure);
+  BOOST_TEST(fs::exists(JobVarTmpPath(job_tmp) + "/kept"));
+  BOOST_TEST(!fs::exists(jail + "/var/tmp/kept"));     // not the jail's shared /var/tmp
+  BOOST_TEST(!fs::exists(jail + "/dev/shm/segment"));  // gone with the namespace
+  BOOST_TEST(RemoveJobTmp(base, "w-0", 11).ok());
+  BOOST_TEST(!fs::exists(JobVarTmpPath(job_tmp)));
+}
+
+// Root only. --undo unmounts what it recorded, never what a recorded path
+// has since become a symlink to.
+BOOST_AUTO_TEST_CASE(undo_follows_no_symlink) {
+  if (testing::SkipUnlessRoot())
+    return;
+  testing::TestDir d;
+  std::string real = d / "real";
+  fs::create_directories(real);
+  fs::create_directory_symlink(real, d / "was-a-mount");
+  std::string failure = InChild([&](const Fail& fail) {
+    if (!testing::PrivateMountNamespace())
+      fail("private mount namespace");
+    if (::mount("tmpfs", real.c_str(), "tmpfs", 0, nullptr) != 0)
+      fail("tmpfs");
+    PrepareConfig c;
+    c.jail = d / "jail";
+    c.state_file = d / "state";
+    std::ofstream(c.state_file) << d / "was-a-mount"
+                                << "\n";
+    NullLogger log;
+    (void)UndoPrepare(c, log);
+    auto points = MountPoints();
+    if (!points.ok() || std::find(points->begin(), points->end(), real) == points->end())
+      fail("undo unmounted " + real + " through a symlink");
+  });
+  BOOST_TEST(failure.empty(), failure);
+}
+
+// Root only. The job namespace's state file and socket are trusted only when
+// they are root's own: planted ones are refused, with a message that says so.
+BOOST_AUTO_TEST_CASE(planted_job_namespace_files_are_refused) {
+  if (testing::SkipUnlessRoot())
+    return;
+  testing::TestDir d;
+  constexpr uid_t kUser = 4242;
+  std::string state = d / "job3.ns";
+  std::ofstream(state) << ::getpid() << " 1\n";
+  BOOST_REQUIRE(::chown(state.c_str(), kUser, kUser) == 0);
+  auto planted = OpenJobNamespace({d / "job3.sock", state}, "/srv/jail", "etc/os-release",
+                                  std::chrono::seconds(1));
+  BOOST_TEST((planted.status().code() == Status::Code::kPermissionDenied),
+             planted.status().ToString());
+  BOOST_TEST(planted.status().message().find("is not the one spank_jail made") !=
+             std::string::npos);
+
+  std::string sock_path = d / "job4.sock";
+  UniqueFd sock(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock_path.c_str());
+  BOOST_REQUIRE(::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  BOOST_REQUIRE(::listen(sock.get(), 4) == 0);
+  BOOST_REQUIRE(::chown(sock_path.c_str(), kUser, kUser) == 0);
+  auto socket_planted = OpenJobNamespace({sock_path, d / "job4.ns"}, "/srv/jail", "etc/os-release",
+                                         std::chrono::seconds(1));
+  BOOST_TEST((socket_planted.status().code() == Status::Code::kPermissionDenied),
+             socket_planted.status().ToString());
+}
+
 // Polls `ask` until `done` says yes about its result, for at most 30 s.
 template <typename Ask, typename Done>
 auto PollFor(Ask ask, Done done) {
@@ -197,10 +383,8 @@ auto PollFor(Ask ask, Done done) {
 // kFresh. When the stand-in exits the holders die with it and there is no
 // namespace to open.
 BOOST_AUTO_TEST_CASE(job_namespace_is_joined_by_tasks_and_dies_with_the_extern_step) {
-  if (::geteuid() != 0) {
-    BOOST_TEST_MESSAGE("skipped: needs root");
+  if (testing::SkipUnlessRoot())
     return;
-  }
   testing::TestDir d;
   std::string jail = d / "jail";
   std::string tmp = d / "jobtmp";
@@ -217,8 +401,7 @@ BOOST_AUTO_TEST_CASE(job_namespace_is_joined_by_tasks_and_dies_with_the_extern_s
   const auto kWait = std::chrono::seconds(5);
 
   std::string failure = InChild([&](const Fail& fail) {
-    if (::unshare(CLONE_NEWNS) != 0 ||
-        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    if (!testing::PrivateMountNamespace())
       fail("private mount namespace");
     Options o;
     o.jail = jail;

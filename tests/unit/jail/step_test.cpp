@@ -42,11 +42,16 @@ BOOST_AUTO_TEST_CASE(batch_normal_and_interactive_steps_enter_the_jail) {
     BOOST_REQUIRE(sys.entered.size() == 1u);
     const TaskPlan& plan = sys.entered[0];
     BOOST_TEST(plan.jail == "/srv/jail");
-    BOOST_REQUIRE(plan.mounts.size() == 3u);
+    BOOST_REQUIRE(plan.mounts.size() == 5u);
+    using Kind = TaskMount::Kind;
     BOOST_TEST((plan.mounts[0] == TaskMount{"/var/lib/jt/w-0/job42", "/tmp", false, false}));
-    BOOST_TEST((plan.mounts[1] == TaskMount{"/scratch", "/scratch", false, false}));
+    // The job's own /var/tmp and /dev/shm, where the jail has them.
+    BOOST_TEST((plan.mounts[1] == TaskMount{"/var/lib/jt/w-0/job42.var-tmp", "/var/tmp", false,
+                                            false, Kind::kBind, true}));
+    BOOST_TEST((plan.mounts[2] == TaskMount{"", "/dev/shm", false, false, Kind::kTmpfs, true}));
+    BOOST_TEST((plan.mounts[3] == TaskMount{"/scratch", "/scratch", false, false}));
     // Under the private /tmp the plugin may create the mount point.
-    BOOST_TEST((plan.mounts[2] == TaskMount{"/tmp/rig", "/tmp/rig", false, true}));
+    BOOST_TEST((plan.mounts[4] == TaskMount{"/tmp/rig", "/tmp/rig", false, true}));
     BOOST_TEST(sys.drains.empty());
   }
 }
@@ -63,7 +68,7 @@ BOOST_AUTO_TEST_CASE(extern_step_stays_on_the_host_and_starts_the_job_namespace)
   BOOST_TEST(sys.calls == want, boost::test_tools::per_element());
   // The namespace gets the same plan a task would carry out itself.
   BOOST_REQUIRE(sys.entered.size() == 1u);
-  BOOST_TEST(sys.entered[0].mounts.size() == 3u);
+  BOOST_TEST(sys.entered[0].mounts.size() == 5u);
 }
 
 BOOST_AUTO_TEST_CASE(namespace_task_mode_leaves_the_extern_step_alone) {
@@ -197,6 +202,58 @@ BOOST_AUTO_TEST_CASE(bind_escaping_the_jail_is_refused_and_drains) {
   BOOST_TEST(!step.active());
   BOOST_REQUIRE(sys.drains.size() == 1u);
   BOOST_TEST(sys.drains[0].find("symlink out of the jail") != std::string::npos);
+}
+
+// With `optional` in plugstack.conf Slurm ignores a failed init_post_opt and
+// forks the tasks anyway: EnterTask must then refuse, so the plugin ends them.
+BOOST_AUTO_TEST_CASE(a_step_whose_prepare_failed_or_never_ran_refuses_its_tasks) {
+  FakeJailSystem sys;
+  sys.probe_result = Status::NotFound("jail /srv/jail looks unmounted or empty");
+  RecordingLogger log;
+  JailStep step(TestOptions(), sys, log);
+  BOOST_TEST(!step.Prepare(Step(3)).ok());
+  Status s = step.EnterTask();
+  BOOST_TEST(!s.ok());
+  BOOST_TEST(
+      s.message().find("job 42 step 3: the jail was not set up for this step") != std::string::npos,
+      s.message());
+  BOOST_TEST(sys.entered.empty());
+  JailStep never(TestOptions(), sys, log);
+  BOOST_TEST(!never.EnterTask().ok());
+}
+
+BOOST_AUTO_TEST_CASE(root_jobs_are_refused_per_task_unless_allowed) {
+  StepInfo root = Step(3);
+  root.uid = 0;
+  root.user = "root";
+  {
+    FakeJailSystem sys;
+    RecordingLogger log;
+    JailStep step(TestOptions(), sys, log);
+    // Not a step failure: a failed batch step would drain the node.
+    BOOST_REQUIRE(step.Prepare(root).ok());
+    Status s = step.EnterTask();
+    BOOST_TEST((s.code() == Status::Code::kPermissionDenied));
+    BOOST_TEST(s.message().find("job 42 step 3 runs as root (uid 0)") != std::string::npos);
+    BOOST_TEST(s.message().find("allow_root=yes") != std::string::npos, s.message());
+    BOOST_TEST(sys.entered.empty());
+    BOOST_TEST(sys.drains.empty());
+    // Its extern step starts no namespace for it.
+    JailStep ext(TestOptions(), sys, log);
+    StepInfo root_extern = root;
+    root_extern.step_id = kExternStep;
+    BOOST_REQUIRE(ext.Prepare(root_extern).ok());
+    BOOST_TEST(ext.EnterTask().ok());
+    BOOST_TEST(sys.calls.empty());
+  }
+  Options o = TestOptions();
+  o.allow_root = true;
+  FakeJailSystem sys;
+  RecordingLogger log;
+  JailStep step(o, sys, log);
+  BOOST_REQUIRE(step.Prepare(root).ok());
+  BOOST_TEST(step.EnterTask().ok());
+  BOOST_TEST(sys.entered.size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(drain_can_be_turned_off) {

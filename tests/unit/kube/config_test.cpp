@@ -179,6 +179,27 @@ BOOST_AUTO_TEST_CASE(dangling_references_are_named) {
   BOOST_TEST(!LoadKubeconfig({(dir.path / "absent").string()}).ok());
 }
 
+BOOST_AUTO_TEST_CASE(plain_http_is_refused_unless_allowed) {
+  // Over http:// the bearer token (and every pod spec) would travel in clear.
+  TempDir dir;
+  auto f = dir.Write("config",
+                     "current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                     "clusters: [{name: c, cluster: {server: 'http://10.0.0.9:8080'}}]\n"
+                     "users: [{name: u, user: {token: abc}}]\n");
+  auto refused = LoadKubeconfig({f});
+  BOOST_REQUIRE(!refused.ok());
+  BOOST_TEST(refused.status().message() ==
+                 f + ": clusters[c].cluster.server: \"http://10.0.0.9:8080\" is plain HTTP: the "
+                     "bearer token and every request would travel in clear; use https://, or "
+                     "set AllowInsecureHttp=yes in k8sbridge.conf for a test API server",
+             refused.status().message());
+  BOOST_TEST(!ProgramConfig(f, "", false).ok());
+  auto allowed = LoadKubeconfig({f}, "", true);
+  BOOST_REQUIRE_MESSAGE(allowed.ok(), allowed.status().ToString());
+  BOOST_TEST(allowed->server == "http://10.0.0.9:8080");
+  BOOST_TEST(ProgramConfig(f, "", false, true).ok());
+}
+
 BOOST_AUTO_TEST_CASE(in_cluster) {
   TempDir dir;
   dir.Write("sa/token", "tok\n");

@@ -45,7 +45,9 @@ struct Harness {
   static Result<std::unique_ptr<Harness>> Make(const std::string& kubeconfig = "",
                                                ClientOptions options = {}) {
     auto h = std::make_unique<Harness>();
-    auto cfg = LoadKubeconfig({kubeconfig.empty() ? g_dir + "/kubeconfig" : kubeconfig});
+    // KubeClient's scenarios run against kubesim --http: they opt in to plain HTTP.
+    auto cfg = LoadKubeconfig({kubeconfig.empty() ? g_dir + "/kubeconfig" : kubeconfig}, "",
+                              /*allow_insecure_http=*/true);
     if (!cfg.ok())
       return cfg.status();
     h->config = *cfg;

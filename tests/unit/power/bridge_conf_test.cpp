@@ -1,8 +1,10 @@
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <boost/test/unit_test.hpp>
 
 #include "k8sbridge/conf/bridge_conf.h"
@@ -114,6 +116,67 @@ BOOST_AUTO_TEST_CASE(defaults) {
   BOOST_CHECK(in_cluster->in_cluster);
 }
 
+BOOST_AUTO_TEST_CASE(group_of_matches_a_scan_of_every_group_on_many_nodes) {
+  // 20,000 nodes in 40 groups of differently shaped names, looked up through the
+  // index built at load, in a copy and a moved-to copy too (the index must not point
+  // into the original).
+  std::string text = "ClusterName=hpc1\n";
+  for (int g = 0; g < 40; ++g) {
+    text += fmt::format(
+        "NodeGroup=g{} Nodes=n{}-[0-399],x{:02}[000-099],s{}y PodTemplate=/t.yaml\n", g, g, g, g);
+  }
+  auto parsed = Parse(text);
+  BOOST_REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString());
+  conf::BridgeConfig copy = *parsed;
+  conf::BridgeConfig moved = std::move(*parsed);
+  auto scan = [](const conf::BridgeConfig& c, std::string_view node) -> const conf::NodeGroup* {
+    for (const conf::NodeGroup& group : c.node_groups) {
+      if (std::find(group.nodes.begin(), group.nodes.end(), node) != group.nodes.end())
+        return &group;
+    }
+    return nullptr;
+  };
+  size_t found = 0;
+  for (const conf::BridgeConfig* c : {&copy, &moved}) {
+    for (const conf::NodeGroup& group : c->node_groups) {
+      for (const std::string& node : group.nodes) {
+        const conf::NodeGroup* got = c->GroupOf(node);
+        found += got == &group;
+        BOOST_CHECK_MESSAGE(got == scan(*c, node), node);
+      }
+    }
+    for (std::string_view stray : {"n0-400", "x00100", "s40y", "", "n0-", "N0-1", "n0-01"})
+      BOOST_CHECK(c->GroupOf(stray) == nullptr);
+  }
+  BOOST_CHECK_EQUAL(found, 2u * 40u * 501u);
+}
+
+BOOST_AUTO_TEST_CASE(a_relative_kubeconfig_is_found_beside_the_conf_file) {
+  // As PodTemplate= is: the programs run with whatever current directory Slurm gives.
+  auto relative = Parse("ClusterName=a Kubeconfig=k8sbridge/kubeconfig\n");
+  BOOST_REQUIRE(relative.ok());
+  BOOST_CHECK_EQUAL(relative->kubeconfig, "/etc/slurm/k8sbridge/kubeconfig");
+  auto absolute = Parse("ClusterName=a Kubeconfig=/srv/kubeconfig\n");
+  BOOST_REQUIRE(absolute.ok());
+  BOOST_CHECK_EQUAL(absolute->kubeconfig, "/srv/kubeconfig");
+  auto bare = conf::ParseBridgeConfig("ClusterName=a Kubeconfig=kc\n", "k8sbridge.conf",
+                                      conf::BuiltinHostlists());
+  BOOST_REQUIRE(bare.ok());
+  BOOST_CHECK_EQUAL(bare->kubeconfig, "./kc");
+  auto empty = Parse("ClusterName=a Kubeconfig=\n");  // as before: not set
+  BOOST_REQUIRE(empty.ok());
+  BOOST_CHECK_EQUAL(empty->kubeconfig, "");
+}
+
+BOOST_AUTO_TEST_CASE(plain_http_to_the_api_server_is_opt_in) {
+  auto c = Parse(kMinimal);
+  BOOST_REQUIRE(c.ok());
+  BOOST_CHECK(!c->allow_insecure_http);
+  auto yes = Parse("ClusterName=a AllowInsecureHttp=yes\n");
+  BOOST_REQUIRE(yes.ok());
+  BOOST_CHECK(yes->allow_insecure_http);
+}
+
 BOOST_AUTO_TEST_CASE(unknown_keys_get_a_hint) {
   BOOST_CHECK_EQUAL(ErrorOf("ClusterName=a\nNamspace=slurm\n"),
                     "/etc/slurm/k8sbridge.conf:2:1: unknown key 'Namspace': did you mean "
@@ -126,7 +189,8 @@ BOOST_AUTO_TEST_CASE(unknown_keys_get_a_hint) {
                     "'Selector'?");
   std::string far = ErrorOf("ClusterName=a\nWhatever=1\n");
   BOOST_CHECK_MESSAGE(far.starts_with("/etc/slurm/k8sbridge.conf:2:1: unknown key 'Whatever' "
-                                      "(known keys: Burst, ClusterName, Concurrency,"),
+                                      "(known keys: AllowInsecureHttp, Burst, ClusterName, "
+                                      "Concurrency,"),
                       far);
   BOOST_CHECK_EQUAL(ErrorOf("ClusterName=a Nodes=w-1\n"),
                     "/etc/slurm/k8sbridge.conf:1:15: Nodes: belongs on a NodeGroup= or Feature= "

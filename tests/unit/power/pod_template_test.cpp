@@ -145,6 +145,65 @@ BOOST_AUTO_TEST_CASE(errors_name_the_file_and_field) {
       "thinks is booting");
 }
 
+BOOST_AUTO_TEST_CASE(bidirectional_mount_propagation_is_refused) {
+  // The jail's bind mounts would reach the Kubernetes node's mount namespace and
+  // outlive the pod (docs/jail.md): refused in any container, init ones included.
+  const std::string fix =
+      ": is Bidirectional: the mounts made in the pod (the jail's binds of /dev, /sys, "
+      "/run/munge, the Slurm directories and --bind paths) would reach the Kubernetes node's "
+      "mount namespace and outlive the pod; remove mountPropagation (the default, None, keeps "
+      "them in the pod), or use HostToContainer";
+  BOOST_CHECK_EQUAL(
+      ErrorOf("kind: PodTemplate\ntemplate:\n  spec:\n    containers:\n    - name: slurmd\n"
+              "      image: w\n      volumeMounts:\n      - {name: k, mountPath: /etc/k}\n"
+              "      - {name: jail, mountPath: /jail, mountPropagation: Bidirectional}\n"),
+      "pod template worker.yaml: template.spec.containers[0].volumeMounts[1].mountPropagation" +
+          fix);
+  BOOST_CHECK_EQUAL(
+      ErrorOf("spec:\n  initContainers:\n  - name: init\n    image: i\n    volumeMounts:\n"
+              "    - {name: jail, mountPath: /jail, mountPropagation: Bidirectional}\n"
+              "  containers: [{name: slurmd, image: w}]\n"),
+      "pod template worker.yaml: spec.initContainers[0].volumeMounts[0].mountPropagation" + fix);
+  BOOST_CHECK_EQUAL(
+      ErrorOf("spec:\n  containers:\n  - name: slurmd\n    image: w\n    volumeMounts: {a: b}\n"),
+      "pod template worker.yaml: spec.containers[0].volumeMounts: is a mapping, expected a list "
+      "of mounts");
+  // What stays in the pod is accepted.
+  auto ok = power::ParsePodTemplate(
+      "spec:\n  containers:\n  - name: slurmd\n    image: w\n    volumeMounts:\n"
+      "    - {name: a, mountPath: /a, mountPropagation: HostToContainer}\n"
+      "    - {name: b, mountPath: /b, mountPropagation: None}\n    - {name: c, mountPath: /c}\n",
+      "worker.yaml");
+  BOOST_CHECK_MESSAGE(ok.ok(), ok.status().ToString());
+}
+
+BOOST_AUTO_TEST_CASE(automount_service_account_token_must_be_a_boolean) {
+  BOOST_CHECK_EQUAL(
+      ErrorOf("spec:\n  automountServiceAccountToken: 'no'\n  containers: [{name: a, image: b}]\n"),
+      "pod template worker.yaml: spec.automountServiceAccountToken: is a string, expected true "
+      "or false (unset: k8sbridge sets false, so no job can read the pod's token)");
+}
+
+BOOST_AUTO_TEST_CASE(shipped_template_keeps_the_jail_in_the_pod) {
+  auto t = power::LoadPodTemplate(std::string(K8SBRIDGE_SOURCE_ROOT) +
+                                  "/conf-templates/worker-pod.yaml");
+  BOOST_REQUIRE_MESSAGE(t.ok(), t.status().ToString());
+  const rapidjson::Value& spec = (*t->pod)["spec"];
+  bool has_jail = false;
+  for (const auto& c : spec["containers"].GetArray()) {
+    for (const auto& m : c["volumeMounts"].GetArray()) {
+      std::string path = m["mountPath"].GetString();
+      has_jail = has_jail || path == "/jail";
+      BOOST_CHECK_MESSAGE(!m.HasMember("mountPropagation") ||
+                              std::string(m["mountPropagation"].GetString()) != "Bidirectional",
+                          path);
+    }
+  }
+  BOOST_CHECK(has_jail);
+  BOOST_REQUIRE(spec.HasMember("automountServiceAccountToken"));
+  BOOST_CHECK(spec["automountServiceAccountToken"].IsFalse());
+}
+
 BOOST_AUTO_TEST_CASE(load_names_a_missing_file) {
   auto t = power::LoadPodTemplate("/nonexistent/worker.yaml");
   BOOST_REQUIRE(!t.ok());

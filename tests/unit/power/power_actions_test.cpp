@@ -70,6 +70,11 @@ class FakeApi {
     std::lock_guard lock(mu_);
     gone_after_gets_[name] = gets;
   }
+  // The Kubernetes nodes a list of /api/v1/nodes returns (a JSON array); none: 404.
+  void SetNodes(std::string json_array) {
+    std::lock_guard lock(mu_);
+    nodes_ = std::move(json_array);
+  }
   bool Has(const std::string& name) const {
     std::lock_guard lock(mu_);
     return pods_.count(name) != 0;
@@ -89,6 +94,10 @@ class FakeApi {
     std::string path = r.url.substr(prefix.size());
     if (auto q = path.find('?'); q != std::string::npos)
       path.resize(q);
+    if (path == "/api/v1/nodes" && r.method == "GET" && !nodes_.empty()) {
+      return FakeTransport::Json(
+          200, R"({"kind":"NodeList","metadata":{"resourceVersion":"9"},"items":)" + nodes_ + "}");
+    }
     if (path == "/apis/events.k8s.io/v1/namespaces/slurm/events" && r.method == "POST") {
       events_.push_back(r.body);
       return FakeTransport::Json(201, r.body);
@@ -158,6 +167,7 @@ class FakeApi {
   std::map<std::pair<std::string, std::string>, std::deque<Fault>> faults_;
   std::vector<std::string> events_;
   std::map<std::string, int> gone_after_gets_;
+  std::string nodes_;
   int uid_ = 0;
 
  public:
@@ -501,6 +511,40 @@ BOOST_FIXTURE_TEST_CASE(resume_fail_records_why_then_deletes, Fixture) {
   BOOST_TEST(sent[0].find("Insufficient nvidia.com/gpu") != std::string::npos);
   BOOST_TEST(sent[0].find("old-w-0") != std::string::npos);  // regarding the pod's uid
   BOOST_TEST(slurm.failed().empty());                        // Slurm already failed the node itself
+}
+
+BOOST_FIXTURE_TEST_CASE(feature_placement_lists_only_this_clusters_worker_pods, Fixture) {
+  // One H100 Kubernetes node, its 8 GPUs held by the running worker pod of w-5: no
+  // room for w-0. The shipped RBAC grants pods in Namespace= only, so the check must
+  // read this cluster's worker pods there, not every pod of the cluster.
+  api.SetNodes(R"([{"metadata":{"name":"k-0","labels":{"nvidia.com/gpu.product":"H100"}},)"
+               R"("status":{"allocatable":{"nvidia.com/gpu":"8"},)"
+               R"("conditions":[{"type":"Ready","status":"True"}]}}])");
+  auto busy = *kube::Object::Parse(LeftoverPod("w-5", "Running", true));
+  busy.SetString("/spec/nodeName", "k-0");
+  busy.SetString("/spec/containers/0/resources/requests/nvidia.com~1gpu", "8");
+  api.Put("w-5", busy.ToJson());
+  slurm.SetGres("w-0", "gpu:8");
+  auto report = power::Resume(Context(), {"w-0"}, OneJob({"w-0"}, "h100"));
+  BOOST_TEST(report.Failed() == 1u);
+  BOOST_TEST(!api.Has("w-0"));
+  BOOST_TEST(slurm.failed()["w-0"].find("no Kubernetes node offers features [42: h100]") !=
+                 std::string::npos,
+             slurm.failed()["w-0"]);
+  BOOST_TEST(!log.Contains("cannot list", LogLevel::kWarning));
+  int pod_lists = 0;
+  for (const auto& r : transport->requests()) {
+    if (r.method != "GET")
+      continue;
+    BOOST_TEST(r.url.find("/api/v1/pods") == std::string::npos, r.url);
+    if (r.url.starts_with("https://k8s.test:6443/api/v1/namespaces/slurm/pods?")) {
+      ++pod_lists;
+      BOOST_TEST(r.url.find("labelSelector=app.kubernetes.io%2Fmanaged-by%3Dk8sbridge%2C"
+                            "k8sbridge.io%2Fcluster%3Dhpc1") != std::string::npos,
+                 r.url);
+    }
+  }
+  BOOST_TEST(pod_lists == 1);
 }
 
 BOOST_AUTO_TEST_CASE(node_reason_is_one_bounded_line) {

@@ -1,5 +1,10 @@
+#include <memory>
+#include <optional>
+
 #include <boost/test/unit_test.hpp>
 
+#include "k8sbridge/log.h"
+#include "k8sbridge/power/power_actions.h"
 #include "k8sbridge/power/resume_file.h"
 
 namespace power = k8sbridge::power;
@@ -94,6 +99,57 @@ BOOST_AUTO_TEST_CASE(reads_the_file_whole_and_names_a_missing_one) {
                     "cannot read SLURM_RESUME_FILE /proc/self/fd/987654: No such file or "
                     "directory; the file exists only while ResumeProgram runs, so read it before "
                     "anything else");
+}
+
+BOOST_AUTO_TEST_CASE(an_unusable_resume_file_fails_every_node_at_once) {
+  // Without this the nodes would sit POWERING_UP until ResumeTimeout.
+  const std::vector<std::string> nodes = {"w-0", "w-1", "w-2"};
+  struct Run {
+    power::RecordingSlurmNodes slurm;
+    k8sbridge::RecordingLogger log;
+    k8sbridge::Result<power::ResumeRequest> request = k8sbridge::Status::Internal("not run");
+  };
+  auto run = [&](std::optional<k8sbridge::Result<std::string>> text, std::string_view path,
+                 bool slurm_reachable) {
+    auto r = std::make_unique<Run>();
+    r->request = power::ResumeRequestOrFail(text, path, nodes, BuiltinHostlists(),
+                                            slurm_reachable ? &r->slurm : nullptr, r->log);
+    return r;
+  };
+  auto unreadable = run(power::ReadResumeFile("/nonexistent/3"), "/nonexistent/3", true);
+  BOOST_REQUIRE(!unreadable->request.ok());
+  BOOST_TEST(unreadable->request.status().message().starts_with(
+      "cannot read SLURM_RESUME_FILE /nonexistent/3: No such file or directory"));
+  auto failed = unreadable->slurm.failed();
+  BOOST_REQUIRE_EQUAL(failed.size(), 3u);
+  for (const auto& node : nodes) {
+    BOOST_TEST(failed.at(node).starts_with("k8sbridge: cannot read SLURM_RESUME_FILE "
+                                           "/nonexistent/3: No such file or directory"),
+               failed.at(node));
+  }
+
+  auto invalid = run(std::string("{\"jobs\":["), "/proc/77/fd/3", true);
+  BOOST_REQUIRE(!invalid->request.ok());
+  failed = invalid->slurm.failed();
+  BOOST_REQUIRE_EQUAL(failed.size(), 3u);
+  BOOST_TEST(failed.at("w-1").starts_with("k8sbridge: resume file /proc/77/fd/3: not valid JSON"),
+             failed.at("w-1"));
+
+  // No Slurm to tell (a manual run without SLURM_CONF): the nodes are named in the log.
+  auto manual = run(std::string("[]"), "/proc/77/fd/3", false);
+  BOOST_REQUIRE(!manual->request.ok());
+  BOOST_TEST(manual->log.Contains("w-0,w-1,w-2 are left for Slurm's ResumeTimeout",
+                                  k8sbridge::LogLevel::kError));
+
+  // Not set (not run by slurmctld), or a good file: nothing is failed.
+  auto unset = run(std::nullopt, "", true);
+  BOOST_REQUIRE(unset->request.ok());
+  BOOST_TEST(unset->request->jobs.empty());
+  auto good =
+      run(std::string(R"({"all_nodes_resume":"w-[0-2]","jobs":[]})"), "/proc/77/fd/3", true);
+  BOOST_REQUIRE_MESSAGE(good->request.ok(), good->request.status().ToString());
+  BOOST_TEST(good->request->all_nodes_resume.size() == 3u);
+  BOOST_TEST(good->slurm.failed().empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

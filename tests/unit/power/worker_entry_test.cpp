@@ -1,6 +1,10 @@
 #include <boost/test/unit_test.hpp>
 
+#include <functional>
 #include <map>
+#include <memory>
+
+#include <fmt/format.h>
 
 #include "k8sbridge/power/worker_entry.h"
 
@@ -26,8 +30,8 @@ class FakeWorkerSystem final : public power::WorkerSystem {
     copies.emplace_back(from, to);
     return Status::Ok();
   }
-  Status MakePrivateDirectory(const std::string& path) override {
-    dirs.push_back(path);
+  Status MakeDirectory(const std::string& path, unsigned mode) override {
+    dirs.push_back(fmt::format("{} {:o}", path, mode));
     return Status::Ok();
   }
   Result<bool> IsMountedRootfs(const std::string&) override { return ++polls > jail_after; }
@@ -43,7 +47,7 @@ class FakeWorkerSystem final : public power::WorkerSystem {
   int polls = 0;
   std::vector<std::vector<std::string>> ran;
   std::vector<std::pair<std::string, std::string>> copies;
-  std::vector<std::string> dirs;
+  std::vector<std::string> dirs;  // "path mode"
   std::vector<std::string> exec;
   std::vector<std::string> stopped;
 };
@@ -76,6 +80,24 @@ power::WorkerSettings Settings(std::map<std::string, std::string> env,
       std::move(args));
   BOOST_REQUIRE_MESSAGE(s.ok(), s.status().message());
   return *s;
+}
+
+std::function<const char*(const char*)> GetenvOf(std::map<std::string, std::string> env) {
+  return [env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
+
+// Runs the worker with a munge key to copy, `env` and the munge check passing.
+std::unique_ptr<FakeWorkerSystem> RunWithKey(std::map<std::string, std::string> env) {
+  auto system = std::make_unique<FakeWorkerSystem>();
+  FakeMunge munge;
+  RecordingLogger log;
+  env.emplace("K8SBRIDGE_MUNGE_CHECK", "cred");
+  env.emplace("K8SBRIDGE_MUNGED_KEY", "/etc/munge-secret/munge.key");
+  BOOST_REQUIRE(power::RunWorker(Settings(std::move(env)), *system, munge, log).ok());
+  return system;
 }
 
 }  // namespace
@@ -145,21 +167,59 @@ BOOST_AUTO_TEST_CASE(no_munged_is_an_error_that_names_the_socket) {
 }
 
 BOOST_AUTO_TEST_CASE(starts_a_private_munged_with_a_copy_of_the_key) {
-  FakeWorkerSystem system;
-  FakeMunge munge;
-  RecordingLogger log;
-  auto s = Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"},
-                     {"K8SBRIDGE_MUNGE_SOCKET", "/run/munge/munge.socket.2"},
-                     {"K8SBRIDGE_MUNGED_KEY", "/etc/munge-secret/munge.key"}});
-  BOOST_REQUIRE(power::RunWorker(s, system, munge, log).ok());
-  BOOST_TEST(system.dirs == std::vector<std::string>{"/run/munge"});
-  BOOST_REQUIRE_EQUAL(system.copies.size(), 1u);
-  BOOST_TEST(system.copies[0].second == "/run/munge/munge.key");
-  BOOST_REQUIRE_EQUAL(system.ran.size(), 1u);
-  BOOST_TEST(system.ran[0][0] == "/usr/sbin/munged");
-  BOOST_TEST(system.ran[0][3] == "--socket=/run/munge/munge.socket.2");
-  BOOST_TEST(!system.exec.empty());
-  BOOST_TEST(system.stopped.empty());
+  auto system = RunWithKey({{"K8SBRIDGE_MUNGE_SOCKET", "/run/munge/munge.socket.2"}});
+  // The socket directory is bound into every jail: it holds the socket only. The
+  // key, and munged's seed, pid and log, stay in a root-only directory outside it.
+  BOOST_TEST(
+      system->dirs == (std::vector<std::string>{"/run/munge 755", "/run/k8sbridge-munge 700"}),
+      boost::test_tools::per_element());
+  BOOST_REQUIRE_EQUAL(system->copies.size(), 1u);
+  BOOST_TEST(system->copies[0].second == "/run/k8sbridge-munge/munge.key");
+  BOOST_REQUIRE_EQUAL(system->ran.size(), 1u);
+  BOOST_TEST(system->ran[0] == (std::vector<std::string>{
+                                   "/usr/sbin/munged", "--key-file=/run/k8sbridge-munge/munge.key",
+                                   "--socket=/run/munge/munge.socket.2",
+                                   "--pid-file=/run/k8sbridge-munge/munged.pid",
+                                   "--seed-file=/run/k8sbridge-munge/munged.seed",
+                                   "--log-file=/run/k8sbridge-munge/munged.log"}),
+             boost::test_tools::per_element());
+  for (const std::string& arg : system->ran[0]) {
+    BOOST_TEST(arg != "--force");  // munged's own checks of modes and owners hold
+    if (arg.starts_with("--") && arg != "--socket=/run/munge/munge.socket.2")
+      BOOST_TEST(arg.find("=/run/munge/") == std::string::npos, arg);
+  }
+  BOOST_TEST(!system->exec.empty());
+  BOOST_TEST(system->stopped.empty());
+}
+
+BOOST_AUTO_TEST_CASE(the_key_directory_is_set_and_kept_apart_from_the_socket) {
+  auto system = RunWithKey({{"K8SBRIDGE_MUNGE_SOCKET", "/tmp/p/munge/munge.socket"},
+                            {"K8SBRIDGE_MUNGED_DIR", "/tmp/p/munged/"}});
+  BOOST_REQUIRE_EQUAL(system->copies.size(), 1u);
+  BOOST_TEST(system->copies[0].second == "/tmp/p/munged/munge.key");
+
+  for (const char* dir : {"/run/munge", "/run/munge/key", "/run", "/"}) {
+    auto bad = power::WorkerSettingsFromEnv(
+        GetenvOf({{"K8SBRIDGE_NODE_NAME", "w-1"},
+                  {"K8SBRIDGE_MUNGED_KEY", "/etc/munge-secret/munge.key"},
+                  {"K8SBRIDGE_MUNGE_SOCKET", "/run/munge/munge.socket.2"},
+                  {"K8SBRIDGE_MUNGED_DIR", dir}}),
+        {});
+    BOOST_REQUIRE(!bad.ok());
+    BOOST_TEST(bad.status().message() ==
+                   fmt::format("K8SBRIDGE_MUNGED_DIR={} and the munge socket's directory "
+                               "/run/munge (K8SBRIDGE_MUNGE_SOCKET) must not contain one another: "
+                               "the socket's directory is bound into every job's jail, and the "
+                               "key must stay out of it; use a directory of its own such as "
+                               "/run/k8sbridge-munge",
+                               dir),
+               bad.status().message());
+  }
+  auto relative = power::WorkerSettingsFromEnv(
+      GetenvOf({{"K8SBRIDGE_NODE_NAME", "w-1"}, {"K8SBRIDGE_MUNGED_DIR", "key"}}), {});
+  BOOST_TEST(relative.status().message().find("K8SBRIDGE_MUNGED_DIR='key' is not an absolute") !=
+                 std::string::npos,
+             relative.status().message());
 }
 
 BOOST_AUTO_TEST_CASE(a_failing_worker_stops_the_munged_it_started) {
@@ -171,7 +231,7 @@ BOOST_AUTO_TEST_CASE(a_failing_worker_stops_the_munged_it_started) {
                      {"K8SBRIDGE_MUNGE_SOCKET", "/run/munge/munge.socket.2"},
                      {"K8SBRIDGE_MUNGED_KEY", "/etc/munge-secret/munge.key"}});
   BOOST_TEST(!power::RunWorker(s, system, munge, log).ok());
-  BOOST_TEST(system.stopped == std::vector<std::string>{"/run/munge/munged.pid"});
+  BOOST_TEST(system.stopped == std::vector<std::string>{"/run/k8sbridge-munge/munged.pid"});
 }
 
 BOOST_AUTO_TEST_CASE(waits_for_the_jail_then_prepares_it) {
@@ -209,22 +269,27 @@ BOOST_AUTO_TEST_CASE(gives_up_on_the_jail_at_the_deadline) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_settings_name_the_variable) {
-  auto getenv_of = [](std::map<std::string, std::string> env) {
-    return [env](const char* name) -> const char* {
-      auto it = env.find(name);
-      return it == env.end() ? nullptr : it->second.c_str();
-    };
-  };
-  auto none = power::WorkerSettingsFromEnv(getenv_of({}), {});
+  auto none = power::WorkerSettingsFromEnv(GetenvOf({}), {});
   BOOST_TEST(none.status().message().find("K8SBRIDGE_NODE_NAME is not set") != std::string::npos);
   auto relative = power::WorkerSettingsFromEnv(
-      getenv_of({{"K8SBRIDGE_NODE_NAME", "w-1"}, {"K8SBRIDGE_JAIL", "jail"}}), {});
+      GetenvOf({{"K8SBRIDGE_NODE_NAME", "w-1"}, {"K8SBRIDGE_JAIL", "jail"}}), {});
   BOOST_TEST(relative.status().message().find("K8SBRIDGE_JAIL='jail' is not an absolute path") !=
                  std::string::npos,
              relative.status().message());
   auto wait = power::WorkerSettingsFromEnv(
-      getenv_of({{"K8SBRIDGE_NODE_NAME", "w-1"}, {"K8SBRIDGE_JAIL_WAIT", "soon"}}), {});
+      GetenvOf({{"K8SBRIDGE_NODE_NAME", "w-1"}, {"K8SBRIDGE_JAIL_WAIT", "soon"}}), {});
   BOOST_TEST(wait.status().message().find("K8SBRIDGE_JAIL_WAIT") != std::string::npos);
+  for (const char* blank : {" ", "\t \n"}) {
+    auto prepare = power::WorkerSettingsFromEnv(GetenvOf({{"K8SBRIDGE_NODE_NAME", "w-1"},
+                                                          {"K8SBRIDGE_JAIL", "/jail"},
+                                                          {"K8SBRIDGE_JAIL_PREPARE", blank}}),
+                                                {});
+    BOOST_REQUIRE(!prepare.ok());
+    BOOST_TEST(prepare.status().message() ==
+               "K8SBRIDGE_JAIL_PREPARE holds only white space: give the jail-prepare command and "
+               "its arguments (e.g. \"/usr/sbin/k8sbridge-jail-prepare --munge-dir /run/munge\"), "
+               "or unset it to prepare no jail");
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <rapidjson/pointer.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -122,11 +123,29 @@ BOOST_AUTO_TEST_CASE(single_node_job_full_pod) {
       R"({"name":"K8SBRIDGE_MUNGE_CHECK","value":"cred"}],)"
       R"("resources":{"limits":{"memory":"64Gi","nvidia.com/gpu":"8"},"requests":{"nvidia.com/gpu":"8"}},)"
       R"("command":["/usr/sbin/k8sbridge-worker"],"terminationMessagePolicy":"FallbackToLogsOnError"}],)"
-             R"("restartPolicy":"Never",)"
+      R"("restartPolicy":"Never","automountServiceAccountToken":false,)"
       R"("nodeSelector":{"nvidia.com/gpu.product":"NVIDIA-H100-80GB-HBM3"}},)"
       R"("apiVersion":"v1","kind":"Pod"})");
   // A single-node job gets no pod affinity.
   BOOST_CHECK_EQUAL(Json(*pod, "/spec/affinity"), "<absent>");
+}
+
+BOOST_AUTO_TEST_CASE(no_service_account_token_unless_the_template_asks) {
+  // A --no-jail step (allow_no_jail=yes) could otherwise read the pod's token.
+  auto pod = Render("w-0", "", {});
+  BOOST_REQUIRE_MESSAGE(pod.ok(), pod.status().ToString());
+  BOOST_CHECK_EQUAL(Json(*pod, "/spec/automountServiceAccountToken"), "false");
+  for (std::string_view value : {"true", "false"}) {
+    auto t = power::ParsePodTemplate(
+        fmt::format("spec:\n  automountServiceAccountToken: {}\n  containers: [{{name: slurmd, "
+                    "image: w}}]\n",
+                    value),
+        "/t.yaml");
+    BOOST_REQUIRE_MESSAGE(t.ok(), t.status().ToString());
+    auto explicit_pod = Render("w-0", "", {}, &*t);
+    BOOST_REQUIRE(explicit_pod.ok());
+    BOOST_CHECK_EQUAL(Json(*explicit_pod, "/spec/automountServiceAccountToken"), value);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(no_jobs_no_gpus_no_constraints) {

@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 
+#include <fmt/format.h>
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -68,6 +69,15 @@ class FakeApi {
     std::lock_guard lock(mu_);
     return *kube::Object::Parse(objects_.at(path));
   }
+  void Erase(const std::string& path) {
+    std::lock_guard lock(mu_);
+    objects_.erase(path);
+  }
+  // Every GET answers 500 (the API server failing).
+  void FailGets(bool fail) {
+    std::lock_guard lock(mu_);
+    fail_gets_ = fail;
+  }
   int events() const { return events_; }
   int writes() const { return writes_; }
 
@@ -79,6 +89,8 @@ class FakeApi {
       ++events_;
       return FakeTransport::Json(201, r.body);
     }
+    if (fail_gets_ && r.method == "GET")
+      return FakeTransport::Json(500, R"({"kind":"Status","code":500,"reason":"InternalError"})");
     auto it = objects_.find(path);
     if (it == objects_.end())
       return FakeTransport::Json(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
@@ -111,6 +123,7 @@ class FakeApi {
   mutable std::mutex mu_;
   std::map<std::string, std::string> objects_;
   int events_ = 0, writes_ = 0, rv_ = 100;
+  bool fail_gets_ = false;
 };
 
 constexpr char kNodePath[] = "/api/v1/nodes/n-0";
@@ -154,6 +167,11 @@ struct Fixture {
                      {api.Has(kPodPath) ? api.Get(kPodPath) : kube::Object()},
                      {api.Get(kNodePath)}};
   }
+  void MarkPodFailed() {
+    kube::Object pod = api.Get(kPodPath);
+    pod.SetString("/status/phase", "Failed");
+    api.Put(kPodPath, pod.ToJson());
+  }
   // Plans and executes until nothing is left to do; returns the rounds that acted.
   int Converge(ks::Reconciler& r) {
     int rounds = 0;
@@ -179,6 +197,14 @@ ks::SlurmNode Up(const std::string& name) {
   return n;
 }
 
+ks::SlurmNode Drained(const std::string& name, const std::string& reason) {
+  ks::SlurmNode n = Up(name);
+  n.drain = true;
+  n.reason = reason;
+  n.reason_user = "root";
+  return n;
+}
+
 const k8sbridge::conf::BridgeConfig& Config() {
   static const auto* config = new k8sbridge::conf::BridgeConfig(*k8sbridge::conf::ParseBridgeConfig(
       "ClusterName=hpc1\nNamespace=slurm\nNodeGroup=gpu Nodes=w-[0-7] PodTemplate=/t.yaml\n",
@@ -199,11 +225,7 @@ bool HasTaint(const kube::Object& node) {
 BOOST_AUTO_TEST_SUITE(executor)
 
 BOOST_FIXTURE_TEST_CASE(hardware_drain_round_trip_and_restart_repeat_nothing, Fixture) {
-  ks::SlurmNode n = Up("w-0");
-  n.drain = true;
-  n.reason = "[hardware] xid 79";
-  n.reason_user = "root";
-  slurm.SetNodes({n});
+  slurm.SetNodes({Drained("w-0", "[hardware] xid 79")});
   ks::Reconciler r(Options());
   BOOST_TEST(Converge(r) == 1);
   kube::Object node = api.Get(kNodePath);
@@ -257,15 +279,6 @@ BOOST_FIXTURE_TEST_CASE(a_cordon_by_someone_else_survives_the_undo, Fixture) {
   BOOST_TEST(slurm.Find("w-0")->reason == "k8sbridge: Kubernetes node n-0 cordoned");
 }
 
-BOOST_FIXTURE_TEST_CASE(failed_pod_downs_the_node_once, Fixture) {
-  kube::Object pod = api.Get(kPodPath);
-  pod.SetString("/status/phase", "Failed");
-  api.Put(kPodPath, pod.ToJson());
-  slurm.SetNodes({Up("w-0")});
-  ks::Reconciler r(Options());
-  Converge(r);
-  BOOST_TEST(slurm.calls() == std::vector<std::string>{"fail w-0 k8sbridge: pod w-0 failed"});
-}
 
 BOOST_FIXTURE_TEST_CASE(delete_checks_ownership_on_the_live_object, Fixture) {
   api.Put(kPodPath, PodJson("other"));
@@ -290,6 +303,196 @@ BOOST_FIXTURE_TEST_CASE(repeats_inside_the_window_are_skipped, Fixture) {
   clock.Advance(6s);
   BOOST_TEST(exec->Execute(a).ok());
   BOOST_TEST(slurm.calls().size() == 2u);
+}
+
+// A node whose pod failed: DOWN once; then (Slurm) POWERED_DOWN and the pod gone:
+// the node is returned to service (IDLE+POWERED_DOWN), so the next job gets a
+// fresh pod.
+BOOST_FIXTURE_TEST_CASE(failed_pod_downs_the_node_once, Fixture) {
+  MarkPodFailed();
+  slurm.SetNodes({Up("w-0")});
+  ks::Reconciler r(Options());
+  Converge(r);
+  BOOST_TEST(slurm.calls() == std::vector<std::string>{"fail w-0 k8sbridge: pod w-0 failed"});
+  // Slurm powers it down (SuspendProgram deletes the pod): down~, for good in 24.11.
+  ks::SlurmNode* n = slurm.Find("w-0");
+  n->power_down = false;
+  n->powered_down = true;
+  // While the pod is still there (terminating), the node stays as it is.
+  BOOST_TEST(Converge(r) == 0);
+  BOOST_TEST(slurm.calls().size() == 1u);
+  api.Erase(kPodPath);
+  BOOST_TEST(Converge(r) == 1);
+  BOOST_TEST(slurm.calls().back() == "resume w-0");
+  BOOST_TEST(!n->Down());
+  BOOST_TEST(n->powered_down);
+  BOOST_TEST(Converge(r) == 0);  // steady
+}
+
+// The resume needs the API server's word that no pod of ours exists: a cache that
+// has not seen the pod yet, or an API error, does nothing.
+BOOST_FIXTURE_TEST_CASE(resume_confirms_no_pod_live_and_fails_closed, Fixture) {
+  ks::SlurmNode n = Up("w-0");
+  n.base = ks::SlurmNode::Base::kDown;
+  n.powered_down = true;
+  n.reason = "k8sbridge: pod w-0 deleted";
+  slurm.SetNodes({n});
+  ks::Action a{ActionKind::kResume, "w-0", "back to service"};
+  BOOST_TEST(exec->Execute(a).ok());  // the live pod exists: not done
+  BOOST_TEST(slurm.calls().empty());
+  BOOST_TEST(log.Contains("not done: a pod of ours still exists"));
+  api.Erase(kPodPath);
+  api.FailGets(true);
+  clock.Advance(10s);
+  BOOST_TEST(!exec->Execute(a).ok());
+  BOOST_TEST(slurm.calls().empty());
+  api.FailGets(false);
+  // Slurm (live) says someone resumed it meanwhile: nothing to do.
+  slurm.Find("w-0")->base = ks::SlurmNode::Base::kIdle;
+  BOOST_TEST(exec->Execute(a).ok());
+  BOOST_TEST(slurm.calls().empty());
+  slurm.Find("w-0")->base = ks::SlurmNode::Base::kDown;
+  clock.Advance(10s);
+  BOOST_TEST(exec->Execute(a).ok());
+  BOOST_TEST(slurm.calls() == std::vector<std::string>{"resume w-0"});
+}
+
+// The snapshot the plan came from said up; slurmctld, read live, says a suspend
+// is under way: a pod deleted by SuspendProgram is not a failure.
+BOOST_FIXTURE_TEST_CASE(fail_rechecks_the_node_live_and_spares_a_suspend, Fixture) {
+  ks::Action a{ActionKind::kFail, "w-0", "k8sbridge: pod w-0 deleted"};
+  a.uid = "u-w-0";
+  a.rule = ks::Rule::kPodFailed;
+  for (int flag = 0; flag < 3; ++flag) {
+    ks::SlurmNode live = Up("w-0");
+    (flag == 0 ? live.power_down : flag == 1 ? live.powering_down : live.powered_down) = true;
+    slurm.SetNodes({live});
+    BOOST_TEST(exec->Execute(a).ok());
+    BOOST_TEST(slurm.calls().empty(), flag);
+    clock.Advance(10s);
+  }
+  slurm.SetNodes({Up("w-0")});
+  BOOST_TEST(exec->Execute(a).ok());
+  BOOST_TEST(slurm.calls() == std::vector<std::string>{"fail w-0 k8sbridge: pod w-0 deleted"});
+  // Slurm cannot be read live: nothing is done.
+  slurm.FailLoads(true);
+  clock.Advance(10s);
+  BOOST_TEST(!exec->Execute(a).ok());
+  BOOST_TEST(slurm.calls().size() == 1u);
+}
+
+// An admin drained the node; then its pod fails. The node goes DOWN (its jobs
+// requeue) but keeps the admin's reason and author, and once powered down it is
+// never returned to service by k8sbridge.
+BOOST_FIXTURE_TEST_CASE(admin_drained_node_whose_pod_fails_keeps_the_admins_reason, Fixture) {
+  slurm.SetNodes({Drained("w-0", "admin: bad fan")});
+  MarkPodFailed();
+  ks::Reconciler r(Options());
+  Converge(r);
+  BOOST_TEST(slurm.calls() == std::vector<std::string>{"fail w-0"});  // no reason sent
+  ks::SlurmNode* live = slurm.Find("w-0");
+  BOOST_TEST(live->Down());
+  BOOST_TEST(live->reason == "admin: bad fan");
+  BOOST_TEST(live->reason_user == "root");
+  // Powered down, pod gone: still the admin's.
+  live->power_down = false;
+  live->powered_down = true;
+  api.Erase(kPodPath);
+  BOOST_TEST(Converge(r) == 0);
+  BOOST_TEST(slurm.calls().size() == 1u);
+  BOOST_TEST(live->reason == "admin: bad fan");
+}
+
+// A drain planned from a snapshot is not sent to a node that, read live, is out
+// of service with someone else's reason (or drained already).
+BOOST_FIXTURE_TEST_CASE(drain_never_overwrites_a_foreign_reason, Fixture) {
+  ks::Action a{ActionKind::kDrain, "w-0", "k8sbridge: Kubernetes node n-0 cordoned"};
+  a.rule = ks::Rule::kNodeTrouble;
+  ks::SlurmNode down = Up("w-0");
+  down.base = ks::SlurmNode::Base::kDown;
+  down.reason = "admin: rewiring";
+  slurm.SetNodes({down});
+  BOOST_TEST(exec->Execute(a).ok());
+  ks::SlurmNode drained = Up("w-0");
+  drained.drain = true;
+  drained.reason = "admin: bad fan";
+  slurm.SetNodes({drained});
+  clock.Advance(10s);
+  BOOST_TEST(exec->Execute(a).ok());
+  BOOST_TEST(slurm.calls().empty());
+  BOOST_TEST(slurm.Find("w-0")->reason == "admin: bad fan");
+  slurm.SetNodes({Up("w-0")});
+  clock.Advance(10s);
+  BOOST_TEST(exec->Execute(a).ok());
+  BOOST_TEST(slurm.calls().size() == 1u);
+}
+
+// "Pod lost" and "no pod while POWERING_UP" come from the informer's cache: the
+// API server must confirm there is no pod (404); an error does nothing.
+BOOST_FIXTURE_TEST_CASE(lost_and_start_rules_confirm_the_pod_is_gone_live, Fixture) {
+  for (ks::Rule rule : {ks::Rule::kPodLost, ks::Rule::kNoPodStarting}) {
+    const size_t before = slurm.calls().size();
+    ks::SlurmNode n = Up("w-0");
+    n.powering_up = rule == ks::Rule::kNoPodStarting;
+    slurm.SetNodes({n});
+    api.Put(kPodPath, PodJson());
+    ks::Action a{ActionKind::kFail, "w-0", "k8sbridge: no pod"};
+    a.rule = rule;
+    BOOST_TEST(exec->Execute(a).ok());  // the pod is there, the cache was behind
+    BOOST_TEST(slurm.calls().size() == before);
+    api.Erase(kPodPath);
+    api.FailGets(true);
+    clock.Advance(10s);
+    BOOST_TEST(!exec->Execute(a).ok());
+    BOOST_TEST(slurm.calls().size() == before);
+    api.FailGets(false);
+    BOOST_TEST(exec->Execute(a).ok());
+    BOOST_REQUIRE(slurm.calls().size() == before + 1);
+    BOOST_TEST(slurm.calls().back() == "fail w-0 k8sbridge: no pod");
+    clock.Advance(10s);
+  }
+}
+
+// Leadership is asked before every action: lost mid-pass, the rest is not done.
+BOOST_FIXTURE_TEST_CASE(leadership_is_checked_before_every_action, Fixture) {
+  int asked = 0;
+  ks::ExecutorOptions o{"hpc1", "slurm"};
+  o.leading = [&]() { return ++asked <= 1; };
+  ks::Executor leader(*client, slurm, nullptr, log, o);
+  slurm.SetNodes({Up("w-0"), Up("w-1")});
+  std::vector<ks::Action> pass{{ActionKind::kUndrain, "w-0"}, {ActionKind::kUndrain, "w-1"}};
+  ks::PassResult r = leader.ExecutePass(pass, 20);
+  BOOST_TEST(slurm.calls() == std::vector<std::string>{"undrain w-0"});
+  BOOST_TEST(r.skipped == "not_leader");
+  BOOST_TEST(r.done == 1);
+  BOOST_TEST(leader.Execute(pass[1]).code() == k8sbridge::Status::Code::kCancelled);
+}
+
+// More destructive actions than the cap in one pass (Slurm suddenly lists no node:
+// every pod an orphan): none of them is done, the harmless ones are, and the pass
+// says why.
+BOOST_FIXTURE_TEST_CASE(mass_action_guard_does_none_above_the_cap, Fixture) {
+  std::vector<ks::Action> pass;
+  for (int i = 0; i < 21; ++i)
+    pass.emplace_back(ActionKind::kDeletePod, "w-0", fmt::format("orphan {}", i));
+  pass.emplace_back(ActionKind::kUndrain, "w-0");
+  slurm.SetNodes({Up("w-0")});
+  std::vector<std::string> results;
+  ks::PassResult r = exec->ExecutePass(pass, 20, [&](const ks::Action& a, std::string_view res) {
+    results.push_back(fmt::format("{} {}", ks::ActionKindName(a.kind), res));
+  });
+  BOOST_TEST(r.skipped == "mass_action");
+  BOOST_TEST(r.why.find("21 destructive actions") != std::string::npos, r.why);
+  BOOST_TEST(api.Has(kPodPath));
+  BOOST_TEST(results == std::vector<std::string>{"undrain ok"});
+  // At the cap: done.
+  pass.erase(pass.begin());
+  r = exec->ExecutePass(pass, 20);
+  BOOST_TEST(r.skipped.empty());
+  BOOST_TEST(!api.Has(kPodPath));
+  BOOST_TEST(ks::MaxDestructive(0, 10) == 20u);
+  BOOST_TEST(ks::MaxDestructive(0, 1000) == 100u);
+  BOOST_TEST(ks::MaxDestructive(5, 1000) == 5u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

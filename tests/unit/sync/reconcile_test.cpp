@@ -406,6 +406,84 @@ BOOST_FIXTURE_TEST_CASE(resume_latency_is_measured_from_powering_up, Fixture) {
   BOOST_TEST(std::chrono::duration_cast<std::chrono::seconds>(l[0]).count() == 7);
 }
 
+SlurmNode FailedDown(const std::string& name, const std::string& reason) {
+  SlurmNode n = PoweredDown(name);
+  n.base = SlurmNode::Base::kDown;
+  n.reason = reason;
+  return n;
+}
+
+// Slurm 24.11 keeps a node DOWN after its power-down (down~): only nodes k8sbridge
+// failed, fully powered down, without a pod, are returned to service.
+BOOST_FIXTURE_TEST_CASE(failed_powered_down_nodes_of_ours_return_to_service, Fixture) {
+  SlurmNode suspending = FailedDown("w-3", "k8sbridge: pod w-3 deleted");
+  suspending.powered_down = false;
+  suspending.powering_down = true;
+  SlurmNode other = FailedDown("login-1", "k8sbridge: pod login-1 deleted");  // no group
+  ks::World w{{FailedDown("w-0", "k8sbridge: pod w-0 evicted (EvictionByEvictionAPI)"),
+               FailedDown("w-1", "admin: broken PSU"), FailedDown("w-2", "ResumeTimeout reached"),
+               suspending, FailedDown("w-4", "k8sbridge: pod w-4 failed"),
+               FailedDown("w-5", "k8sbridge-health: GPU 3 XID 79"),
+               FailedDown("w-6", "spank_jail: cannot prepare"), other},
+              {Pod("w-4", "n-0", "Failed")},
+              {Node("n-0")}};
+  auto actions = Plan(w);
+  const auto* resume = Find(actions, ActionKind::kResume, "w-0");
+  BOOST_REQUIRE(resume);
+  BOOST_TEST(resume->reason.find("EvictionByEvictionAPI") != std::string::npos, resume->reason);
+  for (std::string name : {"w-1", "w-2", "w-3", "w-4", "w-5", "w-6", "login-1"})
+    BOOST_TEST(!Find(actions, ActionKind::kResume, name), name);
+  BOOST_TEST(ks::Returnable(w.slurm[0], wall));
+  BOOST_TEST(!ks::Returnable(w.slurm[1], wall));
+}
+
+// A breaker's drain keeps its nodes out of service until its expiry (read from the
+// reason, so a restarted daemon knows it too).
+BOOST_FIXTURE_TEST_CASE(breaker_drained_down_nodes_wait_for_the_cooldown, Fixture) {
+  SlurmNode n = FailedDown("w-2", std::string(ks::kBreakerPrefix) +
+                                      "gpu until 2027-01-15T08:05:00Z: 2 unschedulable pods "
+                                      "within 300s");
+  n.drain = true;
+  ks::World w{{n}, {}, {}};
+  BOOST_TEST(!Find(Plan(w), ActionKind::kResume, "w-2"));
+  auto later = Plan(w, 5min);
+  BOOST_TEST(Find(later, ActionKind::kResume, "w-2"));
+}
+
+// The executor re-checks each rule on a live read of the node.
+BOOST_AUTO_TEST_CASE(actions_are_rechecked_on_the_live_node) {
+  const Clock::Wall::time_point wall{std::chrono::seconds(1'800'000'000)};
+  ks::Action fail{ActionKind::kFail, "w-0", "k8sbridge: pod w-0 deleted"};
+  fail.rule = ks::Rule::kPodFailed;
+  SlurmNode live = Up("w-0");
+  BOOST_TEST(ks::NotDueOn(fail, live, wall).empty());
+  live.powering_down = true;
+  BOOST_TEST(!ks::NotDueOn(fail, live, wall).empty());
+  fail.rule = ks::Rule::kNoPodStarting;
+  BOOST_TEST(!ks::NotDueOn(fail, Up("w-0"), wall).empty());  // registered meanwhile
+  ks::Action drain{ActionKind::kDrain, "w-0", "k8sbridge: Kubernetes node n-0 cordoned"};
+  drain.rule = ks::Rule::kNodeTrouble;
+  BOOST_TEST(!ks::NotDueOn(drain, Drained("w-0", "admin"), wall).empty());
+  drain.rule = ks::Rule::kBreaker;
+  BOOST_TEST(ks::NotDueOn(drain, PoweredDown("w-0"), wall).empty());
+  BOOST_TEST(!ks::NotDueOn(drain, Up("w-0"), wall).empty());
+}
+
+BOOST_FIXTURE_TEST_CASE(planned_fails_and_drains_name_their_rule, Fixture) {
+  ks::World w{{Up("w-0")}, {}, {Node("n-0")}};
+  Plan(w);
+  auto lost = Plan(w, 3s);
+  BOOST_REQUIRE(Find(lost, ActionKind::kFail, "w-0"));
+  BOOST_TEST((Find(lost, ActionKind::kFail, "w-0")->rule == ks::Rule::kPodLost));
+  SlurmNode starting = Up("w-1");
+  starting.powering_up = true;
+  ks::World s{{starting}, {}, {}};
+  Plan(s);
+  auto start = Plan(s, 60s);
+  BOOST_REQUIRE(Find(start, ActionKind::kFail, "w-1"));
+  BOOST_TEST((Find(start, ActionKind::kFail, "w-1")->rule == ks::Rule::kNoPodStarting));
+}
+
 BOOST_AUTO_TEST_CASE(reasons_are_one_short_line) {
   std::string long_text(300, 'x');
   BOOST_TEST(ks::SlurmReason(long_text).size() == ks::kMaxReason);

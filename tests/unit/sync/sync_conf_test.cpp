@@ -25,6 +25,19 @@ BOOST_AUTO_TEST_CASE(defaults) {
   BOOST_TEST(c->sync.lease_duration.count() == 15'000);
   BOOST_TEST(c->sync.metrics_listen == "127.0.0.1:9109");
   BOOST_TEST(c->sync.poll_interval.count() == 500);
+  BOOST_TEST(c->sync.max_actions_per_pass == 0);  // auto
+}
+
+BOOST_AUTO_TEST_CASE(max_actions_per_pass) {
+  BOOST_TEST(Parse("SyncMaxActionsPerPass=50\n")->sync.max_actions_per_pass == 50);
+  BOOST_TEST(Parse("SyncMaxActionsPerPass=auto\n")->sync.max_actions_per_pass == 0);
+  for (std::string bad : {"0", "-3", "many", "10%"}) {
+    auto c = Parse("SyncMaxActionsPerPass=" + bad + "\n");
+    BOOST_REQUIRE(!c.ok());
+    BOOST_TEST(c.status().message().find("SyncMaxActionsPerPass") != std::string::npos,
+               c.status().message());
+    BOOST_TEST(c.status().message().find("or auto") != std::string::npos, c.status().message());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(values) {

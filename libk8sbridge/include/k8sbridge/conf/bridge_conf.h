@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "k8sbridge/conf/hostlist.h"
@@ -66,9 +67,12 @@ struct BridgeConfig {
 
   // Kubernetes connection. Neither Kubeconfig nor InCluster: in-cluster when
   // KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG or ~/.kube/config.
-  std::string kubeconfig;
+  std::string kubeconfig;  // relative ones resolved against the conf's directory
   std::string kube_context;
   bool in_cluster = false;
+  // AllowInsecureHttp=yes: accept an http:// server in the kubeconfig (the bearer
+  // token then travels in clear); for test API servers only.
+  bool allow_insecure_http = false;
   std::string namespace_ = "default";
   double qps = 50;
   int burst = 100;
@@ -97,6 +101,9 @@ struct BridgeConfig {
     std::chrono::milliseconds lease_duration{15'000};
     std::string metrics_listen = "127.0.0.1:9109";  // "" = no Prometheus endpoint
     std::chrono::milliseconds poll_interval{500};   // slurm_load_node with change detection
+    // Destructive actions (pod deletes, fails, drains) one pass may take; more and
+    // it takes none of them. 0 = auto: 10% of the Slurm nodes, at least 20.
+    int max_actions_per_pass = 0;
   } sync;
 
   // Worker pods.
@@ -123,8 +130,21 @@ struct BridgeConfig {
   std::vector<NodeGroup> node_groups;
   std::vector<FeatureMapping> features;
 
+  // The group of `node`, or null. O(1): a hash index from node name to group,
+  // built by ParseBridgeConfig (a resume or sync pass looks up every node).
   const NodeGroup* GroupOf(std::string_view node) const;
+  // Rebuilds that index; only for code that changes node_groups after parsing.
+  void IndexNodeGroups();
   const FeatureMapping* MappingOf(std::string_view feature) const;
+
+ private:
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  // Node name -> index in node_groups (an index, not a pointer: the config is copied
+  // and moved).
+  std::unordered_map<std::string, size_t, NameHash, std::equal_to<>> group_index_;
 };
 
 // Parses the text of k8sbridge.conf; `file` names it in messages and anchors

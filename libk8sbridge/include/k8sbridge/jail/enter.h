@@ -5,10 +5,10 @@
 // The task (a child of slurmstepd, still root) gets its own mount namespace in
 // which / is a slave of the host's, so no mount it makes can ever appear on the
 // host, and every one of them disappears with the task's last process. In that
-// namespace the jail is bound onto itself, the per-job /tmp and the
-// administrator's binds are mounted (targets resolved beneath the jail, see
-// paths.h), the jail becomes the root with pivot_root, the host's root is
-// detached, and a fresh /proc is mounted.
+// namespace the jail is bound onto itself, the per-job /tmp and /var/tmp, a
+// fresh tmpfs on /dev/shm and the administrator's binds are mounted (targets resolved beneath the
+// jail, see paths.h), the jail becomes the root with pivot_root, the host's root is detached, and a
+// fresh /proc is mounted.
 #pragma once
 
 #include <string>
@@ -20,12 +20,20 @@
 namespace k8sbridge::jail {
 
 struct TaskMount {
-  std::string source;  // host path
-  std::string target;  // absolute path inside the jail
-  bool read_only = false;
-  // The target lies in the job's private /tmp, which the plugin owns: missing
-  // directories are created there. Elsewhere the jail must already have it.
+  enum class Kind {
+    kBind,   // `source` (a host path, opened without following any symlink) onto `target`
+    kTmpfs,  // a fresh tmpfs (mode 1777) on `target`: the job's own /dev/shm
+  };
+  std::string source;      // host path (kBind)
+  std::string target;      // absolute path inside the jail
+  bool read_only = false;  // and every submount below it too
+  // The target lies in the job's private /tmp or /var/tmp, which the plugin
+  // owns: missing directories are created there. Elsewhere the jail must
+  // already have it.
   bool create_target = false;
+  Kind kind = Kind::kBind;
+  // A jail without the target (no /var/tmp, no /dev/shm) skips the mount.
+  bool optional_target = false;
   friend bool operator==(const TaskMount&, const TaskMount&) = default;
 };
 
@@ -36,7 +44,8 @@ struct TaskPlan {
 };
 
 // Pure: what EnterJail will do for `options` and the job's private tmp directory
-// (`job_tmp` empty when tmp=jail).
+// (`job_tmp` empty when tmp=jail). With a private /tmp the job also gets its own
+// /var/tmp (JobVarTmpPath) and /dev/shm (a tmpfs of its namespace's own).
 TaskPlan BuildTaskPlan(const Options& options, const std::string& job_tmp);
 
 // Carries out `plan` in the calling process (root, CAP_SYS_ADMIN). On return the

@@ -2,7 +2,7 @@
 //
 //   required spank_jail.so jail=/srv/jail [binds=/scratch,/opt/a:/opt/b:ro] [tmp=private|jail]
 //            [tmp_base=DIR] [probe=etc/os-release] [probe_timeout=5s] [identity=files|none]
-//            [drain=yes|no] [allow_no_jail=yes|no] [namespace=job|task]
+//            [drain=yes|no] [allow_no_jail=yes|no] [allow_root=yes|no] [namespace=job|task]
 //
 // Parsing is pure so that every bad value gets a unit-tested message naming the
 // option and the fix.
@@ -50,6 +50,9 @@ struct Options {
   IdentityCheck identity = IdentityCheck::kFiles;
   bool drain = true;
   bool allow_no_jail = false;
+  // Jobs of uid 0: root in the jail is root in a privileged pod, so their
+  // tasks are refused unless the administrator allows them.
+  bool allow_root = false;
   NamespaceMode ns = NamespaceMode::kJob;
 };
 

@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -44,8 +45,38 @@ class UniqueFd {
 
 // The jail root must be an existing directory owned by `owner` (root in
 // production) and writable by nobody else: otherwise a user could plant files
-// that every job on every node would trust.
+// that every job on every node would trust. The same holds for its parents
+// (CheckTrustedParents) and for its etc/ and usr/ when it has them: a user who
+// can rename any of them can swap the whole tree.
 Status CheckJailRoot(const std::string& jail, uid_t owner = 0);
+
+// Every directory above `path` (absolute), from / down, must be a real
+// directory (not a symlink), owned by root or `owner`, and not writable by its
+// group or others unless it is sticky like /tmp: there only the owner of an
+// entry can rename it, and the entry below is checked too. `what` names the
+// path in messages ("spank_jail option tmp_base").
+Status CheckTrustedParents(const std::string& path, uid_t owner, std::string_view what);
+
+// `path` itself: an existing directory, not a symlink, owned by `owner` and
+// writable by nobody else.
+Status CheckTrustedDir(const std::string& path, uid_t owner, std::string_view what);
+
+// openat2(2) (glibc 2.36 has no wrapper), retried on EAGAIN.
+int OpenAt2(int dirfd, const char* path, uint64_t flags, uint64_t resolve);
+
+// Opens a host path (absolute) as O_PATH without following any symlink or
+// /proc magic link on the way (openat2 RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS):
+// a bind source under a directory a user can write cannot be swapped for a
+// link to the pod's root or another job's /tmp. `what` names it in messages.
+Result<UniqueFd> OpenHostPath(const std::string& path, std::string_view what);
+
+// Binds the tree at `source_fd` onto `target_fd` (both O_PATH is fine): a
+// detached copy is made with open_tree(OPEN_TREE_CLONE), made read-only with
+// mount_setattr(MOUNT_ATTR_RDONLY) before it is attached when `read_only`, and
+// attached with move_mount. `recursive` takes the submounts along, and then
+// read-only applies to every one of them too (AT_RECURSIVE). The error is
+// the failing call and its errno; the caller adds what was bound where.
+Status BindTree(int source_fd, int target_fd, bool recursive, bool read_only);
 
 // Opens the jail root (O_PATH, following symlinks in the host path to it).
 Result<UniqueFd> OpenJailRoot(const std::string& jail);

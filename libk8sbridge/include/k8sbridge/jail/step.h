@@ -29,6 +29,13 @@ inline constexpr uint32_t kBatchStep = 0xfffffffb;
 inline constexpr uint32_t kExternStep = 0xfffffffc;
 inline constexpr uint32_t kInteractiveStep = 0xfffffffa;
 
+// The exit status of a task that spank_jail stops before it runs (the jail
+// could not be entered, its set-up failed or never ran, a refused root job):
+// the plugin ends the task's process itself, so no user code runs outside the
+// jail even when plugstack.conf loads it as `optional` and Slurm ignores its
+// errors.
+inline constexpr int kTaskRefusedExitCode = 213;
+
 // Every drain reason spank_jail sets starts with this, so an operator (and
 // k8sbridge) can tell its drains from anyone else's.
 inline constexpr std::string_view kDrainPrefix = "spank_jail:";
@@ -138,13 +145,17 @@ class JailStep {
   // effort: it never fails the extern step), and the other steps join it when
   // it exists.
   Status Prepare(const StepInfo& step);
-  // Moves the calling task into the jail (no-op when the step is not jailed):
-  // into the job's namespace when there is one, else a namespace of its own.
+  // Moves the calling task into the jail: into the job's namespace when there
+  // is one, else a namespace of its own. Ok without entering only when Prepare
+  // decided the step stays on the host (the extern step, an allowed --no-jail).
+  // Every other case is an error the caller must end the task for: Prepare
+  // failed or never ran (an `optional` plugin whose failure Slurm ignored), or
+  // the job is root's and allow_root=no.
   Status EnterTask();
   // Inside the jail, as the user: the user must exist there.
   Status CheckTaskUser();
 
-  bool active() const { return active_; }
+  bool active() const { return decision_ == Decision::kJail; }
   bool joins_job_namespace() const { return job_ns_.valid(); }
   const TaskPlan& plan() const { return plan_; }
   const Options& options() const { return options_; }
@@ -157,10 +168,18 @@ class JailStep {
   Status CheckAndPlan(const StepInfo& step, TaskPlan* plan);
   void StartJobNamespace(const StepInfo& step);
 
+  enum class Decision {
+    kUndecided,  // Prepare has not run, or failed: no task may run
+    kHost,       // the extern step, or --no-jail allowed: tasks stay on the host
+    kJail,       // tasks enter the jail
+    kRefused,    // a root job without allow_root: tasks are refused with refusal_
+  };
+
   Options options_;
   JailSystem& system_;
   Logger& log_;
-  bool active_ = false;
+  Decision decision_ = Decision::kUndecided;
+  Status refusal_;
   StepInfo step_;
   TaskPlan plan_;
   UniqueFd job_ns_;  // the job's namespace, when this step's tasks join it

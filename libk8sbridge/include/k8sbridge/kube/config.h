@@ -61,8 +61,10 @@ Result<KubeconfigFile> ParseKubeconfig(std::string_view yaml, std::string_view f
 
 // Loads kubeconfig files (in order; first to set a key wins) and resolves
 // `context` (empty: current-context). With no files, uses $KUBECONFIG, else
-// ~/.kube/config.
-Result<Config> LoadKubeconfig(const std::vector<std::string>& files, std::string_view context = "");
+// ~/.kube/config. An http:// server is refused unless `allow_insecure_http`
+// (k8sbridge.conf's AllowInsecureHttp=yes): the bearer token would travel in clear.
+Result<Config> LoadKubeconfig(const std::vector<std::string>& files, std::string_view context = "",
+                              bool allow_insecure_http = false);
 // Splits a KUBECONFIG value on ':'.
 std::vector<std::string> SplitKubeconfigEnv(std::string_view value);
 
@@ -77,7 +79,7 @@ Result<Config> InClusterConfigFromEnv();
 // when no kubeconfig is named and KUBERNETES_SERVICE_HOST is set; else the named
 // kubeconfig; else $KUBECONFIG or ~/.kube/config.
 Result<Config> ProgramConfig(const std::string& kubeconfig, const std::string& context,
-                             bool in_cluster);
+                             bool in_cluster, bool allow_insecure_http = false);
 
 // Decodes base64 (the *-data fields); errors name `what`.
 Result<std::string> DecodeBase64(std::string_view in, std::string_view what);

@@ -15,14 +15,16 @@
 
 namespace k8sbridge::power {
 
-// One list of the Kubernetes nodes and pods per resume call, taken when the first
-// pod with features needs it and shared by every node of the call: a resume of
-// 1000 nodes makes two list requests, not two thousand.
+// One list of the Kubernetes nodes and of this cluster's worker pods per resume
+// call, taken when the first pod with features needs it and shared by every node of
+// the call: a resume of 1000 nodes makes two list requests, not two thousand. The
+// pods are those in `ns` with OwnedPodsSelector(cluster) (the RBAC of
+// container/rbac.yaml); other pods' GPU use is left to Kubernetes' scheduler.
 class PlacementSnapshot {
  public:
   // The lists, or why they could not be read (the same answer for every caller).
   const Result<std::pair<std::vector<kube::Object>, std::vector<kube::Object>>>& Get(
-      kube::Client& client);
+      kube::Client& client, std::string_view ns, std::string_view cluster);
 
  private:
   std::once_flag once_;
@@ -39,7 +41,8 @@ Status CheckFeaturePlacement(const PowerContext& ctx, PlacementSnapshot& snapsho
                              std::string_view node, const kube::Object& pod);
 
 // The same test on given lists, for tests and for callers that already hold them:
-// `nodes` are Node objects, `pods` are the pods bound anywhere (all namespaces).
+// `nodes` are Node objects, `pods` the pods whose GPUs count as taken (the resume
+// passes this cluster's worker pods).
 Status FeaturePlacementPossible(std::string_view gpu_resource, const kube::Object& pod,
                                 const std::vector<kube::Object>& nodes,
                                 const std::vector<kube::Object>& pods);

@@ -12,11 +12,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "k8sbridge/conf/hostlist.h"
+#include "k8sbridge/log.h"
 #include "k8sbridge/status.h"
 
 namespace k8sbridge::power {
@@ -48,5 +50,26 @@ Result<ResumeRequest> ParseResumeFile(std::string_view json, std::string_view so
 // Reads the whole file at `path` (a /proc/<pid>/fd/N memfd), so the caller can
 // parse after the file is gone.
 Result<std::string> ReadResumeFile(const std::string& path);
+
+class SlurmNodes;  // power_actions.h
+
+// The request of a resume call from SLURM_RESUME_FILE at `path`: `text` is what
+// ReadResumeFile returned at start, nullopt when the variable is not set (then an
+// empty request). A file that could not be read or does not parse fails every
+// node in `nodes` through `slurm` (FailNodes), so Slurm requeues their jobs now
+// instead of leaving the nodes POWERING_UP until ResumeTimeout, and the error is
+// returned.
+Result<ResumeRequest> ResumeRequestOrFail(const std::optional<Result<std::string>>& text,
+                                          std::string_view path,
+                                          const std::vector<std::string>& nodes,
+                                          const conf::Hostlists& hostlists, SlurmNodes* slurm,
+                                          Logger& log);
+
+// A resume that cannot start: each of `nodes` DOWN then POWER_DOWN with
+// NodeReason(why) ("k8sbridge: ..."). `slurm` null (Slurm cannot be reached, e.g. a
+// manual run without SLURM_CONF): the nodes are named in the log and left for
+// ResumeTimeout.
+void FailNodes(SlurmNodes* slurm, const std::vector<std::string>& nodes, const Status& why,
+               Logger& log);
 
 }  // namespace k8sbridge::power

@@ -21,6 +21,12 @@ namespace k8sbridge::power {
 inline constexpr std::string_view kEnvMungeSocket = "K8SBRIDGE_MUNGE_SOCKET";
 inline constexpr std::string_view kEnvMungedKey = "K8SBRIDGE_MUNGED_KEY";
 inline constexpr std::string_view kEnvMunged = "K8SBRIDGE_MUNGED";
+// munged's private directory: the key's copy, seed, pid and log (root-only, 0700).
+// It must not contain, or be inside, the socket's directory, which is bound into
+// every job's jail.
+inline constexpr std::string_view kEnvMungedDir = "K8SBRIDGE_MUNGED_DIR";
+inline constexpr std::string_view kDefaultMungedDir = "/run/k8sbridge-munge";
+inline constexpr std::string_view kDefaultMungeSocket = "/run/munge/munge.socket.2";
 inline constexpr std::string_view kEnvJail = "K8SBRIDGE_JAIL";
 inline constexpr std::string_view kEnvJailWait = "K8SBRIDGE_JAIL_WAIT";
 inline constexpr std::string_view kEnvJailPrepare = "K8SBRIDGE_JAIL_PREPARE";
@@ -33,7 +39,8 @@ struct WorkerSettings {
   std::string munge_socket;      // the pod's munged; "" = libmunge's default
   std::string munged_key;        // start a munged of the pod's own with this key; "" = don't
   std::string munged = "/usr/sbin/munged";
-  std::string jail;  // "" = no jail
+  std::string munged_dir = std::string(kDefaultMungedDir);  // K8SBRIDGE_MUNGED_DIR
+  std::string jail;                                         // "" = no jail
   std::chrono::milliseconds jail_wait{120'000};
   std::string jail_prepare;  // k8sbridge-jail-prepare and its arguments; "" = don't run
   std::string slurmd = "/usr/sbin/slurmd";
@@ -55,7 +62,9 @@ class WorkerSystem {
   // Copies `from` to `to`, mode 0400 and owned by the caller (munged insists on
   // owning its key, whatever mode the Secret volume gave it).
   virtual Status CopyPrivateFile(const std::string& from, const std::string& to) = 0;
-  virtual Status MakePrivateDirectory(const std::string& path) = 0;
+  // Creates `path` (and its parents) if needed and sets it to `mode`, owned by the
+  // caller (an emptyDir is 0777; munged refuses directories others may write to).
+  virtual Status MakeDirectory(const std::string& path, unsigned mode) = 0;
   // True when `path` is a mount point holding a root filesystem (usr/ inside).
   virtual Result<bool> IsMountedRootfs(const std::string& path) = 0;
   // Stops the daemon whose pid is in `pid_file` (the pod's munged, when the

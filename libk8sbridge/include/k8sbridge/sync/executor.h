@@ -4,6 +4,7 @@
 // in tests), Events through an optional EventRecorder.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -27,10 +28,18 @@ class SlurmControl {
   // last answer and returns its copy when there are none; an error means Slurm
   // could not be read (nothing destructive may follow).
   virtual Result<std::vector<SlurmNode>> LoadNodes() = 0;
+  // One node, read live from slurmctld now (never a cached copy): the executor
+  // re-checks every kFail, kDrain and kResume on it. NotFound if Slurm has none.
+  virtual Result<SlurmNode> LoadNode(std::string_view node) = 0;
   virtual Status Drain(std::string_view node, std::string_view reason) = 0;
   virtual Status Undrain(std::string_view node) = 0;
-  // DOWN (jobs requeue at once), then POWER_DOWN (a fresh pod at the next resume).
+  // DOWN (jobs requeue at once), then POWER_DOWN (Slurm powers it down). An empty
+  // reason sends the state changes without one: the node keeps its own reason and
+  // its author (node_reason.h's ReasonWrite::kKeep).
   virtual Status DownAndPowerDown(std::string_view node, std::string_view reason) = 0;
+  // RESUME (`scontrol update state=resume`): a DOWN, POWERED_DOWN node becomes
+  // IDLE+POWERED_DOWN, so the next job that needs it resumes it.
+  virtual Status Resume(std::string_view node) = 0;
   // Available and active features (slurm_update_node features / features_act).
   virtual Status UpdateFeatures(std::string_view node, std::string_view available,
                                 std::string_view active) = 0;
@@ -41,18 +50,24 @@ class SlurmControl {
 class RecordingSlurmControl final : public SlurmControl {
  public:
   Result<std::vector<SlurmNode>> LoadNodes() override;
+  Result<SlurmNode> LoadNode(std::string_view node) override;
   Status Drain(std::string_view node, std::string_view reason) override;
   Status Undrain(std::string_view node) override;
   Status DownAndPowerDown(std::string_view node, std::string_view reason) override;
+  Status Resume(std::string_view node) override;
   Status UpdateFeatures(std::string_view node, std::string_view available,
                         std::string_view active) override;
 
+  // The nodes as slurmctld has them now (what LoadNode and LoadNodes answer).
   void SetNodes(std::vector<SlurmNode> nodes);
   SlurmNode* Find(std::string_view node);  // nullptr if unknown
   void FailLoads(bool fail) { fail_loads_ = fail; }
   std::vector<std::string> calls() const;
 
  private:
+  // Records `call` and applies `change` to `node` (NotFound if there is none).
+  Status Apply(std::string call, std::string_view node,
+               const std::function<void(SlurmNode&)>& change);
   mutable std::mutex mu_;
   std::vector<SlurmNode> nodes_;
   std::vector<std::string> calls_;
@@ -60,22 +75,60 @@ class RecordingSlurmControl final : public SlurmControl {
 };
 
 struct ExecutorOptions {
+  ExecutorOptions() = default;
+  ExecutorOptions(std::string cluster_name, std::string pod_namespace)
+      : cluster(std::move(cluster_name)), namespace_(std::move(pod_namespace)) {}
   std::string cluster;
   std::string namespace_;  // of the worker pods
   // An action repeated within this window (the caches have not caught up with our
   // own change yet) is skipped.
   Clock::Steady::duration repeat_window = std::chrono::seconds(5);
+  // Asked right before every action: false (this daemon may no longer hold the
+  // lease) and the action is not done (Status::Cancelled). Unset: always true.
+  std::function<bool()> leading;
+};
+
+// Pod deletes, Slurm fails and drains: what the mass-action guard caps.
+bool Destructive(ActionKind kind);
+// The cap on destructive actions in one pass: `configured` (SyncMaxActionsPerPass)
+// when set, else automatic: 10% of the Slurm nodes, at least 20.
+size_t MaxDestructive(int configured, size_t slurm_nodes);
+
+struct PassResult {
+  int done = 0, failed = 0;
+  // Why (part of) the pass was not done: "" (all done), "mass_action" (more
+  // destructive actions than the cap: none of them done, the rest done) or
+  // "not_leader" (leadership went mid-pass: the rest not done). `why`: log text.
+  std::string skipped, why;
 };
 
 class Executor {
  public:
   Executor(kube::Client& client, SlurmControl& slurm, kube::EventRecorder* events, Logger& log,
            ExecutorOptions options);
-  // Carries out one action; a skipped repeat is OK.
+  // Carries out one action; a skipped repeat is OK, and so is an action that a
+  // live re-read shows is no longer due (logged). Cancelled if not leading.
   Status Execute(const Action& action);
+  // One pass: every action in order, under the mass-action guard (more than
+  // `max_destructive` destructive actions: none of those) and the leadership check
+  // (lost: the pass stops).
+  // `done(action, result)`: result "ok", "error" or "not_due", for each action tried.
+  PassResult ExecutePass(const std::vector<Action>& actions, size_t max_destructive,
+                         const std::function<void(const Action&, std::string_view)>& done = {});
 
  private:
+  enum class Outcome { kDone, kRepeat, kNotDue, kFailed, kNotLeading };
+  Outcome Attempt(const Action& action, Status& status);
   Status Run(const Action& action);
+  // kFail, kDrain, kResume: the live re-checks, then the Slurm call.
+  Status Fail(const Action& action);
+  Status DrainNode(const Action& action);
+  Status ResumeNode(const Action& action);
+  // The node read live; not_due_ says why `action` is no longer due on it ("" if it is).
+  Result<SlurmNode> LiveIfDue(const Action& action);
+  // A live GET of the pod: one of ours exists → not_due_ = if_one. None (404, or a
+  // pod without our labels) → OK. An API error is returned: nothing is done.
+  Status CheckNoPodOfOurs(const std::string& name, std::string_view if_one);
   Status Cordon(const Action& action);
   Status Uncordon(const Action& action);
   Status PatchPodAnnotations(const Action& action, bool set);
@@ -90,6 +143,7 @@ class Executor {
   Logger& log_;
   ExecutorOptions options_;
   std::map<std::string, Clock::Steady::time_point> recent_;
+  std::string not_due_;  // set by Run when a live re-read shows the action is not due
 };
 
 }  // namespace k8sbridge::sync

@@ -68,6 +68,7 @@ struct SlurmNode {
   bool powering_down = false;  // %
   bool power_down = false;     // ! (power down requested)
   bool not_responding = false;
+  bool fail = false;  // FAIL flag (failing: DOWN once its jobs end)
   std::string reason;
   std::string reason_user;             // "" if unknown
   int64_t reason_time = 0;             // seconds since the epoch; 0 if none
@@ -77,6 +78,10 @@ struct SlurmNode {
   std::string_view BaseName() const;
   bool Down() const { return base == Base::kDown; }
   bool OwnedReason() const { return std::string_view(reason).starts_with(kReasonPrefix); }
+  // DOWN, DRAIN or FAIL: what node_reason.h's ReasonPolicy calls out of service.
+  bool OutOfService() const { return Down() || drain || fail; }
+  // Slurm is suspending it or has (POWER_DOWN, POWERING_DOWN or POWERED_DOWN).
+  bool Suspending() const { return power_down || powering_down || powered_down; }
   friend bool operator==(const SlurmNode&, const SlurmNode&) = default;
 };
 
@@ -99,8 +104,21 @@ enum class ActionKind {
   kFail,         // Slurm node: DOWN then POWER_DOWN with reason (jobs requeue, fresh pod next)
   kDeletePod,    // an orphan pod, by uid precondition
   kSetFeatures,  // Slurm node: features from relabelled Kubernetes node labels; pod: marker
+  kResume,       // Slurm node: RESUME a DOWN, POWERED_DOWN node we failed (back to service)
 };
 std::string_view ActionKindName(ActionKind kind);  // "mirror_drain", ... (metric label)
+
+// Which rule planned a kFail or kDrain: the executor re-checks that rule on a live
+// read of the Slurm node (and, for kPodLost/kNoPodStarting, of the pod) before it acts.
+enum class Rule {
+  kOther,
+  kPodFailed,      // kFail: the pod failed, finished, was deleted, or cannot start
+  kPodLost,        // kFail: no pod while the node is up
+  kNoPodStarting,  // kFail: no pod while the node is POWERING_UP
+  kUnschedulable,  // kFail: the pod stays Unschedulable
+  kNodeTrouble,    // kDrain: the pod's Kubernetes node is NotReady, cordoned, tainted
+  kBreaker,        // kDrain: the node group's circuit breaker is open
+};
 
 struct Action {
   Action(ActionKind k, std::string t, std::string r = "")
@@ -117,6 +135,7 @@ struct Action {
   // (pod_name) gets kLabelFeaturesAnnotation = label_features.
   std::string features, features_act, label_features, pod_name;
   bool update_slurm = false;
+  Rule rule = Rule::kOther;
   std::string ToString() const;
 };
 
@@ -149,6 +168,22 @@ std::string PodFailure(const kube::Object& pod);
 std::string UnschedulableMessage(const kube::Object& pod);
 // "k8sbridge: " + text, one line, at most kMaxReason bytes (cut on a UTF-8 boundary).
 std::string SlurmReason(std::string_view text);
+// True for a Slurm node that k8sbridge failed and Slurm has finished powering down:
+// DOWN and POWERED_DOWN (not POWER_DOWN, POWERING_DOWN or POWERING_UP), with a
+// reason starting kReasonPrefix (k8sbridge-sync's or k8sbridge-power's: never an
+// admin's, Slurm's own, k8sbridge-health's or spank_jail's), and not a circuit
+// breaker's drain that is still open at `wall`. Slurm 24.11 keeps such a node
+// DOWN for good (down~); RESUME makes it IDLE+POWERED_DOWN, so the next job that
+// needs it resumes it with a fresh pod. The caller also checks that no pod of
+// ours exists and that the node is a CLOUD node of a NodeGroup.
+bool Returnable(const SlurmNode& n, Clock::Wall::time_point wall);
+// Why `action` (kFail, kDrain or kResume, planned from a snapshot that may be
+// old) is no longer due on `live`, a fresh read of its Slurm node; "" if it still
+// is. A node being suspended is never failed: that is a normal power-down.
+std::string NotDueOn(const Action& action, const SlurmNode& live, Clock::Wall::time_point wall);
+// The expiry written into a circuit breaker's drain reason, if `reason` is one.
+std::optional<Clock::Wall::time_point> BreakerUntil(std::string_view reason);
+
 // RFC 3339 UTC, seconds ("2026-11-30T13:55:00Z"), and back (nullopt if unreadable).
 std::string FormatTime(Clock::Wall::time_point t);
 std::optional<Clock::Wall::time_point> ParseTime(std::string_view text);
@@ -177,6 +212,7 @@ class Reconciler {
   void PlanPods(const World& world, std::vector<Action>& out);
   void PlanBreakers(const World& world, std::vector<Action>& out);
   void PlanFeatures(const World& world, std::vector<Action>& out);
+  void PlanReturns(const World& world, std::vector<Action>& out);
 
   ReconcileOptions options_;
   std::regex hardware_;
