@@ -352,7 +352,7 @@ int Run(int argc, char** argv) {
   LibslurmControl slurm;
   if (once) {
     kube::LeaderElector once_elector(client, LeaderOptions(config, identity));
-    return RunOnce(config, client, slurm, log, true ? nullptr : &once_elector);
+    return RunOnce(config, client, slurm, log, no_lease ? nullptr : &once_elector);
   }
 
   std::unique_ptr<prometheus::Exposer> exposer;
