@@ -187,9 +187,9 @@ Result<kube::Config> KubeConfigFor(const conf::BridgeConfig& c) {
   if (c.in_cluster || (c.kubeconfig.empty() && std::getenv("KUBERNETES_SERVICE_HOST"))) {
     config = kube::InClusterConfigFromEnv();
   } else if (!c.kubeconfig.empty()) {
-    config = kube::LoadKubeconfig({c.kubeconfig}, c.kube_context);
+    config = kube::LoadKubeconfig({c.kubeconfig}, c.kube_context, c.allow_insecure_http);
   } else {
-    config = kube::LoadKubeconfig({}, c.kube_context);
+    config = kube::LoadKubeconfig({}, c.kube_context, c.allow_insecure_http);
   }
   if (!config.ok())
     return config.status().WithContext(fmt::format("{}: Kubernetes connection", c.file));
