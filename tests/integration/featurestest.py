@@ -59,9 +59,10 @@ status:
 
 
 def bridge_conf(kubeconfig: Path, log_file: Path) -> str:
-    # AllowInsecureHttp: kubesim serves plain HTTP here (see start_kube).
-    return (f"ClusterName=rig\nKubeconfig={kubeconfig}\nNamespace=default\n"
-            f"AllowInsecureHttp=yes\nRetryDeadline=5\nLogFile={log_file}\n"
+    # AllowInsecureHttp: kubesim serves plain HTTP here (see start_kube). On the
+    # Kubeconfig line, so the line numbers tests assert stay as they were.
+    return (f"ClusterName=rig\nKubeconfig={kubeconfig} AllowInsecureHttp=yes\n"
+            f"Namespace=default\nRetryDeadline=5\nLogFile={log_file}\n"
             "FeatureLabelPrefix=feature.node.kubernetes.io/\nFeatureLabelTimeout=2s\n"
             "NodeGroup=w Nodes=w-[0-7] PodTemplate=worker.yaml Gpus=1\n"
             f"Feature=h100 Selector=nvidia.com/gpu.product={H100}\n"

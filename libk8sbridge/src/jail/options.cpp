@@ -1,6 +1,8 @@
 #include "k8sbridge/jail/options.h"
 
 #include <charconv>
+#include <initializer_list>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -121,6 +123,94 @@ Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
   return d;
 }
 
+// One of a few words, each meaning one value of E.
+template <typename E>
+Status ParseChoice(std::string_view key, std::string_view value,
+                   std::initializer_list<std::pair<std::string_view, E>> choices,
+                   std::string_view expected, E* out) {
+  for (const auto& [word, meaning] : choices) {
+    if (value == word) {
+      *out = meaning;
+      return Status::Ok();
+    }
+  }
+  return Status::InvalidArgument(
+      fmt::format("spank_jail option {}={}: expected {}", key, value, expected));
+}
+
+// One "key=value" argument into `o`.
+Status ApplyOption(Options* options, std::string_view key, std::string_view value,
+                   bool* have_jail) {
+  Options& o = *options;
+  static constexpr std::pair<std::string_view, bool Options::*> kBools[] = {
+      {"drain", &Options::drain},
+      {"allow_no_jail", &Options::allow_no_jail},
+      {"allow_root", &Options::allow_root}};
+  for (const auto& [name, field] : kBools) {
+    if (key != name)
+      continue;
+    auto b = ParseBool(key, value);
+    if (!b.ok())
+      return b.status();
+    o.*field = *b;
+    return Status::Ok();
+  }
+  if (key == "jail") {
+    auto path = NormalizeAbsolute(value, "spank_jail option jail");
+    if (!path.ok())
+      return path.status();
+    if (*path == "/") {
+      return Status::InvalidArgument(
+          "spank_jail option jail=/ is the host root: point it at the jail directory");
+    }
+    o.jail = *path;
+    *have_jail = true;
+  } else if (key == "binds") {
+    auto binds = ParseBinds(value);
+    if (!binds.ok())
+      return binds.status();
+    o.binds.insert(o.binds.end(), binds->begin(), binds->end());
+  } else if (key == "tmp") {
+    return ParseChoice(key, value, {{"private", TmpMode::kPrivate}, {"jail", TmpMode::kJail}},
+                       "private or jail", &o.tmp);
+  } else if (key == "tmp_base") {
+    auto path = NormalizeAbsolute(value, "spank_jail option tmp_base");
+    if (!path.ok())
+      return path.status();
+    if (*path == "/" || *path == "/tmp") {
+      return Status::InvalidArgument(
+          fmt::format("spank_jail option tmp_base={}: use a directory only root writes to, such as "
+                      "/var/lib/k8sbridge/jail-tmp",
+                      value));
+    }
+    o.tmp_base = *path;
+  } else if (key == "probe") {
+    if (value.empty() || value.front() == '/' || value.find("..") != std::string_view::npos) {
+      return Status::InvalidArgument(fmt::format(
+          "spank_jail option probe={}: expected a path relative to the jail without '..', "
+          "such as etc/os-release",
+          value));
+    }
+    o.probe = std::string(value);
+  } else if (key == "probe_timeout") {
+    auto d = ParseDuration(value);
+    if (!d.ok())
+      return d.status();
+    o.probe_timeout = *d;
+  } else if (key == "identity") {
+    return ParseChoice(key, value,
+                       {{"files", IdentityCheck::kFiles}, {"none", IdentityCheck::kNone}},
+                       "files or none", &o.identity);
+  } else if (key == "namespace") {
+    return ParseChoice(key, value, {{"job", NamespaceMode::kJob}, {"task", NamespaceMode::kTask}},
+                       "job or task", &o.ns);
+  } else {
+    return Status::InvalidArgument(
+        fmt::format("spank_jail: unknown option '{}' (valid keys: {})", key, kValidKeys));
+  }
+  return Status::Ok();
+}
+
 Result<Options> ParseOptions(const std::vector<std::string>& args) {
   Options o;
   bool have_jail = false;
@@ -132,91 +222,8 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
     }
     std::string_view key = std::string_view(arg).substr(0, eq);
     std::string_view value = std::string_view(arg).substr(eq + 1);
-    if (key == "jail") {
-      auto path = NormalizeAbsolute(value, "spank_jail option jail");
-      if (!path.ok())
-        return path.status();
-      if (*path == "/") {
-        return Status::InvalidArgument(
-            "spank_jail option jail=/ is the host root: point it at the jail directory");
-      }
-      o.jail = *path;
-      have_jail = true;
-    } else if (key == "binds") {
-      auto binds = ParseBinds(value);
-      if (!binds.ok())
-        return binds.status();
-      o.binds.insert(o.binds.end(), binds->begin(), binds->end());
-    } else if (key == "tmp") {
-      if (value == "private") {
-        o.tmp = TmpMode::kPrivate;
-      } else if (value == "jail") {
-        o.tmp = TmpMode::kJail;
-      } else {
-        return Status::InvalidArgument(
-            fmt::format("spank_jail option tmp={}: expected private or jail", value));
-      }
-    } else if (key == "tmp_base") {
-      auto path = NormalizeAbsolute(value, "spank_jail option tmp_base");
-      if (!path.ok())
-        return path.status();
-      if (*path == "/" || *path == "/tmp") {
-        return Status::InvalidArgument(fmt::format(
-            "spank_jail option tmp_base={}: use a directory only root writes to, such as "
-            "/var/lib/k8sbridge/jail-tmp",
-            value));
-      }
-      o.tmp_base = *path;
-    } else if (key == "probe") {
-      if (value.empty() || value.front() == '/' || value.find("..") != std::string_view::npos) {
-        return Status::InvalidArgument(fmt::format(
-            "spank_jail option probe={}: expected a path relative to the jail without '..', "
-            "such as etc/os-release",
-            value));
-      }
-      o.probe = std::string(value);
-    } else if (key == "probe_timeout") {
-      auto d = ParseDuration(value);
-      if (!d.ok())
-        return d.status();
-      o.probe_timeout = *d;
-    } else if (key == "identity") {
-      if (value == "files") {
-        o.identity = IdentityCheck::kFiles;
-      } else if (value == "none") {
-        o.identity = IdentityCheck::kNone;
-      } else {
-        return Status::InvalidArgument(
-            fmt::format("spank_jail option identity={}: expected files or none", value));
-      }
-    } else if (key == "drain") {
-      auto b = ParseBool(key, value);
-      if (!b.ok())
-        return b.status();
-      o.drain = *b;
-    } else if (key == "allow_no_jail") {
-      auto b = ParseBool(key, value);
-      if (!b.ok())
-        return b.status();
-      o.allow_no_jail = *b;
-    } else if (key == "allow_root") {
-      auto b = ParseBool(key, value);
-      if (!b.ok())
-        return b.status();
-      o.allow_root = *b;
-    } else if (key == "namespace") {
-      if (value == "job") {
-        o.ns = NamespaceMode::kJob;
-      } else if (value == "task") {
-        o.ns = NamespaceMode::kTask;
-      } else {
-        return Status::InvalidArgument(
-            fmt::format("spank_jail option namespace={}: expected job or task", value));
-      }
-    } else {
-      return Status::InvalidArgument(
-          fmt::format("spank_jail: unknown option '{}' (valid keys: {})", key, kValidKeys));
-    }
+    if (Status s = ApplyOption(&o, key, value, &have_jail); !s.ok())
+      return s;
   }
   if (!have_jail) {
     return Status::InvalidArgument(
