@@ -263,7 +263,19 @@ Status PrepareJail(const PrepareConfig& c, Logger& log) {
     if (!points.ok())
       return points.status();
     if (std::find(points->begin(), points->end(), *target_real) != points->end()) {
-      log.Info("{} is already mounted: leaving it", *target_real);
+      // Reused only when this pod's own earlier run made it (its state file, in
+      // the pod's /run, lists it). Any other mount there is somebody else's: with
+      // Bidirectional propagation another pod's binds show up here, and its munge
+      // socket or /dev are not this pod's.
+      if (std::find(recorded.begin(), recorded.end(), *target_real) == recorded.end()) {
+        return Status::InvalidArgument(fmt::format(
+            "{} is already a mount point, and not one this pod's k8sbridge-jail-prepare "
+            "made (its state file {} does not list it): refusing to use it. Unmount it; if "
+            "it came from another pod, drop mountPropagation: Bidirectional from the jail's "
+            "volume mount",
+            *target_real, c.state_file));
+      }
+      log.Info("{} is already mounted by an earlier run: leaving it", *target_real);
       continue;
     }
     // Mounted from a descriptor of the resolved source, opened without

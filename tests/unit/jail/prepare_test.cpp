@@ -187,6 +187,44 @@ BOOST_AUTO_TEST_CASE(prepare_and_enter_a_jail_as_root) {
   BOOST_TEST(fs::exists(tmp + "/deep/data"));  // mount point made in the job's tmp
 }
 
+// Root only. A mount already under the jail that this pod's earlier run did not
+// make (another pod's bind, leaked through mount propagation) is refused, not
+// reused; the pod's own earlier mounts still are.
+BOOST_AUTO_TEST_CASE(a_mount_someone_else_made_in_the_jail_is_refused) {
+  if (testing::SkipUnlessRoot())
+    return;
+  testing::TestDir d;
+  std::string jail = d / "jail";
+  std::string data = d / "data";
+  for (const char* sub : {"etc", "srv/data"})
+    fs::create_directories(jail + "/" + sub);
+  fs::create_directories(data);
+  ::chmod(jail.c_str(), 0755);
+  ::chmod(d.path().c_str(), 0755);
+  std::ofstream(jail + "/etc/os-release") << "ID=testjail\n";
+  std::string failure = InChild([&](const Fail& fail) {
+    if (!testing::PrivateMountNamespace())
+      fail("private mount namespace");
+    // "Another pod's" mount on the target, before this pod prepares the jail.
+    std::string target = jail + "/srv/data";
+    if (::mount("tmpfs", target.c_str(), "tmpfs", 0, "size=1m") != 0)
+      fail("tmpfs");
+    PrepareConfig c = OnlyBinds(jail, {Bind{data, "/srv/data", true}}, d / "state");
+    NullLogger log;
+    Status s = PrepareJail(c, log);
+    if (s.ok() || s.message().find("not one this pod's") == std::string::npos ||
+        s.message().find(target) == std::string::npos)
+      fail("a foreign mount was reused: " + s.ToString());
+    if (::umount2(target.c_str(), MNT_DETACH) != 0)
+      fail("umount");
+    if (Status again = PrepareJail(c, log); !again.ok())
+      fail("prepare: " + again.ToString());
+    if (Status again = PrepareJail(c, log); !again.ok())
+      fail("prepare again (its own mount): " + again.ToString());
+  });
+  BOOST_TEST(failure.empty(), failure);
+}
+
 // A small jail (etc/os-release, proc, tmp, srv, var/tmp, dev/shm) under `d`,
 // root-owned and mode 0755 like a real one.
 std::string MakeTestJail(const testing::TestDir& d) {
