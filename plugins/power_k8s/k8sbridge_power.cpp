@@ -33,6 +33,7 @@
 #include "k8sbridge/power/resume_file.h"
 #include "k8sbridge/power/setup.h"
 #include "k8sbridge/power/slurm_hostlist.h"
+#include "k8sbridge/program.h"
 #include "slurm_nodes.h"
 
 namespace k8sbridge {
@@ -84,11 +85,17 @@ class ProgramLogger final : public Logger {
   std::FILE* file_ = nullptr;
 };
 
+constexpr std::string_view kUsage =
+    "usage: k8sbridge-power [--config FILE] resume|suspend|resume-fail HOSTLIST\n"
+    "       k8sbridge-resume|k8sbridge-suspend|k8sbridge-resume-fail HOSTLIST\n"
+    "       k8sbridge-power --help | --version\n"
+    "Slurm's ResumeProgram, SuspendProgram and ResumeFailProgram (the k8sbridge-* names\n"
+    "are symlinks to k8sbridge-power): create or delete the worker pods of HOSTLIST.\n"
+    "  --config FILE  k8sbridge.conf (default $K8SBRIDGE_CONF, else /etc/slurm/k8sbridge.conf)\n"
+    "Exit status: 0 every node succeeded, 1 some nodes failed, 2 usage or configuration.\n";
+
 void Usage(Logger& log) {
-  log.Error(
-      "usage: k8sbridge-power [--config FILE] resume|suspend|resume-fail HOSTLIST, or "
-      "k8sbridge-resume|k8sbridge-suspend|k8sbridge-resume-fail HOSTLIST (symlinks to "
-      "k8sbridge-power, for slurm.conf's ResumeProgram/SuspendProgram/ResumeFailProgram)");
+  log.Error("{}", kUsage.substr(0, kUsage.find('\n', kUsage.find("--help"))));
 }
 
 Result<kube::Config> KubeConfigFor(const conf::BridgeConfig& c) {
@@ -103,6 +110,8 @@ int Run(int argc, char** argv) {
   std::string_view program = argv[0];
   if (auto slash = program.rfind('/'); slash != std::string_view::npos)
     program.remove_prefix(slash + 1);
+  if (auto answered = AnswerHelpOrVersion(argc, argv, "k8sbridge-power", kUsage))
+    return *answered;
   ProgramLogger log(std::string(program.empty() ? "k8sbridge-power" : program));
 
   std::string subcommand;
@@ -121,9 +130,6 @@ int Run(int argc, char** argv) {
       config_path = argv[++i];
     } else if (a.starts_with("--config=")) {
       config_path = std::string(a.substr(9));
-    } else if (a == "-h" || a == "--help") {
-      Usage(log);
-      return 0;
     } else {
       args.emplace_back(a);
     }

@@ -6,8 +6,12 @@
 
 #include "k8sbridge/jail/prepare.h"
 #include "k8sbridge/log.h"
+#include "k8sbridge/program.h"
 
 int main(int argc, char** argv) {
+  if (auto answered = k8sbridge::AnswerHelpOrVersion(argc, argv, "k8sbridge-jail-prepare",
+                                                     k8sbridge::jail::kPrepareUsage))
+    return *answered;
   k8sbridge::StderrLogger log("k8sbridge-jail-prepare");
   std::vector<std::string> args(argv + 1, argv + argc);
   bool undo = false;

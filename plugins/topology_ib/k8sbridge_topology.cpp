@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "k8sbridge/log.h"
+#include "k8sbridge/program.h"
 #include "k8sbridge/topology/fabric.h"
 #include "k8sbridge/topology/hostlist.h"
 #include "k8sbridge/topology/live.h"
@@ -17,11 +18,13 @@
 #include "k8sbridge/topology/refresh.h"
 
 namespace topo = k8sbridge::topology;
+using k8sbridge::AnswerHelpOrVersion;
 using k8sbridge::Status;
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: k8sbridge-topology [options]
+constexpr std::string_view kUsage = R"(usage: k8sbridge-topology [options]
+       k8sbridge-topology --help | --version
 
 Fabric sources (at least one; several are merged by GUID, separate fabrics stay separate):
   --ibnetdiscover FILE     an `ibnetdiscover` text dump (repeatable)
@@ -93,10 +96,7 @@ Status ParseArgs(int argc, char** argv, Args& args) {
     };
     Status s;
     std::string tmp;
-    if (arg == "-h" || arg == "--help") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (arg == "--ibnetdiscover") {
+    if (arg == "--ibnetdiscover") {
       s = next(tmp);
       args.dumps.push_back(tmp);
     } else if (arg == "--live") {
@@ -200,6 +200,8 @@ Status LoadFabric(const Args& args, topo::FabricGraph& graph) {
 }
 
 int Run(int argc, char** argv) {
+  if (auto answered = AnswerHelpOrVersion(argc, argv, "k8sbridge-topology", kUsage))
+    return *answered;
   Args args;
   if (Status s = ParseArgs(argc, argv, args); !s.ok()) {
     std::cerr << "k8sbridge-topology: " << s.message() << "\n";

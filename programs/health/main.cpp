@@ -23,6 +23,7 @@
 #include "k8sbridge/kube/config.h"
 #include "k8sbridge/kube/events.h"
 #include "k8sbridge/log.h"
+#include "k8sbridge/program.h"
 #include "slurm_nodes.h"
 
 using namespace k8sbridge;
@@ -38,12 +39,15 @@ struct Args {
   bool diagnose = false;
 };
 
+constexpr std::string_view kUsageText =
+    "usage: k8sbridge-health [--config FILE] [--node NAME] [--diagnose]\n"
+    "       k8sbridge-health --help | --version\n"
+    "  --config FILE  settings (default /etc/slurm/k8sbridge-health.conf)\n"
+    "  --node NAME    the Slurm node (default $SLURMD_NODENAME, else the hostname)\n"
+    "  --diagnose     print every check with its value and verdict; change nothing\n";
+
 void Usage(FILE* out) {
-  std::fprintf(out,
-               "usage: k8sbridge-health [--config FILE] [--node NAME] [--diagnose]\n"
-               "  --config FILE  settings (default /etc/slurm/k8sbridge-health.conf)\n"
-               "  --node NAME    the Slurm node (default $SLURMD_NODENAME, else the hostname)\n"
-               "  --diagnose     print every check with its value and verdict; change nothing\n");
+  std::fwrite(kUsageText.data(), 1, kUsageText.size(), out);
 }
 
 void OnAlarm(int) {
@@ -115,6 +119,8 @@ void Publish(const HealthConfig& config, const Report& report, Logger& log) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (auto answered = AnswerHelpOrVersion(argc, argv, "k8sbridge-health", kUsageText))
+    return *answered;
   Args args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -122,9 +128,6 @@ int main(int argc, char** argv) {
       (a == "--config" ? args.config : args.node) = argv[++i];
     } else if (a == "--diagnose") {
       args.diagnose = true;
-    } else if (a == "-h" || a == "--help") {
-      Usage(stdout);
-      return kHealthy;
     } else {
       std::fprintf(stderr, "k8sbridge-health: unknown argument '%s'\n", a.c_str());
       Usage(stderr);

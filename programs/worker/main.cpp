@@ -25,6 +25,7 @@
 #include "k8sbridge/log.h"
 #include "k8sbridge/power/munge_check.h"
 #include "k8sbridge/power/worker_entry.h"
+#include "k8sbridge/program.h"
 
 namespace k8sbridge {
 namespace {
@@ -139,15 +140,21 @@ void WriteTerminationMessage(const std::string& message) {
   close(fd);
 }
 
+constexpr std::string_view kUsage =
+    "usage: k8sbridge-worker [SLURMD-ARGS...]\n"
+    "       k8sbridge-worker --help | --version\n"
+    "The worker pod's command: checks the munge key, prepares the jail, then execs\n"
+    "slurmd -D -b with SLURMD-ARGS. Its settings come from the K8SBRIDGE_* environment\n"
+    "that k8sbridge-power sets (docs/power.md).\n";
+
 int Run(int argc, char** argv) {
+  // Only the first argument: the rest are slurmd's.
+  if (argc > 1) {
+    if (auto answered = AnswerHelpOrVersion(2, argv, "k8sbridge-worker", kUsage))
+      return *answered;
+  }
   StderrLogger log("k8sbridge-worker");
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) {
-    log.Info(
-        "usage: k8sbridge-worker [SLURMD-ARGS...]: the worker pod's command; settings come "
-        "from the environment k8sbridge-power sets (docs/power.md)");
-    return 0;
-  }
   auto settings = power::WorkerSettingsFromEnv(std::getenv, std::move(args));
   if (!settings.ok()) {
     log.Error("{}", settings.status().message());

@@ -23,10 +23,7 @@
 namespace k8sbridge::jail {
 namespace {
 
-constexpr std::string_view kUsage =
-    "usage: k8sbridge-jail-prepare --jail DIR [--slurm-prefix DIR] [--slurm-conf-dir DIR] "
-    "[--munge-dir DIR] [--gpu-lib FILE]... [--bind SRC[:DST][:ro]]... [--no-standard] "
-    "[--state-file FILE] [--lock-timeout SECONDS] [--undo]";
+constexpr std::string_view kUsage = kPrepareUsage.substr(0, kPrepareUsage.find('\n'));
 
 std::string Unescape(std::string_view s) {
   // mountinfo escapes space, tab, newline and backslash as \ooo (octal).

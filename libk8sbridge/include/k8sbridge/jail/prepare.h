@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "k8sbridge/jail/options.h"
@@ -24,6 +25,15 @@
 #include "k8sbridge/status.h"
 
 namespace k8sbridge::jail {
+
+// The program's usage (--help); its first line is repeated after argument errors.
+inline constexpr std::string_view kPrepareUsage =
+    "usage: k8sbridge-jail-prepare --jail DIR [--slurm-prefix DIR] [--slurm-conf-dir DIR] "
+    "[--munge-dir DIR] [--gpu-lib FILE]... [--bind SRC[:DST][:ro]]... [--no-standard] "
+    "[--state-file FILE] [--lock-timeout SECONDS] [--undo]\n"
+    "       k8sbridge-jail-prepare --help | --version\n"
+    "Binds /dev, /sys, the munge socket's directory, Slurm and the GPU libraries into the\n"
+    "shared jail, once per pod (docs/jail.md); --undo unmounts what the state file lists.\n";
 
 struct PrepareConfig {
   std::string jail;
