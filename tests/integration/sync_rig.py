@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kubesim_harness import KubeSim  # noqa: E402
 from rigtest import BUILD_ROOT, Rig, RigTestCase, wait_for  # noqa: E402,F401
 from k8sbridge_rig import (RESOURCE_PREFIX, RIG_ENV, WORKDIR_PREFIX,  # noqa: E402
-                           _alive, _free_tcp_port, _pids_with_env, leftovers)
+                           _alive, _free_tcp_port, _kill_and_wait, _pids_with_env,
+                           leftovers)
 
 POWER = BUILD_ROOT / "plugins" / "power_k8s" / "k8sbridge-power"
 SYNC = BUILD_ROOT / "programs" / "sync" / "k8sbridge-sync"
@@ -284,6 +285,7 @@ class SyncRigTestCase(RigTestCase):
                     uid = pod["metadata"]["uid"] if pod else None
                     if name in self.started and (not alive or self.started[name] != uid):
                         rig.stop_slurmd(name)
+                        self.kill_pod_processes(rig, name)
                         del self.started[name]
                     if alive and name not in self.started:
                         rig.start_slurmd(name)
@@ -291,6 +293,26 @@ class SyncRigTestCase(RigTestCase):
                 self._kubelet_stop.wait(0.2)
         self._kubelet_thread = threading.Thread(target=loop, daemon=True)
         self._kubelet_thread.start()
+
+    @staticmethod
+    def kill_pod_processes(rig, name):
+        """What the end of a pod does to its processes: every one in the node's
+        network namespace is killed, slurmd and also the slurmstepds and job processes
+        that outlive a stopped slurmd (else a fresh pod's slurmd would find the old
+        job "already running")."""
+        try:
+            netns = os.stat(rig.netns_path(name))
+        except OSError:
+            return
+        pids = []
+        for entry in os.listdir("/proc"):
+            try:
+                ns = os.stat(f"/proc/{entry}/ns/net") if entry.isdigit() else None
+            except OSError:
+                continue
+            if ns and (ns.st_dev, ns.st_ino) == (netns.st_dev, netns.st_ino):
+                pids.append(int(entry))
+        _kill_and_wait(pids)
 
     def power_up(self, rig, names):
         rig.check_output(["scontrol", "update", f"nodename={','.join(names)}",

@@ -61,7 +61,14 @@ class SyncFailedNodeReturns(SyncRigTestCase):
     down and its pod is gone."""
 
     def test_failed_node_returns_to_service_and_the_next_job_gets_a_fresh_pod(self):
-        with self.make_rig() as rig:
+        rig = self.make_rig()
+        # Slurm's default: with the rig's ReturnToService=2 a DOWN node that answers
+        # once more (a reply in flight as it goes DOWN) is returned by slurmctld
+        # itself, which would hide whether the daemon does it. A later line wins.
+        rig.config.slurm_conf_extra += "\nReturnToService=1\n"
+        with rig:
+            self.assertRegex(rig.check_output(["scontrol", "show", "config"]),
+                             r"ReturnToService\s*=\s*1\b")
             self.kubelet(rig)
             d = self.start_daemon(rig)
             self.wait_leader(d)
@@ -69,6 +76,8 @@ class SyncFailedNodeReturns(SyncRigTestCase):
             rig.wait_job(job, ("RUNNING",), timeout=120)
             old_uid = self.pod("w-0")["metadata"]["uid"]
 
+            # The pod's processes die with it (as under an eviction's SIGKILL).
+            self.kill_pod_processes(rig, "w-0")
             self.sim.kubectl("delete", "pod", "w-0", "--wait=false")
 
             n = rig.wait_reason("w-0", "k8sbridge: pod", 30,
