@@ -31,6 +31,7 @@
 #include "k8sbridge/log.h"
 #include "k8sbridge/power/slurm_hostlist.h"
 #include "k8sbridge/power/worker_pod.h"
+#include "k8sbridge/program.h"
 #include "k8sbridge/sync/executor.h"
 #include "k8sbridge/sync/reconcile.h"
 #include "slurm_control.h"
@@ -211,15 +212,18 @@ std::string LeaseName(const conf::BridgeConfig& c) {
   return name;
 }
 
+constexpr std::string_view kUsage =
+    "usage: k8sbridge-sync [--config FILE] [--identity NAME] [--once [--no-lease]] [--debug]\n"
+    "       k8sbridge-sync --help | --version\n"
+    "  --config FILE   k8sbridge.conf (default $K8SBRIDGE_CONF or /etc/slurm/k8sbridge.conf)\n"
+    "  --identity NAME this daemon's name in the Lease (default host-pid)\n"
+    "  --once          one reconcile pass from fresh lists, holding the Lease for it (refused "
+    "while another daemon holds it), then exit\n"
+    "  --no-lease      with --once: act without the Lease, beside a running daemon\n"
+    "  --debug         log skipped repeats and every pass\n";
+
 void Usage(Logger& log) {
-  log.Error(
-      "usage: k8sbridge-sync [--config FILE] [--identity NAME] [--once [--no-lease]] [--debug]\n"
-      "  --config FILE   k8sbridge.conf (default $K8SBRIDGE_CONF or /etc/slurm/k8sbridge.conf)\n"
-      "  --identity NAME this daemon's name in the Lease (default host-pid)\n"
-      "  --once          one reconcile pass from fresh lists, holding the Lease for it (refused "
-      "while another daemon holds it), then exit\n"
-      "  --no-lease      with --once: act without the Lease, beside a running daemon\n"
-      "  --debug         log skipped repeats and every pass");
+  log.Error("{}", kUsage.substr(0, kUsage.size() - 1));
 }
 
 kube::LeaderElectionOptions LeaderOptions(const conf::BridgeConfig& config,
@@ -293,6 +297,8 @@ int RunOnce(const conf::BridgeConfig& config, kube::Client& client, SlurmControl
 }
 
 int Run(int argc, char** argv) {
+  if (auto answered = AnswerHelpOrVersion(argc, argv, "k8sbridge-sync", kUsage))
+    return *answered;
   StderrLogger early("k8sbridge-sync");
   std::string config_path, identity;
   bool once = false, debug = false, no_lease = false;
