@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import KubeSim  # noqa: E402
+from kubesim_harness import WORKER_TEMPLATE as TEMPLATE, KubeSim  # noqa: E402
 from rigtest import BUILD_ROOT, NodeSpec, Rig, RigTestCase, wait_for  # noqa: E402
 
 POWER = BUILD_ROOT / "plugins" / "power_k8s" / "k8sbridge-power"
@@ -25,14 +25,6 @@ H100 = "NVIDIA-H100-80GB-HBM3"
 A100 = "NVIDIA-A100-SXM4-80GB"
 KUBE_NODES = {"k-h100-0": H100, "k-h100-1": H100, "k-a100-0": A100, "k-a100-1": A100}
 POOL = [f"w-{i}" for i in range(8)]
-
-TEMPLATE = """\
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: slurmd
-    image: registry.example/slurm-worker:24.11
-"""
 
 
 def node_manifests() -> str:

@@ -19,6 +19,15 @@ SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent
 BUILD_ROOT = Path(os.environ.get("K8SBRIDGE_BUILD_ROOT", SOURCE_ROOT / "build"))
 KUBESIM = Path(os.environ.get("KUBESIM", BUILD_ROOT / "tests" / "kubesim" / "kubesim"))
 KUBECTL = "/usr/bin/kubectl"
+# The smallest worker pod template k8sbridge-power accepts, for tests whose pods
+# no kubelet runs (or the test plays it): one slurmd container, a short grace.
+WORKER_TEMPLATE = """\
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: slurmd
+    image: registry.example/slurm-worker:24.11
+"""
 
 
 def wait_for(predicate, timeout=30.0, interval=0.05, what="condition"):

@@ -21,17 +21,9 @@ import unittest
 from pathlib import Path
 
 from jailtest import JailFixture, jail_rig, slurmd_log
-from kubesim_harness import KubeSim
+from kubesim_harness import WORKER_TEMPLATE as TEMPLATE, KubeSim
 from podcluster import POWER
 from rigtest import Rig, RigTestCase, main, wait_for
-
-TEMPLATE = """\
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: slurmd
-    image: registry.example/slurm-worker:24.11
-"""
 
 
 class PowerKeepsAdminReasons(RigTestCase):

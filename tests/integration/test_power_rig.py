@@ -16,17 +16,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import KubeSim  # noqa: E402
+from kubesim_harness import WORKER_TEMPLATE as TEMPLATE, KubeSim  # noqa: E402
 from podcluster import POWER, power_program_lines  # noqa: E402
 from rigtest import Rig, RigTestCase, main, wait_for  # noqa: E402
-
-TEMPLATE = """\
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: slurmd
-    image: registry.example/slurm-worker:24.11
-"""
 
 
 class PowerRig(RigTestCase):
