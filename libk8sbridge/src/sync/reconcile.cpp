@@ -581,9 +581,12 @@ void Reconciler::PlanPods(const World& world, std::vector<Action>& out) {
   const auto pods = OwnedPodsByNode(world, cluster);
   const auto slurm = SlurmByName(world);
 
-  // Orphans: a pod whose Slurm node is POWERED_DOWN or unknown to Slurm.
+  // Orphans: a pod whose Slurm node is POWERED_DOWN or unknown to Slurm. A Slurm
+  // that reports no node at all (a controller started with another slurm.conf, a
+  // broken answer) says nothing about any pod: every pod would look orphaned, and
+  // a small cluster stays under the mass-action cap, so none is deleted then.
   for (const auto& [name, pod] : pods) {
-    if (pod->IsBeingDeleted())
+    if (pod->IsBeingDeleted() || world.slurm.empty())
       continue;
     auto it = slurm.find(name);
     std::string why;

@@ -372,6 +372,16 @@ BOOST_FIXTURE_TEST_CASE(orphans_are_deleted_after_grace_and_foreign_pods_never, 
   BOOST_TEST(Plan(other, 1h).empty());
 }
 
+BOOST_FIXTURE_TEST_CASE(a_slurm_with_no_nodes_orphans_no_pod, Fixture) {
+  ks::World w{{}, {Pod("w-0", "n-0", "Running"), Pod("w-1", "n-0", "Running")}, {Node("n-0")}};
+  Plan(w);
+  BOOST_TEST(!Find(Plan(w, 1h), ActionKind::kDeletePod, "w-0"));
+  // One node back in Slurm's answer: the pod without a Slurm node is an orphan again.
+  w.slurm = {Up("w-0")};
+  Plan(w);
+  BOOST_TEST(Find(Plan(w, 60s), ActionKind::kDeletePod, "w-1"));
+}
+
 BOOST_FIXTURE_TEST_CASE(powering_up_without_a_pod_fails_after_grace, Fixture) {
   SlurmNode n = Up("w-0");
   n.powering_up = true;
