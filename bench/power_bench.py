@@ -201,7 +201,7 @@ def main():
     os.environ["K8SBRIDGE_BUILD_ROOT"] = args.build_root
     from kubesim_harness import KUBECTL, KubeSim  # noqa: E402  (reads K8SBRIDGE_BUILD_ROOT)
 
-    power = Path(args.build_root) / "plugins" / "power_k8s" / "k8sbridge-power"
+    power = Path(args.build_root) / "programs" / "power" / "k8sbridge-power"
     if not power.exists():
         raise SystemExit(f"{power} does not exist: meson compile -C {args.build_root} "
                          "k8sbridge-power")

@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include "k8sbridge/contract.h"
 #include "k8sbridge/features/features.h"
 #include "k8sbridge/features/plugin_support.h"
 #include "k8sbridge/log.h"
@@ -105,7 +106,7 @@ __attribute__((constructor)) void ReportVersionSkew() {
 extern "C" {
 
 int init(void) {
-  const std::string path = kf::PluginConfigPath(std::getenv("K8SBRIDGE_CONF"),
+  const std::string path = kf::PluginConfigPath(std::getenv(k8sbridge::contract::kEnvConf.data()),
                                                 slurm_conf.slurm_conf ? slurm_conf.slurm_conf : "");
   auto config = kf::LoadPluginConfig(path);
   if (!config.ok()) {
@@ -191,9 +192,9 @@ void node_features_p_node_state(char** avail_modes, char** current_mode) {
   if (!g_config)
     return;
   kf::SlurmdIdentity who;
-  if (const char* host = std::getenv("K8SBRIDGE_HOST_NODE"))
+  if (const char* host = std::getenv(k8sbridge::contract::kEnvHostNode.data()))
     who.host_node = host;
-  if (const char* name = std::getenv("K8SBRIDGE_NODE_NAME")) {
+  if (const char* name = std::getenv(k8sbridge::contract::kEnvNodeName.data())) {
     who.slurm_node = name;
   } else {
     char host[256] = {};

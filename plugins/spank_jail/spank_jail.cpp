@@ -33,7 +33,7 @@ extern "C" {
 #include "k8sbridge/jail/options.h"
 #include "k8sbridge/jail/step.h"
 #include "k8sbridge/log.h"
-#include "k8sbridge/node_reason.h"
+#include "k8sbridge/slurm/node_reason.h"
 
 // spank.h's SPANK_PLUGIN() gives these internal linkage in C++; Slurm's loader
 // looks them up with dlsym, so they are defined with C linkage by hand.

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "k8sbridge/contract.h"
 #include "k8sbridge/health/checks.h"
 #include "k8sbridge/health/config.h"
 #include "k8sbridge/health/publish.h"
@@ -74,7 +75,7 @@ void PrintDiagnosis(const Report& r, const std::string& node) {
 void Publish(const HealthConfig& config, const Report& report, Logger& log) {
   std::string k8s_node = config.kube_node;
   if (k8s_node.empty()) {
-    if (const char* n = std::getenv("K8SBRIDGE_HOST_NODE"))
+    if (const char* n = std::getenv(contract::kEnvHostNode.data()))
       k8s_node = n;
   }
   if (k8s_node.empty()) {
@@ -100,7 +101,7 @@ void Publish(const HealthConfig& config, const Report& report, Logger& log) {
     return;
   }
   kube::EventRecorderOptions eo;
-  eo.reporting_controller = "k8sbridge.io/health";
+  eo.reporting_controller = contract::kHealthController;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   eo.reporting_instance = host;

@@ -22,6 +22,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "k8sbridge/contract.h"
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/config.h"
@@ -29,7 +30,7 @@
 #include "k8sbridge/kube/informer.h"
 #include "k8sbridge/kube/leader.h"
 #include "k8sbridge/log.h"
-#include "k8sbridge/power/slurm_hostlist.h"
+#include "k8sbridge/slurm/libslurm_hostlists.h"
 #include "k8sbridge/power/worker_pod.h"
 #include "k8sbridge/program.h"
 #include "k8sbridge/sync/executor.h"
@@ -324,7 +325,7 @@ int Run(int argc, char** argv) {
   StderrLogger log("k8sbridge-sync", debug ? LogLevel::kDebug : LogLevel::kInfo);
   if (config_path.empty())
     config_path = conf::DefaultConfigPath();
-  power::SlurmHostlists hostlists;
+  slurm::SlurmHostlists hostlists;
   auto loaded = conf::LoadBridgeConfig(config_path, hostlists);
   if (!loaded.ok()) {
     log.Error("{}", loaded.status().message());
@@ -430,7 +431,7 @@ int Run(int argc, char** argv) {
   });
 
   kube::EventRecorderOptions eo;
-  eo.reporting_controller = "k8sbridge.io/sync";
+  eo.reporting_controller = contract::kSyncController;
   eo.reporting_instance = identity;
   eo.default_namespace = config.namespace_;
   kube::EventRecorder events(client, eo);

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kubesim_harness import WORKER_TEMPLATE as TEMPLATE, KubeSim  # noqa: E402
 from rigtest import BUILD_ROOT, NodeSpec, Rig, RigTestCase, wait_for  # noqa: E402
 
-POWER = BUILD_ROOT / "plugins" / "power_k8s" / "k8sbridge-power"
+POWER = BUILD_ROOT / "programs" / "power" / "k8sbridge-power"
 PLUGIN_DIR = BUILD_ROOT / "plugins" / "node_features_k8s"
 SKEWED_PLUGIN_DIR = PLUGIN_DIR / "skewed"
 H100 = "NVIDIA-H100-80GB-HBM3"

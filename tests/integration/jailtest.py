@@ -38,7 +38,7 @@ def plugin_path() -> Path:
 
 
 def prepare_path() -> Path:
-    return BUILD_ROOT / "plugins" / "spank_jail" / "k8sbridge-jail-prepare"
+    return BUILD_ROOT / "programs" / "jail-prepare" / "k8sbridge-jail-prepare"
 
 
 def cached_jail() -> Path:

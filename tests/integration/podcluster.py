@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kubesim_harness import KubeSim  # noqa: E402
 from rigtest import BUILD_ROOT, Rig, RigError, wait_for  # noqa: E402
 
-POWER = BUILD_ROOT / "plugins" / "power_k8s" / "k8sbridge-power"
+POWER = BUILD_ROOT / "programs" / "power" / "k8sbridge-power"
 WORKER = BUILD_ROOT / "programs" / "worker" / "k8sbridge-worker"
 LEAF_LABEL = "network.topology.nvidia.com/leaf"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"

@@ -22,7 +22,7 @@ from k8sbridge_rig import (RESOURCE_PREFIX, RIG_ENV, WORKDIR_PREFIX,  # noqa: E4
                            _alive, _free_tcp_port, _kill_and_wait, _pids_with_env,
                            leftovers)
 
-POWER = BUILD_ROOT / "plugins" / "power_k8s" / "k8sbridge-power"
+POWER = BUILD_ROOT / "programs" / "power" / "k8sbridge-power"
 SYNC = BUILD_ROOT / "programs" / "sync" / "k8sbridge-sync"
 NO_KUBELET = "test.k8sbridge.io/no-kubelet"  # pods our "kubelet" leaves alone
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kubesim_harness import BUILD_ROOT, KubeSim  # noqa: E402
 
 POWER = Path(os.environ.get("K8SBRIDGE_POWER",
-                            BUILD_ROOT / "plugins" / "power_k8s" / "k8sbridge-power"))
+                            BUILD_ROOT / "programs" / "power" / "k8sbridge-power"))
 LEAF = "network.topology.nvidia.com/leaf"
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
 

@@ -9,12 +9,12 @@ import unittest
 from rigtest import BUILD_ROOT, SOURCE_ROOT, main
 
 PROGRAMS = {
-    "k8sbridge-power": "plugins/power_k8s/k8sbridge-power",
+    "k8sbridge-power": "programs/power/k8sbridge-power",
     "k8sbridge-sync": "programs/sync/k8sbridge-sync",
     "k8sbridge-health": "programs/health/k8sbridge-health",
     "k8sbridge-worker": "programs/worker/k8sbridge-worker",
-    "k8sbridge-jail-prepare": "plugins/spank_jail/k8sbridge-jail-prepare",
-    "k8sbridge-topology": "plugins/topology_ib/k8sbridge-topology",
+    "k8sbridge-jail-prepare": "programs/jail-prepare/k8sbridge-jail-prepare",
+    "k8sbridge-topology": "programs/topology/k8sbridge-topology",
 }
 
 

@@ -18,7 +18,7 @@ UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent
 BUILD_ROOT = Path(os.environ.get("K8SBRIDGE_BUILD_ROOT", SOURCE_ROOT / "build"))
 PROGRAM = Path(os.environ.get("K8SBRIDGE_TOPOLOGY",
-                              BUILD_ROOT / "plugins" / "topology_ib" / "k8sbridge-topology"))
+                              BUILD_ROOT / "programs" / "topology" / "k8sbridge-topology"))
 
 
 @dataclass

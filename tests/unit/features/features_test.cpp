@@ -3,7 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "k8sbridge/conf/bridge_conf.h"
-#include "k8sbridge/conf/hostlist.h"
+#include "k8sbridge/hostlist.h"
 #include "k8sbridge/features/features.h"
 
 namespace conf = k8sbridge::conf;
@@ -12,7 +12,7 @@ namespace kf = k8sbridge::features;
 namespace {
 
 conf::BridgeConfig Parse(std::string_view text) {
-  auto c = conf::ParseBridgeConfig(text, "/etc/slurm/k8sbridge.conf", conf::BuiltinHostlists());
+  auto c = conf::ParseBridgeConfig(text, "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
   BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
   return std::move(*c);
 }
@@ -85,7 +85,7 @@ BOOST_AUTO_TEST_CASE(invalid_feature_names_are_reported_at_config_load) {
   for (std::string_view bad : {"Feature=a|b Selector=x=y", "Feature=h100,a100 Selector=x=y",
                                "Feature=h100*2 Selector=x=y"}) {
     auto c = conf::ParseBridgeConfig("ClusterName=x\n" + std::string(bad) + "\n",
-                                     "/etc/slurm/k8sbridge.conf", conf::BuiltinHostlists());
+                                     "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
     BOOST_TEST_INFO(bad);
     BOOST_REQUIRE(!c.ok());
     BOOST_TEST(c.status().message().find("k8sbridge.conf:2") != std::string::npos);
@@ -101,7 +101,7 @@ BOOST_AUTO_TEST_CASE(feature_label_settings_parse_and_reject) {
   for (std::string_view bad :
        {"FeatureLabelTimeout=0", "FeatureLabelTimeout=5m", "FeatureCacheFile=relative.json"}) {
     auto r = conf::ParseBridgeConfig("ClusterName=x\n" + std::string(bad) + "\n", "/k.conf",
-                                     conf::BuiltinHostlists());
+                                     k8sbridge::BuiltinHostlists());
     BOOST_TEST_INFO(bad);
     BOOST_TEST(!r.ok());
   }

@@ -9,7 +9,7 @@
 #include "../kube/testing.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/conf/bridge_conf.h"
-#include "k8sbridge/conf/hostlist.h"
+#include "k8sbridge/hostlist.h"
 #include "k8sbridge/features/label_reader.h"
 #include "k8sbridge/features/plugin_support.h"
 #include "k8sbridge/kube/client.h"
@@ -41,7 +41,7 @@ struct Fixture {
         "ClusterName=x\nFeatureLabelTimeout=1500ms\nFeatureLabelPrefix=feature.node.kubernetes.io/"
         "\n"
         "Feature=h100 Selector=nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3\n",
-        "/etc/slurm/k8sbridge.conf", conf::BuiltinHostlists());
+        "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
     BOOST_REQUIRE(c.ok());
     config = std::move(*c);
     client = kube::testing::NoRetryClient(transport, clock, log, "t");
@@ -138,7 +138,7 @@ BOOST_AUTO_TEST_CASE(file_cache_round_trip_and_atomic_replace) {
 }
 
 BOOST_AUTO_TEST_CASE(cache_path) {
-  auto c = conf::ParseBridgeConfig("ClusterName=x\n", "/k.conf", conf::BuiltinHostlists());
+  auto c = conf::ParseBridgeConfig("ClusterName=x\n", "/k.conf", k8sbridge::BuiltinHostlists());
   BOOST_REQUIRE(c.ok());
   BOOST_TEST(kf::LabelCachePath(*c, "/var/spool/slurmd/%n", "w-3") ==
              "/var/spool/slurmd/w-3/k8sbridge-labels.json");

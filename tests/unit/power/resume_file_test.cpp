@@ -8,11 +8,11 @@
 #include "k8sbridge/power/resume_file.h"
 
 namespace power = k8sbridge::power;
-using k8sbridge::conf::BuiltinHostlists;
+using k8sbridge::BuiltinHostlists;
 
 namespace {
 k8sbridge::Result<power::ResumeRequest> Parse(std::string_view json) {
-  return power::ParseResumeFile(json, "/proc/77/fd/3", BuiltinHostlists());
+  return power::ParseResumeFile(json, "/proc/77/fd/3", k8sbridge::BuiltinHostlists());
 }
 std::string ErrorOf(std::string_view json) {
   auto r = Parse(json);
@@ -112,7 +112,7 @@ BOOST_AUTO_TEST_CASE(an_unusable_resume_file_fails_every_node_at_once) {
   auto run = [&](std::optional<k8sbridge::Result<std::string>> text, std::string_view path,
                  bool slurm_reachable) {
     auto r = std::make_unique<Run>();
-    r->request = power::ResumeRequestOrFail(text, path, nodes, BuiltinHostlists(),
+    r->request = power::ResumeRequestOrFail(text, path, nodes, k8sbridge::BuiltinHostlists(),
                                             slurm_reachable ? &r->slurm : nullptr, r->log);
     return r;
   };

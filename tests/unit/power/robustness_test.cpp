@@ -5,12 +5,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include "k8sbridge/conf/bridge_conf.h"
-#include "k8sbridge/power/constraint.h"
+#include "k8sbridge/slurm/constraint.h"
 #include "k8sbridge/power/pod_template.h"
 #include "k8sbridge/power/resume_file.h"
 
 namespace conf = k8sbridge::conf;
 namespace power = k8sbridge::power;
+namespace slurm = k8sbridge::slurm;
 
 namespace {
 
@@ -51,7 +52,7 @@ std::vector<std::string> Mutations(const std::string& seed, int count) {
 BOOST_AUTO_TEST_SUITE(robustness)
 
 BOOST_AUTO_TEST_CASE(mangled_inputs_give_a_status) {
-  conf::BuiltinHostlists hostlists;
+  k8sbridge::BuiltinHostlists hostlists;
   int failures = 0;
   for (const std::string& text :
        Mutations("ClusterName=c QPS=5 Burst=10\nNodeGroup=g Nodes=w-[0-3,7] PodTemplate=\"/t y\" "
@@ -67,7 +68,7 @@ BOOST_AUTO_TEST_CASE(mangled_inputs_give_a_status) {
     failures += !power::ParseResumeFile(text, "f", hostlists).ok();
   }
   for (const std::string& text : Mutations("(a|b)&[c|d*2],e|f*1&(g)", 1500)) {
-    failures += !power::ParseConstraint(text).ok();
+    failures += !slurm::ParseConstraint(text).ok();
   }
   for (const std::string& text :
        Mutations("kind: PodTemplate\ntemplate:\n  metadata:\n    labels: {a: b}\n  spec:\n    "
@@ -77,7 +78,7 @@ BOOST_AUTO_TEST_CASE(mangled_inputs_give_a_status) {
     failures += !power::ParsePodTemplate(text, "t.yaml").ok();
   }
   for (const std::string& text : Mutations("gpu:h100:8(S:0-1),shard:4,gpu:2", 500)) {
-    failures += !power::GpusFromGres(text).ok();
+    failures += !slurm::GpusFromGres(text).ok();
   }
   BOOST_TEST_MESSAGE("rejected mutations: " << failures);
   BOOST_CHECK_GT(failures, 0);

@@ -22,7 +22,7 @@ BOOST_AUTO_TEST_CASE(loads_each_template_and_maps_nodes) {
   auto config =
       conf::ParseBridgeConfig("ClusterName=c\nNodeGroup=a Nodes=a-[0-1] PodTemplate=" + good +
                                   "\nNodeGroup=b Nodes=b-0 PodTemplate=" + good + "\n",
-                              "/etc/slurm/k8sbridge.conf", conf::BuiltinHostlists());
+                              "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
   BOOST_REQUIRE(config.ok());
   auto setup = power::LoadPowerSetup(*config);
   BOOST_REQUIRE_MESSAGE(setup.ok(), setup.status().ToString());
@@ -38,7 +38,7 @@ BOOST_AUTO_TEST_CASE(loads_each_template_and_maps_nodes) {
 
   auto broken =
       conf::ParseBridgeConfig("ClusterName=c\n\nNodeGroup=a Nodes=a-0 PodTemplate=" + bad + "\n",
-                              "/etc/slurm/k8sbridge.conf", conf::BuiltinHostlists());
+                              "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
   BOOST_REQUIRE(broken.ok());
   auto refused = power::LoadPowerSetup(*broken);
   std::remove(good.c_str());
@@ -49,7 +49,7 @@ BOOST_AUTO_TEST_CASE(loads_each_template_and_maps_nodes) {
                         ": spec.containers: must list at least one container (the one named "
                         "slurmd, else the first, runs the worker)");
 
-  auto empty = conf::ParseBridgeConfig("ClusterName=c\n", "k.conf", conf::BuiltinHostlists());
+  auto empty = conf::ParseBridgeConfig("ClusterName=c\n", "k.conf", k8sbridge::BuiltinHostlists());
   BOOST_REQUIRE(empty.ok());
   auto none = power::LoadPowerSetup(*empty);
   BOOST_REQUIRE(!none.ok());
@@ -62,7 +62,7 @@ BOOST_AUTO_TEST_CASE(shipped_templates_load) {
   // conf-templates/ must stay valid: parse the example config and its pod template.
   std::string root = K8SBRIDGE_SOURCE_ROOT;
   auto config =
-      conf::LoadBridgeConfig(root + "/conf-templates/k8sbridge.conf", conf::BuiltinHostlists());
+      conf::LoadBridgeConfig(root + "/conf-templates/k8sbridge.conf", k8sbridge::BuiltinHostlists());
   BOOST_REQUIRE_MESSAGE(config.ok(), config.status().ToString());
   BOOST_CHECK_EQUAL(config->node_groups.size(), 2u);
   BOOST_CHECK_EQUAL(config->features.size(), 3u);

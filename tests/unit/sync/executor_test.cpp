@@ -208,7 +208,7 @@ ks::SlurmNode Drained(const std::string& name, const std::string& reason) {
 const k8sbridge::conf::BridgeConfig& Config() {
   static const auto* config = new k8sbridge::conf::BridgeConfig(*k8sbridge::conf::ParseBridgeConfig(
       "ClusterName=hpc1\nNamespace=slurm\nNodeGroup=gpu Nodes=w-[0-7] PodTemplate=/t.yaml\n",
-      "/etc/slurm/k8sbridge.conf", k8sbridge::conf::BuiltinHostlists()));
+      "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists()));
   return *config;
 }
 

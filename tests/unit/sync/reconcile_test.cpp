@@ -91,7 +91,7 @@ struct Fixture {
   Clock::Wall::time_point wall{std::chrono::seconds(1'800'000'000)};
 
   Fixture() {
-    auto c = conf::ParseBridgeConfig(kConf, "/etc/slurm/k8sbridge.conf", conf::BuiltinHostlists());
+    auto c = conf::ParseBridgeConfig(kConf, "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
     BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
     config = std::move(*c);
     r = std::make_unique<ks::Reconciler>(ks::ReconcileOptions::From(config));
@@ -515,7 +515,7 @@ BOOST_AUTO_TEST_CASE(label_features_follow_the_kubernetes_node) {
   auto c = conf::ParseBridgeConfig(std::string(kConf) +
                                        "Feature=h100 Selector=gpu.product=H100\n"
                                        "Feature=a100 Selector=gpu.product=A100\n",
-                                   "/etc/slurm/k8sbridge.conf", conf::BuiltinHostlists());
+                                   "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
   BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
   ks::Reconciler r(ks::ReconcileOptions::From(*c));
   auto node = [](const std::string& product) {

@@ -9,7 +9,7 @@ using namespace std::chrono_literals;
 namespace {
 k8sbridge::Result<conf::BridgeConfig> Parse(const std::string& extra) {
   return conf::ParseBridgeConfig("ClusterName=hpc1\n" + extra, "/etc/slurm/k8sbridge.conf",
-                                 conf::BuiltinHostlists());
+                                 k8sbridge::BuiltinHostlists());
 }
 }  // namespace
 

@@ -1,0 +1,93 @@
+// The contract: every name k8sbridge reads or writes outside its own process, in
+// one place. Kubernetes labels, annotations, taints, conditions and Event reasons;
+// the worker pod's environment; the prefixes of the Slurm reasons k8sbridge owns.
+// Anything here is a promise to admins, scripts and other controllers, so a
+// rename is a breaking change. docs/architecture.md ("The contract") lists the
+// same names; scripts/check-layers.py checks that the two agree.
+#pragma once
+
+#include <string_view>
+
+namespace k8sbridge::contract {
+
+// ---- Worker pods: ownership. A pod k8sbridge may replace or delete carries all three.
+inline constexpr std::string_view kManagedByLabel = "app.kubernetes.io/managed-by";
+inline constexpr std::string_view kManagedByValue = "k8sbridge";
+inline constexpr std::string_view kClusterLabel = "k8sbridge.io/cluster";
+inline constexpr std::string_view kNodeLabel = "k8sbridge.io/node";
+
+// ---- Worker pods: informational labels and annotations (k8sbridge-power).
+inline constexpr std::string_view kNodeGroupLabel = "k8sbridge.io/node-group";
+inline constexpr std::string_view kJobLabel = "k8sbridge.io/job";  // first job; pod affinity
+inline constexpr std::string_view kJobIdsAnnotation = "k8sbridge.io/job-ids";
+inline constexpr std::string_view kFeaturesAnnotation = "k8sbridge.io/features";
+
+// ---- Worker pods: the Slurm node's drain, mirrored by k8sbridge-sync.
+inline constexpr std::string_view kDrainReasonAnnotation = "k8sbridge.io/slurm-drain-reason";
+inline constexpr std::string_view kDrainUserAnnotation = "k8sbridge.io/slurm-drain-user";
+inline constexpr std::string_view kDrainTimeAnnotation = "k8sbridge.io/slurm-drain-time";
+// The features its Kubernetes node's labels gave when k8sbridge-sync last looked
+// (node_features_k8s), so a relabel knows which features to take away.
+inline constexpr std::string_view kLabelFeaturesAnnotation = "k8sbridge.io/label-features";
+
+// ---- Kubernetes nodes: a hardware drain (k8sbridge-sync cordons and taints).
+inline constexpr std::string_view kHardwareTaintKey = "k8sbridge.io/hardware";
+inline constexpr std::string_view kCordonedByAnnotation = "k8sbridge.io/cordoned-by";
+inline constexpr std::string_view kHardwareDrainsAnnotation = "k8sbridge.io/hardware-drains";
+inline constexpr std::string_view kHardwareReasonAnnotation = "k8sbridge.io/hardware-reason";
+// k8sbridge-health's node condition (the default of its KubeConditionType key).
+inline constexpr std::string_view kHealthConditionType = "K8sbridgeHealthProblem";
+
+// ---- Events: reportingController of each program, and the reasons they record.
+inline constexpr std::string_view kPowerController = "k8sbridge.io/power";
+inline constexpr std::string_view kSyncController = "k8sbridge.io/sync";
+inline constexpr std::string_view kHealthController = "k8sbridge.io/health";
+inline constexpr std::string_view kResumeFailedEvent = "ResumeFailed";          // power, pod
+inline constexpr std::string_view kSlurmNodeDownEvent = "SlurmNodeDown";        // sync, pod
+inline constexpr std::string_view kSlurmNodeDrainedEvent = "SlurmNodeDrained";  // sync, pod
+inline constexpr std::string_view kSlurmNodeResumedEvent = "SlurmNodeResumed";  // sync, pod
+inline constexpr std::string_view kOrphanDeletedEvent = "OrphanDeleted";        // sync, pod
+inline constexpr std::string_view kHardwareDrainEvent = "HardwareDrain";        // sync, node
+inline constexpr std::string_view kHardwareDrainClearedEvent = "HardwareDrainCleared";
+
+// ---- Slurm node reasons: the prefix of every reason a k8sbridge component writes.
+// Only reasons with one of these are ever replaced or cleared by k8sbridge
+// (k8sbridge/slurm/node_reason.h).
+inline constexpr std::string_view kBridgeReasonPrefix = "k8sbridge:";         // power, sync
+inline constexpr std::string_view kHealthReasonPrefix = "k8sbridge-health:";  // health
+inline constexpr std::string_view kJailReasonPrefix = "spank_jail:";          // spank_jail
+// k8sbridge-health puts this tag before its prefix for hardware findings; a drain
+// reason with it makes k8sbridge-sync cordon the Kubernetes node.
+inline constexpr std::string_view kHardwareReasonTag = "[hardware]";
+
+// ---- Environment. Every program and plugin: where k8sbridge.conf is.
+inline constexpr std::string_view kEnvConf = "K8SBRIDGE_CONF";
+// The worker pod (set by k8sbridge-power, read by k8sbridge-worker and the plugins
+// in slurmd).
+inline constexpr std::string_view kEnvNodeName = "K8SBRIDGE_NODE_NAME";  // Slurm node: slurmd -N
+inline constexpr std::string_view kEnvCluster = "K8SBRIDGE_CLUSTER";
+inline constexpr std::string_view kEnvNodeGroup = "K8SBRIDGE_NODE_GROUP";
+inline constexpr std::string_view kEnvJobIds = "K8SBRIDGE_JOB_IDS";  // "12,13", may be ""
+// ConfServer= (slurmd --conf-server); absent when slurm.conf is in the image.
+inline constexpr std::string_view kEnvConfServer = "K8SBRIDGE_CONF_SERVER";
+// The munge credential the worker checks before slurmd starts (MungeCheck=yes).
+inline constexpr std::string_view kEnvMungeCheck = "K8SBRIDGE_MUNGE_CHECK";
+// From the downward API:
+inline constexpr std::string_view kEnvPodName = "K8SBRIDGE_POD_NAME";            // metadata.name
+inline constexpr std::string_view kEnvPodNamespace = "K8SBRIDGE_POD_NAMESPACE";  // .namespace
+inline constexpr std::string_view kEnvPodIp = "K8SBRIDGE_POD_IP";                // status.podIP
+inline constexpr std::string_view kEnvHostNode = "K8SBRIDGE_HOST_NODE";          // spec.nodeName
+// Set in the pod template, read by k8sbridge-worker.
+inline constexpr std::string_view kEnvMungeSocket = "K8SBRIDGE_MUNGE_SOCKET";
+inline constexpr std::string_view kEnvMungedKey = "K8SBRIDGE_MUNGED_KEY";
+inline constexpr std::string_view kEnvMunged = "K8SBRIDGE_MUNGED";
+// munged's private directory: the key's copy, seed, pid and log (root-only, 0700).
+// It must not contain, or be inside, the socket's directory, which is bound into
+// every job's jail.
+inline constexpr std::string_view kEnvMungedDir = "K8SBRIDGE_MUNGED_DIR";
+inline constexpr std::string_view kEnvJail = "K8SBRIDGE_JAIL";
+inline constexpr std::string_view kEnvJailWait = "K8SBRIDGE_JAIL_WAIT";
+inline constexpr std::string_view kEnvJailPrepare = "K8SBRIDGE_JAIL_PREPARE";
+inline constexpr std::string_view kEnvSlurmd = "K8SBRIDGE_SLURMD";
+
+}  // namespace k8sbridge::contract

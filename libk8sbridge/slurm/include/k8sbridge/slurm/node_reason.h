@@ -1,0 +1,27 @@
+// Whose reason a Slurm node carries, and what a k8sbridge drain or DOWN may do
+// with it. Every component that drains or downs a node (spank_jail,
+// k8sbridge-health, k8sbridge-power, k8sbridge-sync) asks ReasonPolicy on a fresh
+// read of the node right before it writes: a reason k8sbridge did not write (an
+// admin's, or Slurm's own such as "Not responding" or "Epilog error") is never
+// replaced, and its author (reason_uid) stays with it.
+#pragma once
+
+#include <string_view>
+
+namespace k8sbridge {
+
+
+// True when a k8sbridge component wrote `reason`.
+bool IsK8sbridgeReason(std::string_view reason);
+
+enum class ReasonWrite {
+  kWrite,  // send k8sbridge's reason with the state change
+  kKeep,   // send the state change without a reason: the node's own reason stays
+};
+
+// A node that is already out of service (DOWN, DRAIN or FAIL) with a reason that
+// k8sbridge did not write keeps it. Otherwise (in service, no reason, or a reason
+// of k8sbridge's) k8sbridge's reason is written.
+ReasonWrite ReasonPolicy(bool out_of_service, std::string_view current_reason);
+
+}  // namespace k8sbridge

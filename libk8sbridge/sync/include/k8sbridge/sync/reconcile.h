@@ -1,0 +1,217 @@
+// The sync daemon's decisions: from one snapshot of both sides (Slurm's nodes,
+// the cluster's worker pods and the Kubernetes nodes) to a list of actions.
+// docs/sync.md has the rules in a table.
+//
+// What k8sbridge itself did is read back from markers on the objects, never kept
+// in memory, so that a restarted daemon (or the other daemon taking over) neither
+// repeats nor forgets anything:
+//   - Slurm: every drain or DOWN it sets has a reason starting "k8sbridge:"; only
+//     such drains are ever undone, and only those of the kind that names its cause;
+//   - Kubernetes node: the taint contract::kHardwareTaintKey (only k8sbridge adds or removes
+//     it), the annotation contract::kCordonedByAnnotation=<cluster> when it was k8sbridge that
+//     set spec.unschedulable, and contract::kHardwareDrainsAnnotation listing the Slurm nodes
+//     whose drains caused it;
+//   - pod: the kDrain*Annotation annotations mirror the Slurm node's drain.
+// Only timers (how long a pod has been unschedulable, a node POWERING_UP without a
+// pod, an orphan) and the circuit breaker's recent failures live in memory: a
+// restart starts those graces afresh, which only delays an action.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "k8sbridge/contract.h"
+#include "k8sbridge/clock.h"
+#include "k8sbridge/conf/bridge_conf.h"
+#include "k8sbridge/kube/object.h"
+#include "k8sbridge/status.h"
+
+namespace k8sbridge::sync {
+
+// Slurm reasons k8sbridge-sync writes; the first two are undone by it.
+inline constexpr std::string_view kNodeTroublePrefix = "k8sbridge: Kubernetes node ";
+inline constexpr std::string_view kBreakerPrefix =
+    "k8sbridge: circuit breaker open for node group ";
+// Slurm keeps reasons short in its displays; the full text goes to the log.
+inline constexpr size_t kMaxReason = 200;
+
+// A Slurm node as slurm_load_node reports it; the program re-derives the flags from
+// node_state (the IS_NODE_* macros are internal to Slurm).
+struct SlurmNode {
+  enum class Base { kUnknown, kDown, kIdle, kAllocated, kError, kMixed, kFuture };
+  std::string name;
+  Base base = Base::kUnknown;
+  bool drain = false;          // DRAIN flag: drained or draining
+  bool cloud = false;          // CLOUD flag
+  bool powered_down = false;   // ~
+  bool powering_up = false;    // #
+  bool powering_down = false;  // %
+  bool power_down = false;     // ! (power down requested)
+  bool not_responding = false;
+  bool fail = false;  // FAIL flag (failing: DOWN once its jobs end)
+  std::string reason;
+  std::string reason_user;             // "" if unknown
+  int64_t reason_time = 0;             // seconds since the epoch; 0 if none
+  std::string features, features_act;  // available and active, comma-separated
+
+  // "IDLE", "DOWN", ... for metrics.
+  std::string_view BaseName() const;
+  bool Down() const { return base == Base::kDown; }
+  bool OwnedReason() const { return std::string_view(reason).starts_with(contract::kBridgeReasonPrefix); }
+  // DOWN, DRAIN or FAIL: what node_reason.h's ReasonPolicy calls out of service.
+  bool OutOfService() const { return Down() || drain || fail; }
+  // Slurm is suspending it or has (POWER_DOWN, POWERING_DOWN or POWERED_DOWN).
+  bool Suspending() const { return power_down || powering_down || powered_down; }
+  friend bool operator==(const SlurmNode&, const SlurmNode&) = default;
+};
+
+// One snapshot of both sides. Pods: the worker pods of this cluster (selected by
+// power::OwnedPodsSelector), in any phase; each is checked with IsOwnedWorkerPod
+// before anything is done to it.
+struct World {
+  std::vector<SlurmNode> slurm;
+  std::vector<kube::Object> pods;
+  std::vector<kube::Object> nodes;
+};
+
+enum class ActionKind {
+  kMirrorDrain,  // pod: set the kDrain*Annotation annotations (+ Event)
+  kClearDrain,   // pod: remove them (+ Event)
+  kCordon,       // Kubernetes node: our taint, cordon unless already cordoned, drains list
+  kUncordon,     // Kubernetes node: remove our taint, uncordon only if we cordoned
+  kDrain,        // Slurm node: DRAIN with reason
+  kUndrain,      // Slurm node: UNDRAIN (only our drains)
+  kFail,         // Slurm node: DOWN then POWER_DOWN with reason (jobs requeue, fresh pod next)
+  kDeletePod,    // an orphan pod, by uid precondition
+  kSetFeatures,  // Slurm node: features from relabelled Kubernetes node labels; pod: marker
+  kResume,       // Slurm node: RESUME a DOWN, POWERED_DOWN node we failed (back to service)
+};
+std::string_view ActionKindName(ActionKind kind);  // "mirror_drain", ... (metric label)
+
+// Which rule planned a kFail or kDrain: the executor re-checks that rule on a live
+// read of the Slurm node (and, for kPodLost/kNoPodStarting, of the pod) before it acts.
+enum class Rule {
+  kOther,
+  kPodFailed,      // kFail: the pod failed, finished, was deleted, or cannot start
+  kPodLost,        // kFail: no pod while the node is up
+  kNoPodStarting,  // kFail: no pod while the node is POWERING_UP
+  kUnschedulable,  // kFail: the pod stays Unschedulable
+  kNodeTrouble,    // kDrain: the pod's Kubernetes node is NotReady, cordoned, tainted
+  kBreaker,        // kDrain: the node group's circuit breaker is open
+};
+
+struct Action {
+  Action(ActionKind k, std::string t, std::string r = "")
+      : kind(k), target(std::move(t)), reason(std::move(r)) {}
+  ActionKind kind;
+  std::string target;  // Slurm node, pod or Kubernetes node name
+  std::string reason;  // Slurm reason (kDrain, kFail) or why (log, Event note)
+  // kMirrorDrain: the annotation values.
+  std::string drain_reason, drain_user, drain_time;
+  // kCordon: the Slurm nodes whose hardware drains want it (sorted).
+  std::vector<std::string> slurm_nodes;
+  std::string uid;  // kDeletePod: precondition; kMirrorDrain/kClearDrain/kFail: the pod's
+  // kSetFeatures: the Slurm node's new features (when update_slurm), and the pod
+  // (pod_name) gets contract::kLabelFeaturesAnnotation = label_features.
+  std::string features, features_act, label_features, pod_name;
+  bool update_slurm = false;
+  Rule rule = Rule::kOther;
+  std::string ToString() const;
+};
+
+struct ReconcileOptions {
+  std::string cluster;
+  std::string hardware_reason = R"(^\s*(\[hardware\]|xid|ecc|nvlink))";
+  Clock::Steady::duration unschedulable_grace = std::chrono::seconds(20);
+  Clock::Steady::duration orphan_grace = std::chrono::seconds(60);
+  // A pod that vanished while its node was up: confirmed over this long, so a
+  // cache that lags slurmctld by a moment is not read as a deletion.
+  Clock::Steady::duration pod_lost_grace = std::chrono::seconds(3);
+  int breaker_threshold = 3;
+  Clock::Steady::duration breaker_cooldown = std::chrono::minutes(10);
+  // Which node group a Slurm node belongs to; nodes in no group are managed on the
+  // Slurm -> Kubernetes side only (no pod rules).
+  const conf::BridgeConfig* config = nullptr;
+
+  static ReconcileOptions From(const conf::BridgeConfig& config);
+};
+
+// What one Kubernetes node currently asks of the Slurm nodes on it: a drain reason
+// ("k8sbridge: Kubernetes node n-1 NotReady: ...") or nullopt.
+std::optional<std::string> NodeTrouble(const kube::Object& node, std::string_view cluster);
+// The Kubernetes node named in a reason written for NodeTrouble, or "".
+std::string TroubleNodeOf(std::string_view reason);
+// Why a pod will not become (or stopped being) a Slurm node: failed, image errors,
+// evicted; "" if none. Unschedulable is reported by UnschedulableMessage.
+std::string PodFailure(const kube::Object& pod);
+// The scheduler's message when the pod is PodScheduled=False Unschedulable, else "".
+std::string UnschedulableMessage(const kube::Object& pod);
+// "k8sbridge: " + text, one line, at most kMaxReason bytes (cut on a UTF-8 boundary).
+std::string SlurmReason(std::string_view text);
+// True for a Slurm node that k8sbridge failed and Slurm has finished powering down:
+// DOWN and POWERED_DOWN (not POWER_DOWN, POWERING_DOWN or POWERING_UP), with a
+// reason starting contract::kBridgeReasonPrefix (k8sbridge-sync's or k8sbridge-power's: never an
+// admin's, Slurm's own, k8sbridge-health's or spank_jail's), and not a circuit
+// breaker's drain that is still open at `wall`. Slurm 24.11 keeps such a node
+// DOWN for good (down~); RESUME makes it IDLE+POWERED_DOWN, so the next job that
+// needs it resumes it with a fresh pod. The caller also checks that no pod of
+// ours exists and that the node is a CLOUD node of a NodeGroup.
+bool Returnable(const SlurmNode& n, Clock::Wall::time_point wall);
+// Why `action` (kFail, kDrain or kResume, planned from a snapshot that may be
+// old) is no longer due on `live`, a fresh read of its Slurm node; "" if it still
+// is. A node being suspended is never failed: that is a normal power-down.
+std::string NotDueOn(const Action& action, const SlurmNode& live, Clock::Wall::time_point wall);
+// The expiry written into a circuit breaker's drain reason, if `reason` is one.
+std::optional<Clock::Wall::time_point> BreakerUntil(std::string_view reason);
+
+// RFC 3339 UTC, seconds ("2026-11-30T13:55:00Z"), and back (nullopt if unreadable).
+std::string FormatTime(Clock::Wall::time_point t);
+std::optional<Clock::Wall::time_point> ParseTime(std::string_view text);
+
+class Reconciler {
+ public:
+  explicit Reconciler(ReconcileOptions options);
+  // The actions that bring both sides in line. `now` drives the graces, `wall` the
+  // circuit breaker's expiry written into reasons. Call only with a fresh World:
+  // the caller checks both sides could be read.
+  std::vector<Action> Plan(const World& world, Clock::Steady::time_point now,
+                           Clock::Wall::time_point wall);
+  // Forget the graces (called when a side could not be read: after an outage,
+  // every grace starts over instead of firing at once on old observations).
+  void ResetTimers();
+  // Open circuit breakers: node group -> until (wall time).
+  std::map<std::string, Clock::Wall::time_point> OpenBreakers(Clock::Wall::time_point wall) const;
+  // Resume-to-registration latencies seen since the last call (for a histogram).
+  std::vector<Clock::Steady::duration> TakeResumeLatencies();
+
+ private:
+  // true once `key` has held for `grace` (first seen now: false).
+  bool Held(const std::string& key, Clock::Steady::duration grace);
+  void PlanSlurmToKube(const World& world, std::vector<Action>& out);
+  void PlanKubeToSlurm(const World& world, std::vector<Action>& out);
+  void PlanPods(const World& world, std::vector<Action>& out);
+  void PlanBreakers(const World& world, std::vector<Action>& out);
+  void PlanFeatures(const World& world, std::vector<Action>& out);
+  void PlanReturns(const World& world, std::vector<Action>& out);
+
+  ReconcileOptions options_;
+  std::regex hardware_;
+  Clock::Steady::time_point now_{};
+  Clock::Wall::time_point wall_{};
+  std::map<std::string, Clock::Steady::time_point> since_;               // timers, by rule:node
+  std::set<std::string> held_this_round_;                                // keys looked at in Plan
+  std::map<std::string, std::deque<Clock::Wall::time_point>> failures_;  // group -> times
+  std::map<std::string, Clock::Wall::time_point> open_until_;            // group -> until
+  std::map<std::string, Clock::Steady::time_point> powering_up_since_;
+  std::vector<Clock::Steady::duration> resume_latencies_;
+};
+
+}  // namespace k8sbridge::sync

@@ -1,0 +1,271 @@
+// k8sbridge-power: Slurm's ResumeProgram, SuspendProgram and ResumeFailProgram.
+//
+//   k8sbridge-power [--config FILE] resume|suspend|resume-fail HOSTLIST
+//   k8sbridge-resume HOSTLIST        (symlinks: the subcommand from the name, which
+//   k8sbridge-suspend HOSTLIST        is what slurm.conf's *Program= lines need, since
+//   k8sbridge-resume-fail HOSTLIST    Slurm passes only the hostlist)
+//
+// A thin main: the work is power::Resume/Suspend/ResumeFail (power_actions.h).
+// Exit status: 0 when every node succeeded, 1 when some failed (each logged, and
+// for resume set DOWN/POWER_DOWN in Slurm), 2 for usage, configuration or input
+// errors, found before any pod is touched.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "k8sbridge/contract.h"
+#include "k8sbridge/conf/bridge_conf.h"
+#include "k8sbridge/kube/client.h"
+#include "k8sbridge/kube/config.h"
+#include "k8sbridge/kube/events.h"
+#include "k8sbridge/power/munge_check.h"
+#include "k8sbridge/power/power_actions.h"
+#include "k8sbridge/power/resume_file.h"
+#include "k8sbridge/power/setup.h"
+#include "k8sbridge/slurm/libslurm_hostlists.h"
+#include "k8sbridge/program.h"
+#include "slurm_nodes.h"
+
+namespace k8sbridge {
+namespace {
+
+constexpr int kExitFailedNodes = 1;
+constexpr int kExitUsage = 2;
+
+// stderr, and LogFile= once the configuration is read: slurmscriptd discards the
+// programs' stderr, so without a file only a manual run shows the log.
+class ProgramLogger final : public Logger {
+ public:
+  explicit ProgramLogger(std::string name) : name_(std::move(name)) {}
+  ~ProgramLogger() override {
+    if (file_)
+      std::fclose(file_);
+  }
+  Status OpenFile(const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "ae");
+    if (!f) {
+      return Status::IoError(
+          fmt::format("LogFile={}: cannot open for appending: {}", path, std::strerror(errno)));
+    }
+    std::lock_guard lock(mu_);
+    file_ = f;
+    return Status::Ok();
+  }
+  void Log(LogLevel level, std::string_view message) override {
+    if (level == LogLevel::kDebug)
+      return;
+    std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    std::string line =
+        fmt::format("{} {}[{}]: {}: {}\n", when, name_, getpid(), LevelName(level), message);
+    std::lock_guard lock(mu_);
+    std::fputs(line.c_str(), stderr);
+    if (file_) {
+      std::fputs(line.c_str(), file_);
+      std::fflush(file_);
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::string name_;
+  std::FILE* file_ = nullptr;
+};
+
+constexpr std::string_view kUsage =
+    "usage: k8sbridge-power [--config FILE] resume|suspend|resume-fail HOSTLIST\n"
+    "       k8sbridge-resume|k8sbridge-suspend|k8sbridge-resume-fail HOSTLIST\n"
+    "       k8sbridge-power --help | --version\n"
+    "Slurm's ResumeProgram, SuspendProgram and ResumeFailProgram (the k8sbridge-* names\n"
+    "are symlinks to k8sbridge-power): create or delete the worker pods of HOSTLIST.\n"
+    "  --config FILE  k8sbridge.conf (default $K8SBRIDGE_CONF, else /etc/slurm/k8sbridge.conf)\n"
+    "Exit status: 0 every node succeeded, 1 some nodes failed, 2 usage or configuration.\n";
+
+void Usage(Logger& log) {
+  log.Error("{}", kUsage.substr(0, kUsage.find('\n', kUsage.find("--help"))));
+}
+
+Result<kube::Config> KubeConfigFor(const conf::BridgeConfig& c) {
+  auto config =
+      kube::ProgramConfig(c.kubeconfig, c.kube_context, c.in_cluster, c.allow_insecure_http);
+  if (!config.ok())
+    return config.status().WithContext(fmt::format("{}: Kubernetes connection", c.file));
+  return config;
+}
+
+int Run(int argc, char** argv) {
+  std::string_view program = argv[0];
+  if (auto slash = program.rfind('/'); slash != std::string_view::npos)
+    program.remove_prefix(slash + 1);
+  if (auto answered = AnswerHelpOrVersion(argc, argv, "k8sbridge-power", kUsage))
+    return *answered;
+  ProgramLogger log(std::string(program.empty() ? "k8sbridge-power" : program));
+
+  std::string subcommand;
+  if (program == "k8sbridge-resume")
+    subcommand = "resume";
+  else if (program == "k8sbridge-suspend")
+    subcommand = "suspend";
+  else if (program == "k8sbridge-resume-fail")
+    subcommand = "resume-fail";
+
+  std::string config_path;
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--config" && i + 1 < argc) {
+      config_path = argv[++i];
+    } else if (a.starts_with("--config=")) {
+      config_path = std::string(a.substr(9));
+    } else {
+      args.emplace_back(a);
+    }
+  }
+  if (subcommand.empty() && !args.empty()) {
+    subcommand = args.front();
+    args.erase(args.begin());
+  }
+  if (subcommand != "resume" && subcommand != "suspend" && subcommand != "resume-fail") {
+    if (!subcommand.empty())
+      log.Error("unknown subcommand '{}'", subcommand);
+    Usage(log);
+    return kExitUsage;
+  }
+  if (args.size() != 1 || args[0].empty()) {
+    log.Error("{}: expected exactly one HOSTLIST argument, got {}", subcommand, args.size());
+    Usage(log);
+    return kExitUsage;
+  }
+
+  // The resume file is a memfd that vanishes when slurmctld is done with us: copy
+  // it before anything else can take time. A failure to read it fails the nodes
+  // below, once the hostlist is known.
+  std::optional<Result<std::string>> resume_json;
+  std::string resume_path;
+  if (subcommand == "resume") {
+    if (const char* p = std::getenv("SLURM_RESUME_FILE"); p && *p) {
+      resume_path = p;
+      resume_json = power::ReadResumeFile(resume_path);
+    } else {
+      log.Warning(
+          "SLURM_RESUME_FILE is not set (not run by slurmctld?): pods get no job labels and no "
+          "feature placement");
+    }
+  }
+
+  if (config_path.empty())
+    config_path = conf::DefaultConfigPath();
+  slurm::SlurmHostlists hostlists;
+  auto nodes = hostlists.Expand(args[0]);
+  if (!nodes.ok()) {
+    log.Error("HOSTLIST argument: {}", nodes.status().message());
+    return kExitUsage;
+  }
+  power::LibslurmNodes libslurm;
+  // slurmscriptd always sets SLURM_CONF; without it (a manual run) libslurm would
+  // go looking for a configuration server, so Slurm is left alone.
+  const char* slurm_conf = std::getenv("SLURM_CONF");
+  power::SlurmNodes* reachable =
+      slurm_conf != nullptr && access(slurm_conf, R_OK) == 0 ? &libslurm : nullptr;
+  // A resume that cannot even start fails its nodes at once (no pod is touched),
+  // so Slurm requeues the jobs now instead of after ResumeTimeout.
+  auto give_up = [&](const Status& why) {
+    log.Error("{}", why.message());
+    if (subcommand == "resume")
+      power::FailNodes(reachable, *nodes, why, log);
+    return kExitUsage;
+  };
+  auto request =
+      power::ResumeRequestOrFail(resume_json, resume_path, *nodes, hostlists, reachable, log);
+  if (!request.ok())
+    return kExitUsage;
+  auto config = conf::LoadBridgeConfig(config_path, hostlists);
+  if (!config.ok())
+    return give_up(config.status());
+  if (!config->log_file.empty()) {
+    if (Status s = log.OpenFile(config->log_file); !s.ok())
+      log.Warning("{}: {}", config->file, s.message());
+  }
+  auto setup = power::LoadPowerSetup(std::move(*config));
+  if (!setup.ok())
+    return give_up(setup.status());
+  auto kube_config = KubeConfigFor(setup->config);
+  if (!kube_config.ok())
+    return give_up(kube_config.status());
+  kube::ClientOptions options;
+  options.logger = &log;
+  options.qps = setup->config.qps;
+  options.burst = setup->config.burst;
+  options.connect_timeout = setup->config.connect_timeout;
+  options.request_timeout = setup->config.request_timeout;
+  // power::Resume/Suspend retry 429/5xx themselves, bounded by RetryDeadline.
+  options.max_retries = 0;
+  auto client = kube::Client::Create(*kube_config, options);
+  if (!client.ok())
+    return give_up(client.status());
+
+  std::unique_ptr<kube::EventRecorder> events;
+  if (subcommand == "resume-fail") {
+    kube::EventRecorderOptions eo;
+    eo.reporting_controller = contract::kPowerController;
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    eo.reporting_instance = host;
+    eo.default_namespace = setup->config.namespace_;
+    events = std::make_unique<kube::EventRecorder>(**client, eo);
+  }
+  std::unique_ptr<power::LibMungeCodec> munge;
+  if (subcommand == "resume" && setup->config.munge_check) {
+    std::string socket = setup->config.munge_socket;
+    if (socket.empty()) {
+      // The munged slurmctld authenticates with, as its configuration names it.
+      auto from_slurm = libslurm.ControllerMungeSocket();
+      if (from_slurm.ok()) {
+        socket = *from_slurm;
+      } else {
+        log.Warning("{}; the munge check uses libmunge's default socket (set MungeSocket=)",
+                    from_slurm.status().message());
+      }
+    }
+    munge = std::make_unique<power::LibMungeCodec>(socket);
+  }
+  power::PowerContext ctx{*setup, **client, libslurm, log, events.get(), munge.get()};
+
+  log.Info("{} {} ({} node(s)), namespace {}", subcommand, args[0], nodes->size(),
+           setup->config.namespace_);
+  power::PowerReport report;
+  if (subcommand == "resume")
+    report = power::Resume(ctx, *nodes, *request);
+  else if (subcommand == "suspend")
+    report = power::Suspend(ctx, *nodes);
+  else
+    report = power::ResumeFail(ctx, *nodes);
+  if (events)
+    events->Flush(std::chrono::seconds(5));
+
+  const size_t failed = report.Failed();
+  log.Info("{} {}: {} node(s) done, {} failed", subcommand, args[0], report.nodes.size() - failed,
+           failed);
+  return failed == 0 ? 0 : kExitFailedNodes;
+}
+
+}  // namespace
+}  // namespace k8sbridge
+
+int main(int argc, char** argv) {
+  return k8sbridge::Run(argc, argv);
+}
