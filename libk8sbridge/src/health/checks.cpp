@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "k8sbridge/text.h"
+
 namespace k8sbridge::health {
 namespace fs = std::filesystem;
 
@@ -50,8 +52,10 @@ std::optional<KernelXid> ParseKmsgXid(std::string_view record) {
   auto c2 = header.find(',', c1 + 1);
   KernelXid out;
   std::string_view seq = header.substr(c1 + 1, c2 == std::string_view::npos ? header.npos : c2 - c1 - 1);
-  if (std::from_chars(seq.data(), seq.data() + seq.size(), out.sequence).ec != std::errc())
+  auto sequence = text::ParseInt<uint64_t>(seq);
+  if (!sequence.ok())
     return std::nullopt;
+  out.sequence = *sequence;
   constexpr std::string_view kMarker = "NVRM: Xid (PCI:";
   auto at = msg.find(kMarker);
   if (at == std::string_view::npos) return std::nullopt;
@@ -236,9 +240,11 @@ Report CheckIbPorts(const HealthConfig& c) {
     for (const auto& e : fs::directory_iterator(dev / "ports", ec)) ports.push_back(e.path());
     std::sort(ports.begin(), ports.end());
     for (const fs::path& port : ports) {
-      unsigned n = 0;
-      std::string pname = port.filename();
-      std::from_chars(pname.data(), pname.data() + pname.size(), n);
+      // sysfs numbers the ports; anything else in ports/ is not one.
+      auto port_number = text::ParseInt<unsigned>(port.filename().string());
+      if (!port_number.ok())
+        continue;
+      const unsigned n = *port_number;
       const std::string devname = dev.filename();
       const IbPortExpectation* want = expectation_for(devname, n);
       if (!c.ib_ports.empty() && !want) continue;  // only configured ports are checked
@@ -275,7 +281,9 @@ std::optional<unsigned> GpusFromGres(std::string_view gres) {
       unsigned n = 1;
       if (colon != std::string_view::npos) {
         std::string_view count = item.substr(colon + 1);
-        if (std::from_chars(count.data(), count.data() + count.size(), n).ec != std::errc()) n = 1;
+        // "gpu:h100" names a type and no count: one GPU.
+        auto parsed = text::ParseInt<unsigned>(count);
+        n = parsed.ok() ? *parsed : 1;
       }
       total = total.value_or(0) + n;
     }

@@ -1,14 +1,15 @@
 #include "k8sbridge/health/config.h"
 
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "k8sbridge/conf/conf_file.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::health {
 namespace {
@@ -28,28 +29,30 @@ Result<bool> ParseBool(std::string_view file, int line, const ConfPair& p) {
   return *b;
 }
 
+// Integers in decimal or 0x hex; fractions not below 0.
+template <typename T>
+Result<T> ReadNumber(std::string_view value) {
+  if constexpr (std::is_integral_v<T>) {
+    if (value.starts_with("0x") || value.starts_with("0X")) {
+      return text::ParseInt<T>(value.substr(2), std::numeric_limits<T>::min(),
+                               std::numeric_limits<T>::max(), 16);
+    }
+    return text::ParseInt<T>(value);
+  } else {
+    return text::ParseDouble(value, 0);
+  }
+}
+
 template <typename T>
 Result<T> ParseNumber(std::string_view file, int line, const ConfPair& p, std::string_view what) {
-  T value{};
-  const char* begin = p.value.data();
-  const char* end = begin + p.value.size();
-  int base = 10;
-  if constexpr (std::is_integral_v<T>) {
-    if (p.value.starts_with("0x") || p.value.starts_with("0X")) {
-      begin += 2;
-      base = 16;
-    }
-    auto [ptr, ec] = std::from_chars(begin, end, value, base);
-    if (ec != std::errc() || ptr != end || begin == end) return Bad(file, line, p, what);
-  } else {
-    auto [ptr, ec] = std::from_chars(begin, end, value);
-    if (ec != std::errc() || ptr != end || begin == end || value < 0) return Bad(file, line, p, what);
-  }
+  auto value = ReadNumber<T>(p.value);
+  if (!value.ok())
+    return Bad(file, line, p, what);
   return value;
 }
 
 Result<std::chrono::milliseconds> ParseDuration(std::string_view file, int line, const ConfPair& p) {
-  auto d = conf::ParseDuration(p.value);
+  auto d = text::ParseDuration(p.value);
   if (!d.ok()) return Bad(file, line, p, d.status().message());
   return *d;
 }

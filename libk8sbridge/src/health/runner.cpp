@@ -14,6 +14,7 @@
 
 #include "k8sbridge/health/checks.h"
 #include "k8sbridge/health/watchdog.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::health {
 namespace {
@@ -120,28 +121,47 @@ void CheckFreeSpace(const HealthConfig& c, const std::string& path, double min_g
     r.Fail("disk.free", path, "unknown", why, Severity::kNode);
     return;
   }
-  double gib = std::strtod(run->output.c_str(), nullptr);
-  std::string value = fmt::format("{} GiB free", run->output);
-  if (gib < min_gib)
-    r.Fail("disk.free", path, value, fmt::format("{} GiB free, expected at least {:g}", run->output, min_gib),
-           Severity::kNode);
-  else
-    r.Pass("disk.free", path, value);
+  JudgeFreeSpace(path, run->output, min_gib, r);
 }
 
 }  // namespace
+
+void JudgeFreeSpace(const std::string& path, std::string_view gib_text, double min_gib, Report& r) {
+  auto gib = text::ParseDouble(gib_text, 0);
+  if (!gib.ok()) {
+    r.Fail("disk.free", path, "unknown",
+           fmt::format("unreadable free space from statvfs: {}", gib.status().message()),
+           Severity::kNode);
+    return;
+  }
+  std::string value = fmt::format("{} GiB free", gib_text);
+  if (*gib < min_gib)
+    r.Fail("disk.free", path, value,
+           fmt::format("{} GiB free, expected at least {:g}", gib_text, min_gib), Severity::kNode);
+  else
+    r.Pass("disk.free", path, value);
+}
 
 std::vector<KernelXid> ReadKernelXids(const std::string& path, HealthState& state) {
   std::vector<KernelXid> all;
   bool any = false;
   uint64_t newest = 0;
   auto take = [&](std::string_view record) {
+    // "<priority>,<sequence>,<timestamp>,...;message": a record whose sequence
+    // cannot be read cannot move the cursor either.
     auto c1 = record.find(',');
-    if (c1 == std::string_view::npos) return;
-    uint64_t seq = std::strtoull(std::string(record.substr(c1 + 1, 24)).c_str(), nullptr, 10);
-    newest = any ? std::max(newest, seq) : seq;
+    if (c1 == std::string_view::npos)
+      return;
+    auto c2 = record.find_first_of(",;", c1 + 1);
+    if (c2 == std::string_view::npos)
+      return;
+    auto seq = text::ParseInt<uint64_t>(record.substr(c1 + 1, c2 - c1 - 1));
+    if (!seq.ok())
+      return;
+    newest = any ? std::max(newest, *seq) : *seq;
     any = true;
-    if (auto x = ParseKmsgXid(record)) all.push_back(*x);
+    if (auto x = ParseKmsgXid(record))
+      all.push_back(*x);
   };
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return {};

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "k8sbridge/text.h"
+
 namespace k8sbridge::health {
 namespace {
 
@@ -58,7 +60,8 @@ Result<WatchdogResult> RunWithDeadline(const WatchdogWork& work, std::chrono::mi
   std::string buffer;
   const auto end = std::chrono::steady_clock::now() + deadline;
   bool eof = false;
-  while (!eof) {
+  bool broken = false;  // an answer that does not parse: the process is killed
+  while (!eof && !broken) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     pollfd p{fds[0], POLLIN, 0};
@@ -77,7 +80,16 @@ Result<WatchdogResult> RunWithDeadline(const WatchdogWork& work, std::chrono::mi
     for (;;) {
       auto nl = buffer.find('\n');
       if (nl == std::string::npos || nl < 1) break;
-      size_t len = std::strtoul(buffer.c_str() + 1, nullptr, 10);
+      // A frame header that does not read is a broken answer, not an empty one.
+      auto header = text::ParseInt<size_t>(std::string_view(buffer).substr(1, nl - 1));
+      if (!header.ok()) {
+        result.finished = true;
+        result.error = fmt::format("unreadable answer from the check's process: frame length {}",
+                                   header.status().message());
+        broken = true;
+        break;
+      }
+      size_t len = *header;
       if (buffer.size() < nl + 1 + len) break;
       char tag = buffer[0];
       std::string body = buffer.substr(nl + 1, len);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "k8sbridge/power/worker_pod.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::power {
 
@@ -29,15 +30,8 @@ double Quantity(const Value* v) {
   std::string s = StringOf(v);
   if (v && v->IsNumber())
     return v->GetDouble();
-  if (s.empty())
-    return -1;
-  try {
-    if (s.back() == 'm')
-      return std::stod(s.substr(0, s.size() - 1)) / 1000.0;
-    return std::stod(s);
-  } catch (...) {
-    return -1;
-  }
+  auto quantity = text::ParseQuantity(s);
+  return quantity.ok() ? *quantity : -1;
 }
 
 // The GPUs the pod's containers ask for (requests, else limits, which Kubernetes

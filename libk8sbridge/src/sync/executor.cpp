@@ -8,6 +8,7 @@
 
 #include "k8sbridge/node_reason.h"
 #include "k8sbridge/power/worker_pod.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::sync {
 
@@ -18,13 +19,6 @@ std::string JsonString(std::string_view s) {
   rapidjson::Writer<rapidjson::StringBuffer> w(buf);
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
   return buf.GetString();
-}
-
-std::string Join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& i : items)
-    out += (out.empty() ? "" : ",") + i;
-  return out;
 }
 
 // metadata.annotations, created if absent.
@@ -439,17 +433,17 @@ Status Executor::Cordon(const Action& action) {
       SetMember(ann, kCordonedByAnnotation, cluster, a);
       cordoned = true;
     }
-    SetMember(ann, kHardwareDrainsAnnotation, Join(action.slurm_nodes), a);
+    SetMember(ann, kHardwareDrainsAnnotation, text::Join(action.slurm_nodes, ","), a);
     SetMember(ann, kHardwareReasonAnnotation, action.reason, a);
     return Status::Ok();
   });
   if (!r.ok())
     return r.status();
   if (events_) {
-    events_->Record(
-        kube::ObjectReference::Of(*r), "Warning", "HardwareDrain", "Cordon",
-        fmt::format("Slurm drained {} for hardware ({}); {}tainted {}", Join(action.slurm_nodes),
-                    action.reason, cordoned ? "cordoned and " : "", kHardwareTaintKey));
+    events_->Record(kube::ObjectReference::Of(*r), "Warning", "HardwareDrain", "Cordon",
+                    fmt::format("Slurm drained {} for hardware ({}); {}tainted {}",
+                                text::Join(action.slurm_nodes, ","), action.reason,
+                                cordoned ? "cordoned and " : "", kHardwareTaintKey));
   }
   return Status::Ok();
 }

@@ -9,6 +9,7 @@
 
 #include "k8sbridge/features/features.h"
 #include "k8sbridge/power/worker_pod.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::sync {
 
@@ -30,13 +31,6 @@ std::map<std::string, const SlurmNode*> SlurmByName(const World& world) {
   for (const auto& n : world.slurm)
     slurm.emplace(n.name, &n);
   return slurm;
-}
-
-std::string Join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (const auto& i : items)
-    out += (out.empty() ? "" : std::string(sep)) + i;
-  return out;
 }
 
 std::vector<std::string> SplitList(std::string_view text) {
@@ -168,7 +162,7 @@ std::string_view ActionKindName(ActionKind kind) {
 std::string Action::ToString() const {
   std::string s = fmt::format("{} {}", ActionKindName(kind), target);
   if (!slurm_nodes.empty())
-    s += fmt::format(" for {}", Join(slurm_nodes, ","));
+    s += fmt::format(" for {}", text::Join(slurm_nodes, ","));
   if (!reason.empty())
     s += fmt::format(": {}", reason);
   return s;
