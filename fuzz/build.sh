@@ -26,12 +26,12 @@ libs=(-lfmt -lyaml-cpp -lcurl -lssl -lcrypto -pthread)
 clang++ "${common[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   "$here/ibnetdiscover_fuzz.cpp" \
   "$src/topology/fabric.cpp" "$src/topology/builder.cpp" "$src/topology/hostlist.cpp" \
-  "$src/topology/render.cpp" "$src/status.cpp" "$src/log.cpp" \
+  "$src/topology/render.cpp" "$src/status.cpp" "$src/log.cpp" "$src/text.cpp" \
   -lfmt -lyaml-cpp -o "$out/ibnetdiscover_fuzz"
 
 # The Kubernetes client's sources, once, instrumented for the fuzzer.
 objs=()
-for f in "$src"/status.cpp "$src"/log.cpp "$src"/clock.cpp "$src"/kube/*.cpp; do
+for f in "$src"/status.cpp "$src"/log.cpp "$src"/clock.cpp "$src"/text.cpp "$src"/kube/*.cpp; do
   o="$out/obj/$(basename "$(dirname "$f")")_$(basename "${f%.cpp}").o"
   clang++ "${common[@]}" -fsanitize=fuzzer-no-link,address -c "$f" -o "$o"
   objs+=("$o")
