@@ -34,6 +34,31 @@ void Frame(int fd, char tag, const std::string& body) {
   WriteAll(fd, fmt::format("{}{}\n", tag, body.size()) + body);
 }
 
+// Takes the complete "<tag><length>\n<body>" frames off the front of `buffer`
+// into `result`. False when a frame header does not read: a broken answer, not
+// an empty one.
+bool ConsumeFrames(std::string& buffer, WatchdogResult& result) {
+  for (;;) {
+    auto nl = buffer.find('\n');
+    if (nl == std::string::npos || nl < 1) return true;
+    auto header = text::ParseInt<size_t>(std::string_view(buffer).substr(1, nl - 1));
+    if (!header.ok()) {
+      result.finished = true;
+      result.error = fmt::format("unreadable answer from the check's process: frame length {}",
+                                 header.status().message());
+      return false;
+    }
+    size_t len = *header;
+    if (buffer.size() < nl + 1 + len) return true;
+    char tag = buffer[0];
+    std::string body = buffer.substr(nl + 1, len);
+    buffer.erase(0, nl + 1 + len);
+    if (tag == 'P') result.last_progress = std::move(body);
+    else if (tag == 'R') { result.finished = true; result.output = std::move(body); }
+    else if (tag == 'E') { result.finished = true; result.error = std::move(body); }
+  }
+}
+
 }  // namespace
 
 Result<WatchdogResult> RunWithDeadline(const WatchdogWork& work, std::chrono::milliseconds deadline) {
@@ -76,28 +101,7 @@ Result<WatchdogResult> RunWithDeadline(const WatchdogWork& work, std::chrono::mi
       break;
     }
     buffer.append(chunk, static_cast<size_t>(n));
-    // Consume complete frames.
-    for (;;) {
-      auto nl = buffer.find('\n');
-      if (nl == std::string::npos || nl < 1) break;
-      // A frame header that does not read is a broken answer, not an empty one.
-      auto header = text::ParseInt<size_t>(std::string_view(buffer).substr(1, nl - 1));
-      if (!header.ok()) {
-        result.finished = true;
-        result.error = fmt::format("unreadable answer from the check's process: frame length {}",
-                                   header.status().message());
-        broken = true;
-        break;
-      }
-      size_t len = *header;
-      if (buffer.size() < nl + 1 + len) break;
-      char tag = buffer[0];
-      std::string body = buffer.substr(nl + 1, len);
-      buffer.erase(0, nl + 1 + len);
-      if (tag == 'P') result.last_progress = std::move(body);
-      else if (tag == 'R') { result.finished = true; result.output = std::move(body); }
-      else if (tag == 'E') { result.finished = true; result.error = std::move(body); }
-    }
+    broken = !ConsumeFrames(buffer, result);
   }
   close(fds[0]);
   if (!eof || !result.finished) {
