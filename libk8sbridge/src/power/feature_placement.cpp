@@ -198,7 +198,7 @@ Status CheckFeaturePlacement(const PowerContext& ctx, PlacementSnapshot& snapsho
   if (annotations.find(std::string(kFeaturesAnnotation)) == annotations.end())
     return Status::Ok();
   const auto& lists =
-      snapshot.Get(ctx.client, ctx.setup.config.namespace_, ctx.setup.config.cluster_name);
+      snapshot.Get(ctx.client, ctx.setup.config.kube.namespace_, ctx.setup.config.cluster_name);
   if (!lists.ok()) {
     ctx.log.Warning(
         "node {}: cannot list Kubernetes nodes and pods to check the features' placement ({}); "
@@ -206,7 +206,8 @@ Status CheckFeaturePlacement(const PowerContext& ctx, PlacementSnapshot& snapsho
         node, lists.status().message());
     return Status::Ok();
   }
-  return FeaturePlacementPossible(ctx.setup.config.gpu_resource, pod, lists->first, lists->second);
+  return FeaturePlacementPossible(ctx.setup.config.power.gpu_resource, pod, lists->first,
+                                  lists->second);
 }
 
 }  // namespace k8sbridge::power

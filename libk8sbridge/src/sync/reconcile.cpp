@@ -358,7 +358,7 @@ std::vector<Clock::Steady::duration> Reconciler::TakeResumeLatencies() {
 // the pod, so a restart neither repeats nor forgets a change.
 void Reconciler::PlanFeatures(const World& world, std::vector<Action>& out) {
   const conf::BridgeConfig* config = options_.config;
-  if (config == nullptr || (config->features.empty() && config->feature_label_prefix.empty()))
+  if (config == nullptr || (config->features.empty() && config->node_features.label_prefix.empty()))
     return;
   std::map<std::string, const kube::Object*, std::less<>> k8s_nodes;
   for (const kube::Object& n : world.nodes)
