@@ -19,19 +19,21 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 out=${1:-/tmp/k8sbridge-fuzz}
 mkdir -p "$out/obj" "$out/corpus"/{ibnetdiscover,kubeconfig,watch_stream,status}
-src=$root/libk8sbridge/src
-common=(-std=c++20 -g -O1 -fno-omit-frame-pointer -I"$root/libk8sbridge/include")
+lib=$root/libk8sbridge
+common=(-std=c++20 -g -O1 -fno-omit-frame-pointer)
+for layer in "$lib"/*/include; do common+=(-I"$layer"); done
 libs=(-lfmt -lyaml-cpp -lcurl -lssl -lcrypto -pthread)
 
 clang++ "${common[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   "$here/ibnetdiscover_fuzz.cpp" \
-  "$src/topology/fabric.cpp" "$src/topology/builder.cpp" "$src/topology/hostlist.cpp" \
-  "$src/topology/render.cpp" "$src/status.cpp" "$src/log.cpp" \
+  "$lib/topology/src/fabric.cpp" "$lib/topology/src/builder.cpp" "$lib/core/src/hostlist.cpp" \
+  "$lib/topology/src/render.cpp" "$lib/core/src/status.cpp" "$lib/core/src/log.cpp" \
+  "$lib/core/src/text.cpp" \
   -lfmt -lyaml-cpp -o "$out/ibnetdiscover_fuzz"
 
 # The Kubernetes client's sources, once, instrumented for the fuzzer.
 objs=()
-for f in "$src"/status.cpp "$src"/log.cpp "$src"/clock.cpp "$src"/kube/*.cpp; do
+for f in "$lib"/core/src/{status,log,clock,text}.cpp "$lib"/kube/src/*.cpp; do
   o="$out/obj/$(basename "$(dirname "$f")")_$(basename "${f%.cpp}").o"
   clang++ "${common[@]}" -fsanitize=fuzzer-no-link,address -c "$f" -o "$o"
   objs+=("$o")

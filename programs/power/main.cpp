@@ -100,8 +100,8 @@ void Usage(Logger& log) {
 }
 
 Result<kube::Config> KubeConfigFor(const conf::BridgeConfig& c) {
-  auto config =
-      kube::ProgramConfig(c.kubeconfig, c.kube_context, c.in_cluster, c.allow_insecure_http);
+  auto config = kube::ProgramConfig(c.kube.kubeconfig, c.kube.context, c.kube.in_cluster,
+                                    c.kube.allow_insecure_http);
   if (!config.ok())
     return config.status().WithContext(fmt::format("{}: Kubernetes connection", c.file));
   return config;
@@ -196,8 +196,8 @@ int Run(int argc, char** argv) {
   auto config = conf::LoadBridgeConfig(config_path, hostlists);
   if (!config.ok())
     return give_up(config.status());
-  if (!config->log_file.empty()) {
-    if (Status s = log.OpenFile(config->log_file); !s.ok())
+  if (!config->power.log_file.empty()) {
+    if (Status s = log.OpenFile(config->power.log_file); !s.ok())
       log.Warning("{}: {}", config->file, s.message());
   }
   auto setup = power::LoadPowerSetup(std::move(*config));
@@ -208,10 +208,10 @@ int Run(int argc, char** argv) {
     return give_up(kube_config.status());
   kube::ClientOptions options;
   options.logger = &log;
-  options.qps = setup->config.qps;
-  options.burst = setup->config.burst;
-  options.connect_timeout = setup->config.connect_timeout;
-  options.request_timeout = setup->config.request_timeout;
+  options.qps = setup->config.kube.qps;
+  options.burst = setup->config.kube.burst;
+  options.connect_timeout = setup->config.kube.connect_timeout;
+  options.request_timeout = setup->config.kube.request_timeout;
   // power::Resume/Suspend retry 429/5xx themselves, bounded by RetryDeadline.
   options.max_retries = 0;
   auto client = kube::Client::Create(*kube_config, options);
@@ -225,12 +225,12 @@ int Run(int argc, char** argv) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     eo.reporting_instance = host;
-    eo.default_namespace = setup->config.namespace_;
+    eo.default_namespace = setup->config.kube.namespace_;
     events = std::make_unique<kube::EventRecorder>(**client, eo);
   }
   std::unique_ptr<power::LibMungeCodec> munge;
-  if (subcommand == "resume" && setup->config.munge_check) {
-    std::string socket = setup->config.munge_socket;
+  if (subcommand == "resume" && setup->config.power.munge_check) {
+    std::string socket = setup->config.power.munge_socket;
     if (socket.empty()) {
       // The munged slurmctld authenticates with, as its configuration names it.
       auto from_slurm = libslurm.ControllerMungeSocket();
@@ -246,7 +246,7 @@ int Run(int argc, char** argv) {
   power::PowerContext ctx{*setup, **client, libslurm, log, events.get(), munge.get()};
 
   log.Info("{} {} ({} node(s)), namespace {}", subcommand, args[0], nodes->size(),
-           setup->config.namespace_);
+           setup->config.kube.namespace_);
   power::PowerReport report;
   if (subcommand == "resume")
     report = power::Resume(ctx, *nodes, *request);

@@ -186,12 +186,12 @@ class SyncMetrics final : public kube::Metrics {
 
 Result<kube::Config> KubeConfigFor(const conf::BridgeConfig& c) {
   Result<kube::Config> config = Status::Internal("unset");
-  if (c.in_cluster || (c.kubeconfig.empty() && std::getenv("KUBERNETES_SERVICE_HOST"))) {
+  if (c.kube.in_cluster || (c.kube.kubeconfig.empty() && std::getenv("KUBERNETES_SERVICE_HOST"))) {
     config = kube::InClusterConfigFromEnv();
-  } else if (!c.kubeconfig.empty()) {
-    config = kube::LoadKubeconfig({c.kubeconfig}, c.kube_context, c.allow_insecure_http);
+  } else if (!c.kube.kubeconfig.empty()) {
+    config = kube::LoadKubeconfig({c.kube.kubeconfig}, c.kube.context, c.kube.allow_insecure_http);
   } else {
-    config = kube::LoadKubeconfig({}, c.kube_context, c.allow_insecure_http);
+    config = kube::LoadKubeconfig({}, c.kube.context, c.kube.allow_insecure_http);
   }
   if (!config.ok())
     return config.status().WithContext(fmt::format("{}: Kubernetes connection", c.file));
@@ -230,7 +230,7 @@ void Usage(Logger& log) {
 kube::LeaderElectionOptions LeaderOptions(const conf::BridgeConfig& config,
                                           const std::string& identity) {
   kube::LeaderElectionOptions lo;
-  lo.namespace_ = config.namespace_;
+  lo.namespace_ = config.kube.namespace_;
   lo.name = LeaseName(config);
   lo.identity = identity;
   lo.lease_duration = std::chrono::duration_cast<std::chrono::seconds>(config.sync.lease_duration);
@@ -251,7 +251,7 @@ int OnePass(const conf::BridgeConfig& config, kube::Client& client, SlurmControl
   world.slurm = std::move(*nodes);
   kube::ListOptions lo;
   lo.label_selector = power::OwnedPodsSelector(config.cluster_name);
-  auto pods = client.List(kube::kPods, config.namespace_, lo);
+  auto pods = client.List(kube::kPods, config.kube.namespace_, lo);
   auto knodes = client.List(kube::kNodes, "", {});
   if (!pods.ok() || !knodes.ok()) {
     log.Error("Kubernetes cannot be read, nothing done: {}",
@@ -262,7 +262,7 @@ int OnePass(const conf::BridgeConfig& config, kube::Client& client, SlurmControl
   world.nodes = std::move(knodes->items);
   Reconciler reconciler(ReconcileOptions::From(config));
   auto actions = reconciler.Plan(world, client.clock().Now(), client.clock().WallNow());
-  ExecutorOptions eo{config.cluster_name, config.namespace_};
+  ExecutorOptions eo{config.cluster_name, config.kube.namespace_};
   if (elector) {
     // The Lease is not renewed during the pass: it acts within the renew deadline.
     const auto until = client.clock().Now() + LeaderOptions(config, "").renew_deadline;
@@ -287,7 +287,7 @@ int RunOnce(const conf::BridgeConfig& config, kube::Client& client, SlurmControl
     log.Error(
         "--once: the Lease {}/{} is held by {} (or cannot be read): nothing done; stop that "
         "daemon, or give --no-lease to act beside it",
-        config.namespace_, LeaseName(config),
+        config.kube.namespace_, LeaseName(config),
         elector->ObservedLeader().empty() ? "?" : elector->ObservedLeader());
     return 1;
   }
@@ -345,10 +345,10 @@ int Run(int argc, char** argv) {
   kube::ClientOptions options;
   options.logger = &log;
   options.metrics = &metrics;
-  options.qps = config.qps;
-  options.burst = config.burst;
-  options.connect_timeout = config.connect_timeout;
-  options.request_timeout = config.request_timeout;
+  options.qps = config.kube.qps;
+  options.burst = config.kube.burst;
+  options.connect_timeout = config.kube.connect_timeout;
+  options.request_timeout = config.kube.request_timeout;
   options.max_retries = 2;  // the loop retries everything anyway
   auto client_or = kube::Client::Create(*kube_config, options);
   if (!client_or.ok()) {
@@ -394,7 +394,7 @@ int Run(int argc, char** argv) {
                                [&](const kube::Object&, const kube::Object&) { wake(); },
                                [&](const kube::Object&) { wake(); }};
   kube::ReflectorOptions pod_options;
-  pod_options.namespace_ = config.namespace_;
+  pod_options.namespace_ = config.kube.namespace_;
   pod_options.label_selector = power::OwnedPodsSelector(config.cluster_name);
   // A silent stream (a stalled server) is noticed within a minute and a half.
   pod_options.watch_timeout_seconds = 60;
@@ -433,13 +433,13 @@ int Run(int argc, char** argv) {
   kube::EventRecorderOptions eo;
   eo.reporting_controller = contract::kSyncController;
   eo.reporting_instance = identity;
-  eo.default_namespace = config.namespace_;
+  eo.default_namespace = config.kube.namespace_;
   kube::EventRecorder events(client, eo);
   // Leadership is asked before every action; a pass that has run longer than the
   // renew deadline stops too: its plan is that old, and the lease may have changed
   // hands since (IsLeader turns false only some time after a renewal failed).
   std::atomic<int64_t> pass_started{0};
-  ExecutorOptions xo{config.cluster_name, config.namespace_};
+  ExecutorOptions xo{config.cluster_name, config.kube.namespace_};
   xo.leading = [&]() {
     const auto age = client.clock().Now().time_since_epoch().count() - pass_started.load();
     return elector.IsLeader() && Clock::Steady::duration(age) < lo.renew_deadline;
@@ -448,7 +448,7 @@ int Run(int argc, char** argv) {
   Reconciler reconciler(ReconcileOptions::From(config));
 
   log.Info("started as {}: cluster {}, namespace {}, Lease {}, poll {} ms, metrics {}", identity,
-           config.cluster_name, config.namespace_, lo.name, config.sync.poll_interval.count(),
+           config.cluster_name, config.kube.namespace_, lo.name, config.sync.poll_interval.count(),
            config.sync.metrics_listen.empty() ? "off" : config.sync.metrics_listen);
   // Slurm is polled on its own thread, so that a slow answer (slurmctld busy) never
   // holds up acting on a Kubernetes change; the loop acts on the latest answer while

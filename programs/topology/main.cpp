@@ -11,6 +11,7 @@
 
 #include "k8sbridge/log.h"
 #include "k8sbridge/program.h"
+#include "k8sbridge/text.h"
 #include "k8sbridge/topology/fabric.h"
 #include "k8sbridge/hostlist.h"
 #include "k8sbridge/topology/live.h"
@@ -181,12 +182,13 @@ Status LoadFabric(const Args& args, topo::FabricGraph& graph) {
     size_t colon = spec.find(':');
     live.ca_name = spec.substr(0, colon);
     if (colon != std::string::npos) {
-      try {
-        live.ca_port = std::stoi(spec.substr(colon + 1));
-      } catch (const std::exception&) {
+      auto port = k8sbridge::text::ParseInt<int>(std::string_view(spec).substr(colon + 1), 0, 255);
+      if (!port.ok()) {
         return Status::InvalidArgument(
-            fmt::format("--live={}: expected CA[:PORT] with a numeric port", spec));
+            fmt::format("--live={}: expected CA[:PORT] with a numeric port ({})", spec,
+                        port.status().message()));
       }
+      live.ca_port = *port;
     }
     auto scanned = topo::DiscoverFabric(live);
     if (!scanned.ok()) {

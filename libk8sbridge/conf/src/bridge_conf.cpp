@@ -2,379 +2,39 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <map>
-#include <regex>
+#include <span>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "k8sbridge/conf/conf_file.h"
 #include "k8sbridge/contract.h"
+#include "k8sbridge/conf/conf_keys.h"
 
 namespace k8sbridge::conf {
 
 namespace {
 
-using Setter = std::function<Status(BridgeConfig&, const std::string&)>;
-
-Result<PlacementAffinity> ParseAffinity(const std::string& value) {
-  if (KeyEquals(value, "required"))
-    return PlacementAffinity::kRequired;
-  if (KeyEquals(value, "preferred"))
-    return PlacementAffinity::kPreferred;
-  if (KeyEquals(value, "none"))
-    return PlacementAffinity::kNone;
-  return Status::InvalidArgument(
-      fmt::format("'{}' is not one of required, preferred or none", value));
-}
-
-Status CheckLabelKey(const std::string& value) {
-  std::string error = LabelKeyError(value);
-  if (!error.empty()) {
-    return Status::InvalidArgument(
-        fmt::format("'{}' is not a Kubernetes label key: {}", value, error));
+// The row of `name` (case-insensitive), or null.
+template <typename R>
+const Key<R>* FindKey(std::span<const Key<R>> table, std::string_view name) {
+  for (const Key<R>& key : table) {
+    if (KeyEquals(key.name, name))
+      return &key;
   }
-  return Status::Ok();
+  return nullptr;
 }
 
-// A yes/no key that sets `field`.
-Setter BoolSetter(bool BridgeConfig::*field) {
-  return [field](BridgeConfig& c, const std::string& v) {
-    auto b = ParseBool(v);
-    if (!b.ok())
-      return b.status();
-    c.*field = *b;
-    return Status::Ok();
-  };
-}
-
-const std::map<std::string, Setter, std::less<>>& GlobalSetters() {
-  static const auto* setters = new std::map<std::string, Setter, std::less<>>{
-      {"ClusterName",
-       [](BridgeConfig& c, const std::string& v) {
-         std::string error = v.empty() ? "it is empty" : LabelValueError(v);
-         if (!error.empty()) {
-           return Status::InvalidArgument(fmt::format(
-               "'{}' cannot be a Kubernetes label value ({}): use slurm.conf's ClusterName, "
-               "which Slurm keeps lower-case",
-               v, error));
-         }
-         c.cluster_name = v;
-         return Status::Ok();
-       }},
-      {"Kubeconfig",
-       [](BridgeConfig& c, const std::string& v) {
-         c.kubeconfig = v;
-         return Status::Ok();
-       }},
-      // Plain http:// to the API server sends the bearer token in clear: refused
-      // unless asked for (a test API server on loopback).
-      {"AllowInsecureHttp", BoolSetter(&BridgeConfig::allow_insecure_http)},
-      {"KubeContext",
-       [](BridgeConfig& c, const std::string& v) {
-         c.kube_context = v;
-         return Status::Ok();
-       }},
-      {"InCluster",
-       [](BridgeConfig& c, const std::string& v) {
-         auto b = ParseBool(v);
-         if (!b.ok())
-           return b.status();
-         c.in_cluster = *b;
-         return Status::Ok();
-       }},
-      {"Namespace",
-       [](BridgeConfig& c, const std::string& v) {
-         std::string error = Dns1123LabelError(v);
-         if (!error.empty()) {
-           return Status::InvalidArgument(
-               fmt::format("'{}' is not a Kubernetes namespace name: {}", v, error));
-         }
-         c.namespace_ = v;
-         return Status::Ok();
-       }},
-      {"QPS",
-       [](BridgeConfig& c, const std::string& v) {
-         double d = 0;
-         auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
-         if (ec != std::errc() || end != v.data() + v.size() || !(d > 0) || d > 100'000) {
-           return Status::InvalidArgument(
-               fmt::format("'{}' is not a request rate: use a number above 0, e.g. 50", v));
-         }
-         c.qps = d;
-         return Status::Ok();
-       }},
-      {"Burst",
-       [](BridgeConfig& c, const std::string& v) {
-         auto n = ParseInt(v, 1, 100'000);
-         if (!n.ok())
-           return n.status();
-         c.burst = static_cast<int>(*n);
-         return Status::Ok();
-       }},
-      {"Concurrency",
-       [](BridgeConfig& c, const std::string& v) {
-         auto n = ParseInt(v, 1, 4096);
-         if (!n.ok())
-           return n.status();
-         c.concurrency = static_cast<int>(*n);
-         return Status::Ok();
-       }},
-      {"ConnectTimeout",
-       [](BridgeConfig& c, const std::string& v) {
-         auto d = ParseDuration(v);
-         if (!d.ok())
-           return d.status();
-         c.connect_timeout = *d;
-         return Status::Ok();
-       }},
-      {"RequestTimeout",
-       [](BridgeConfig& c, const std::string& v) {
-         auto d = ParseDuration(v);
-         if (!d.ok())
-           return d.status();
-         c.request_timeout = *d;
-         return Status::Ok();
-       }},
-      {"RetryDeadline",
-       [](BridgeConfig& c, const std::string& v) {
-         auto d = ParseDuration(v);
-         if (!d.ok())
-           return d.status();
-         c.retry_deadline = *d;
-         return Status::Ok();
-       }},
-      {"WorkerCommand",
-       [](BridgeConfig& c, const std::string& v) {
-         if (v.empty() || v.front() != '/') {
-           return Status::InvalidArgument(fmt::format(
-               "'{}' is not an absolute path: give the path of k8sbridge-worker inside the "
-               "worker image, e.g. /usr/sbin/k8sbridge-worker",
-               v));
-         }
-         c.worker_command = v;
-         return Status::Ok();
-       }},
-      {"ConfServer",
-       [](BridgeConfig& c, const std::string& v) {
-         c.conf_server = v;
-         return Status::Ok();
-       }},
-      {"MungeCheck",
-       [](BridgeConfig& c, const std::string& v) {
-         auto b = ParseBool(v);
-         if (!b.ok())
-           return b.status();
-         c.munge_check = *b;
-         return Status::Ok();
-       }},
-      {"MungeSocket",
-       [](BridgeConfig& c, const std::string& v) {
-         if (v.empty() || v.front() != '/') {
-           return Status::InvalidArgument(fmt::format(
-               "'{}' is not an absolute path: give the socket of the munged that slurmctld "
-               "uses (slurm.conf AuthInfo=socket=...), e.g. /run/munge/munge.socket.2",
-               v));
-         }
-         c.munge_socket = v;
-         return Status::Ok();
-       }},
-      {"LogFile",
-       [](BridgeConfig& c, const std::string& v) {
-         if (v.empty() || v.front() != '/') {
-           return Status::InvalidArgument(fmt::format(
-               "'{}' is not an absolute path: give a file SlurmUser may append to, e.g. "
-               "/var/log/slurm/k8sbridge-power.log",
-               v));
-         }
-         c.log_file = v;
-         return Status::Ok();
-       }},
-      // --- k8sbridge-sync (docs/sync.md) ---
-      {"SyncHardwareReason",
-       [](BridgeConfig& c, const std::string& v) {
-         try {
-           std::regex re(v, std::regex::ECMAScript | std::regex::icase);
-         } catch (const std::regex_error& e) {
-           return Status::InvalidArgument(fmt::format(
-               "'{}' is not a regular expression ({}): write an ECMAScript pattern, e.g. "
-               "'^(\\[hardware\\]|xid|ecc|nvlink)'",
-               v, e.what()));
-         }
-         c.sync.hardware_reason = v;
-         return Status::Ok();
-       }},
-      {"SyncUnschedulableGrace",
-       [](BridgeConfig& c, const std::string& v) {
-         auto d = ParseDuration(v);
-         if (!d.ok())
-           return d.status();
-         c.sync.unschedulable_grace = *d;
-         return Status::Ok();
-       }},
-      {"SyncOrphanGrace",
-       [](BridgeConfig& c, const std::string& v) {
-         auto d = ParseDuration(v);
-         if (!d.ok())
-           return d.status();
-         c.sync.orphan_grace = *d;
-         return Status::Ok();
-       }},
-      {"SyncCircuitBreakerThreshold",
-       [](BridgeConfig& c, const std::string& v) {
-         auto n = ParseInt(v, 0, 10'000);
-         if (!n.ok())
-           return n.status();
-         c.sync.breaker_threshold = static_cast<int>(*n);
-         return Status::Ok();
-       }},
-      {"SyncCircuitBreakerCooldown",
-       [](BridgeConfig& c, const std::string& v) {
-         auto d = ParseDuration(v);
-         if (!d.ok())
-           return d.status();
-         c.sync.breaker_cooldown = *d;
-         return Status::Ok();
-       }},
-      {"SyncLeaseName",
-       [](BridgeConfig& c, const std::string& v) {
-         std::string error = Dns1123LabelError(v);
-         if (!error.empty()) {
-           return Status::InvalidArgument(
-               fmt::format("'{}' cannot name a Lease: {}; e.g. k8sbridge-sync-hpc1", v, error));
-         }
-         c.sync.lease_name = v;
-         return Status::Ok();
-       }},
-      {"SyncLeaseDuration",
-       [](BridgeConfig& c, const std::string& v) {
-         auto d = ParseDuration(v);
-         if (!d.ok())
-           return d.status();
-         if (*d < std::chrono::seconds(3)) {
-           return Status::InvalidArgument(fmt::format(
-               "'{}' is too short: a lease needs at least 3s (renewals every third of it)", v));
-         }
-         c.sync.lease_duration = *d;
-         return Status::Ok();
-       }},
-      {"SyncMetricsListen",
-       [](BridgeConfig& c, const std::string& v) {
-         size_t colon = v.rfind(':');
-         if (!v.empty() && (colon == std::string::npos || colon == 0 ||
-                            !ParseInt(v.substr(colon + 1), 0, 65535).ok())) {
-           return Status::InvalidArgument(fmt::format(
-               "'{}' is not HOST:PORT: write e.g. 127.0.0.1:9109, or leave it empty for no "
-               "metrics endpoint",
-               v));
-         }
-         c.sync.metrics_listen = v;
-         return Status::Ok();
-       }},
-      {"SyncPollInterval",
-       [](BridgeConfig& c, const std::string& v) {
-         auto d = ParseDuration(v);
-         if (!d.ok())
-           return d.status();
-         c.sync.poll_interval = *d;
-         return Status::Ok();
-       }},
-      {"SyncMaxActionsPerPass",
-       [](BridgeConfig& c, const std::string& v) {
-         if (v == "auto") {
-           c.sync.max_actions_per_pass = 0;
-           return Status::Ok();
-         }
-         auto n = ParseInt(v, 1, 1'000'000);
-         if (!n.ok()) {
-           return Status::InvalidArgument(fmt::format(
-               "'{}' is not a cap on destructive actions per pass: write a number from 1 "
-               "(e.g. 50) or auto (10% of the Slurm nodes, at least 20)",
-               v));
-         }
-         c.sync.max_actions_per_pass = static_cast<int>(*n);
-         return Status::Ok();
-       }},
-      // --- end of k8sbridge-sync keys ---
-      {"GpuResource",
-       [](BridgeConfig& c, const std::string& v) {
-         if (Status s = CheckLabelKey(v); !s.ok())
-           return s;
-         c.gpu_resource = v;
-         return Status::Ok();
-       }},
-      {"PlacementLabel",
-       [](BridgeConfig& c, const std::string& v) {
-         if (Status s = CheckLabelKey(v); !s.ok())
-           return s;
-         c.placement_label = v;
-         return Status::Ok();
-       }},
-      {"PlacementAffinity",
-       [](BridgeConfig& c, const std::string& v) {
-         auto a = ParseAffinity(v);
-         if (!a.ok())
-           return a.status();
-         c.placement_affinity = *a;
-         return Status::Ok();
-       }},
-      {"FeatureLabelTimeout",
-       [](BridgeConfig& c, const std::string& v) {
-         auto d = ParseDuration(v);
-         if (!d.ok())
-           return d.status();
-         if (d->count() <= 0 || *d > std::chrono::seconds(30)) {
-           return Status::InvalidArgument(fmt::format(
-               "'{}' is out of range: slurmd registration waits this long at most for node "
-               "labels, so give 1 ms to 30 s, e.g. 2s",
-               v));
-         }
-         c.feature_label_timeout = *d;
-         return Status::Ok();
-       }},
-      {"FeatureCacheFile",
-       [](BridgeConfig& c, const std::string& v) {
-         if (v.empty() || v.front() != '/') {
-           return Status::InvalidArgument(
-               fmt::format("'{}' is not an absolute path: give a file slurmd may write, e.g. "
-                           "/var/spool/slurmd/%n/k8sbridge-labels.json (%n is the Slurm node name)",
-                           v));
-         }
-         c.feature_cache_file = v;
-         return Status::Ok();
-       }},
-      {"FeatureLabelPrefix",
-       [](BridgeConfig& c, const std::string& v) {
-         if (Status s = CheckLabelKey(v + "x"); !s.ok()) {
-           return Status::InvalidArgument(fmt::format(
-               "'{}' cannot start a label key: {}; e.g. feature.k8sbridge.io/", v, s.message()));
-         }
-         c.feature_label_prefix = v;
-         return Status::Ok();
-       }},
-  };
-  return *setters;
-}
-
-std::vector<std::string_view> Names(const std::map<std::string, Setter, std::less<>>& m) {
+template <typename R>
+std::vector<std::string_view> Names(std::span<const Key<R>> table) {
   std::vector<std::string_view> names;
-  for (const auto& [name, setter] : m)
-    names.push_back(name);
+  for (const Key<R>& key : table)
+    names.push_back(key.name);
   return names;
-}
-
-// Finds the canonical spelling of `key` among `known` (case-insensitive).
-std::string_view Canonical(std::string_view key, const std::vector<std::string_view>& known) {
-  for (std::string_view k : known) {
-    if (KeyEquals(k, key))
-      return k;
-  }
-  return {};
 }
 
 std::string Dirname(std::string_view file) {
@@ -384,16 +44,6 @@ std::string Dirname(std::string_view file) {
   if (slash == 0)
     return "/";
   return std::string(file.substr(0, slash));
-}
-
-bool IsFeatureName(std::string_view f) {
-  if (f.empty())
-    return false;
-  for (char c : f) {
-    if (std::string_view("&|,*[]()!=: \t").find(c) != std::string_view::npos)
-      return false;
-  }
-  return true;
 }
 
 class Parser {
@@ -444,51 +94,58 @@ class Parser {
   }
 
   Status ParseGlobals(const ConfLine& line) {
-    const auto& setters = GlobalSetters();
     for (const ConfPair& pair : line.pairs) {
-      std::string_view name = Canonical(pair.key, GlobalKeys());
-      if (name.empty()) {
-        if (KeyEquals(pair.key, "NodeGroup") || KeyEquals(pair.key, "Feature") ||
-            Canonical(pair.key, NodeGroupKeys()) != "" ||
-            Canonical(pair.key, FeatureKeys()) != "") {
+      const Key<BridgeConfig>* key = FindKey(GlobalKeyTable(), pair.key);
+      if (key == nullptr) {
+        if (FindKey(NodeGroupKeyTable(), pair.key) || FindKey(FeatureKeyTable(), pair.key)) {
           return Error(line, pair,
                        "belongs on a NodeGroup= or Feature= line, and such a line starts with "
                        "that key: move it there");
         }
         return UnknownKey(line, pair, "", GlobalKeys());
       }
-      auto [it, inserted] = seen_globals_.emplace(std::string(name), line.line);
+      auto [it, inserted] = seen_globals_.emplace(std::string(key->name), line.line);
       if (!inserted) {
         return Error(line, pair,
                      fmt::format("is already set on line {}: keep one of the two", it->second));
       }
-      Status s = setters.find(name)->second(config_, pair.value);
-      if (!s.ok())
+      if (Status s = ApplyKey(*key, pair.value, config_); !s.ok())
         return Error(line, pair, s.message());
     }
     return Status::Ok();
   }
 
+  // Reads a record line (its first key names the record) into `record`, key by
+  // key through the table; returns each key's pair by name for the record's rules.
+  template <typename R>
+  Result<std::map<std::string_view, const ConfPair*>> ParseRecord(const ConfLine& line,
+                                                                  std::span<const Key<R>> table,
+                                                                  R& record) {
+    const std::string_view head = table.front().name;
+    record.line = line.line;
+    std::map<std::string_view, const ConfPair*> pairs;
+    for (const ConfPair& pair : line.pairs) {
+      const Key<R>* key = FindKey(table, pair.key);
+      if (key == nullptr)
+        return UnknownKey(line, pair, fmt::format("{} ", head), Names(table));
+      if (!pairs.emplace(key->name, &pair).second) {
+        return Error(line, pair,
+                     key->name == head
+                         ? fmt::format("appears twice on this line: write one {}= per line", head)
+                         : fmt::format("appears twice on this {} line: keep one", head));
+      }
+      if (Status s = ApplyKey(*key, pair.value, record); !s.ok())
+        return Error(line, pair, s.message());
+    }
+    return pairs;
+  }
+
   Status ParseNodeGroup(const ConfLine& line) {
     NodeGroup group;
-    group.line = line.line;
-    std::map<std::string, const ConfPair*, std::less<>> pairs;
-    for (const ConfPair& pair : line.pairs) {
-      std::string_view name = Canonical(pair.key, NodeGroupKeys());
-      if (name.empty())
-        return UnknownKey(line, pair, "NodeGroup ", NodeGroupKeys());
-      if (!pairs.emplace(std::string(name), &pair).second) {
-        return Error(line, pair, "appears twice on this NodeGroup line: keep one");
-      }
-    }
+    auto pairs = ParseRecord(line, NodeGroupKeyTable(), group);
+    if (!pairs.ok())
+      return pairs.status();
     const ConfPair& head = line.pairs.front();
-    group.name = head.value;
-    if (std::string error = Dns1123LabelError(group.name); !error.empty()) {
-      return Error(line, head,
-                   fmt::format("'{}' cannot name a node group ({}): it becomes the label "
-                               "k8sbridge.io/node-group; use e.g. NodeGroup=gpu",
-                               group.name, error));
-    }
     for (const NodeGroup& other : config_.node_groups) {
       if (other.name == group.name) {
         return Error(line, head,
@@ -498,7 +155,7 @@ class Parser {
       }
     }
     for (std::string_view required : {"Nodes", "PodTemplate"}) {
-      if (!pairs.count(required)) {
+      if (!pairs->count(required)) {
         return Error(line, head,
                      fmt::format("node group '{}' has no {}=: add {}", group.name, required,
                                  required == "Nodes" ? "Nodes=<Slurm hostlist>, e.g. Nodes=w-[0-7]"
@@ -506,9 +163,22 @@ class Parser {
                                                        "template YAML>"));
       }
     }
-    const ConfPair& nodes = *pairs["Nodes"];
-    group.nodes_expression = nodes.value;
-    auto expanded = hostlists_.Expand(nodes.value);
+    if (Status s = ExpandNodes(line, *pairs->at("Nodes"), group); !s.ok())
+      return s;
+    if (group.pod_template.front() != '/')
+      group.pod_template = Dirname(file_) + "/" + group.pod_template;
+    if (pairs->count("PlacementLabel"))
+      explicit_label_.push_back(group.name);
+    if (pairs->count("PlacementAffinity"))
+      explicit_affinity_.push_back(group.name);
+    config_.node_groups.push_back(std::move(group));
+    return Status::Ok();
+  }
+
+  // Expands the group's Nodes= hostlist; every node must be able to name a pod and
+  // belong to this group only.
+  Status ExpandNodes(const ConfLine& line, const ConfPair& nodes, NodeGroup& group) {
+    auto expanded = hostlists_.Expand(group.nodes_expression);
     if (!expanded.ok())
       return Error(line, nodes, expanded.status().message());
     if (expanded->empty())
@@ -530,62 +200,15 @@ class Parser {
       }
     }
     group.nodes = std::move(*expanded);
-
-    const ConfPair& pod_template = *pairs["PodTemplate"];
-    if (pod_template.value.empty()) {
-      return Error(line, pod_template, "is empty: give the path of the worker pod template");
-    }
-    group.pod_template = pod_template.value.front() == '/'
-                             ? pod_template.value
-                             : Dirname(file_) + "/" + pod_template.value;
-    if (auto it = pairs.find("Gpus"); it != pairs.end()) {
-      auto n = ParseInt(it->second->value, 0, 1024);
-      if (!n.ok())
-        return Error(line, *it->second, n.status().message());
-      group.gpus = static_cast<int>(*n);
-    }
-    if (auto it = pairs.find("PlacementLabel"); it != pairs.end()) {
-      if (Status s = CheckLabelKey(it->second->value); !s.ok()) {
-        return Error(line, *it->second, s.message());
-      }
-      group.placement_label = it->second->value;
-      explicit_label_.push_back(group.name);
-    }
-    if (auto it = pairs.find("PlacementAffinity"); it != pairs.end()) {
-      auto a = ParseAffinity(it->second->value);
-      if (!a.ok())
-        return Error(line, *it->second, a.status().message());
-      group.placement_affinity = *a;
-      explicit_affinity_.push_back(group.name);
-    }
-    config_.node_groups.push_back(std::move(group));
     return Status::Ok();
   }
 
   Status ParseFeature(const ConfLine& line) {
     FeatureMapping mapping;
-    mapping.line = line.line;
+    auto pairs = ParseRecord(line, FeatureKeyTable(), mapping);
+    if (!pairs.ok())
+      return pairs.status();
     const ConfPair& head = line.pairs.front();
-    const ConfPair* selector = nullptr;
-    for (const ConfPair& pair : line.pairs) {
-      std::string_view name = Canonical(pair.key, FeatureKeys());
-      if (name.empty())
-        return UnknownKey(line, pair, "Feature ", FeatureKeys());
-      if (name == "Selector") {
-        if (selector)
-          return Error(line, pair, "appears twice on this Feature line: keep one");
-        selector = &pair;
-      } else if (&pair != &head) {
-        return Error(line, pair, "appears twice on this line: write one Feature= per line");
-      }
-    }
-    mapping.feature = head.value;
-    if (!IsFeatureName(mapping.feature)) {
-      return Error(line, head,
-                   fmt::format("'{}' is not a Slurm feature name: it must be non-empty and "
-                               "have none of & | , * [ ] ( ) ! = : or spaces",
-                               mapping.feature));
-    }
     for (const FeatureMapping& other : config_.features) {
       if (other.feature == mapping.feature) {
         return Error(line, head,
@@ -594,16 +217,12 @@ class Parser {
                                  mapping.feature, other.line));
       }
     }
-    if (!selector) {
+    if (!pairs->count("Selector")) {
       return Error(line, head,
                    fmt::format("feature '{}' has no Selector=: add Selector=<label>=<value>, "
                                "e.g. Selector=nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3",
                                mapping.feature));
     }
-    auto requirements = ParseLabelSelector(selector->value);
-    if (!requirements.ok())
-      return Error(line, *selector, requirements.status().message());
-    mapping.selector = std::move(*requirements);
     config_.features.push_back(std::move(mapping));
     return Status::Ok();
   }
@@ -619,37 +238,37 @@ class Parser {
           "the pods this cluster owns",
           file_));
     }
-    if (config_.in_cluster && !config_.kubeconfig.empty()) {
+    if (config_.kube.in_cluster && !config_.kube.kubeconfig.empty()) {
       return Status::InvalidArgument(
           fmt::format("{}:{}: both Kubeconfig= and InCluster=yes (line {}) are set: keep one",
                       file_, at("Kubeconfig"), at("InCluster")));
     }
     // Relative to the configuration's directory, as PodTemplate= is: the programs
     // run in whatever directory slurmctld or slurmd gives them.
-    if (!config_.kubeconfig.empty() && config_.kubeconfig.front() != '/')
-      config_.kubeconfig = Dirname(file_) + "/" + config_.kubeconfig;
-    if (config_.in_cluster && !config_.kube_context.empty()) {
+    if (!config_.kube.kubeconfig.empty() && config_.kube.kubeconfig.front() != '/')
+      config_.kube.kubeconfig = Dirname(file_) + "/" + config_.kube.kubeconfig;
+    if (config_.kube.in_cluster && !config_.kube.context.empty()) {
       return Status::InvalidArgument(fmt::format(
           "{}:{}: KubeContext= selects a kubeconfig context, but InCluster=yes: remove one", file_,
           at("KubeContext")));
     }
-    if (config_.burst < static_cast<int>(config_.qps) && at("Burst") != 0) {
+    if (config_.kube.burst < static_cast<int>(config_.kube.qps) && at("Burst") != 0) {
       return Status::InvalidArgument(
           fmt::format("{}:{}: Burst={} is below QPS={}: set Burst at least to QPS", file_,
-                      at("Burst"), config_.burst, config_.qps));
+                      at("Burst"), config_.kube.burst, config_.kube.qps));
     }
     // Without an explicit Burst, a high QPS raises the default burst with it.
     if (at("Burst") == 0)
-      config_.burst = std::max(config_.burst, static_cast<int>(config_.qps));
+      config_.kube.burst = std::max(config_.kube.burst, static_cast<int>(config_.kube.qps));
     // Group settings fall back to the global ones.
     auto listed = [](const std::vector<std::string>& v, const std::string& name) {
       return std::find(v.begin(), v.end(), name) != v.end();
     };
     for (NodeGroup& group : config_.node_groups) {
       if (!listed(explicit_label_, group.name))
-        group.placement_label = config_.placement_label;
+        group.placement_label = config_.power.placement_label;
       if (!listed(explicit_affinity_, group.name)) {
-        group.placement_affinity = config_.placement_affinity;
+        group.placement_affinity = config_.power.placement_affinity;
       }
     }
     config_.IndexNodeGroups();
@@ -768,20 +387,24 @@ const FeatureMapping* BridgeConfig::MappingOf(std::string_view feature) const {
   return nullptr;
 }
 
+// Sorted, as "known keys" lists them.
 const std::vector<std::string_view>& GlobalKeys() {
-  static const auto* keys = new std::vector<std::string_view>(Names(GlobalSetters()));
+  static const auto* keys = [] {
+    auto* names = new std::vector<std::string_view>(Names(GlobalKeyTable()));
+    std::sort(names->begin(), names->end());
+    return names;
+  }();
   return *keys;
 }
 
 const std::vector<std::string_view>& NodeGroupKeys() {
-  static const std::vector<std::string_view> keys = {
-      "NodeGroup", "Nodes", "PodTemplate", "Gpus", "PlacementLabel", "PlacementAffinity"};
-  return keys;
+  static const auto* keys = new std::vector<std::string_view>(Names(NodeGroupKeyTable()));
+  return *keys;
 }
 
 const std::vector<std::string_view>& FeatureKeys() {
-  static const std::vector<std::string_view> keys = {"Feature", "Selector"};
-  return keys;
+  static const auto* keys = new std::vector<std::string_view>(Names(FeatureKeyTable()));
+  return *keys;
 }
 
 Result<BridgeConfig> ParseBridgeConfig(std::string_view text, std::string_view file,

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 
 #include <fmt/format.h>
 
@@ -237,38 +236,6 @@ std::string LabelKeyError(std::string_view key) {
   if (name.empty())
     return "the name part is empty";
   return LabelNameError(name, "the name part");
-}
-
-Result<long> ParseInt(const std::string& value, long min, long max) {
-  long n = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || end != value.data() + value.size()) {
-    return Status::InvalidArgument(fmt::format("'{}' is not a whole number", value));
-  }
-  if (n < min || n > max) {
-    return Status::InvalidArgument(fmt::format("{} is out of range: use {} to {}", n, min, max));
-  }
-  return n;
-}
-
-Result<std::chrono::milliseconds> ParseDuration(const std::string& value) {
-  std::string number = value;
-  long scale = 1000;
-  if (number.size() > 2 && number.ends_with("ms")) {
-    number.resize(number.size() - 2);
-    scale = 1;
-  } else if (number.size() > 1 && number.ends_with("s")) {
-    number.resize(number.size() - 1);
-  } else if (number.size() > 1 && number.ends_with("m")) {
-    number.resize(number.size() - 1);
-    scale = 60'000;
-  }
-  auto n = ParseInt(number, 1, 86'400'000 / scale);
-  if (!n.ok()) {
-    return Status::InvalidArgument(
-        fmt::format("'{}' is not a duration: write seconds (10), or 10s, 500ms or 2m", value));
-  }
-  return std::chrono::milliseconds(*n * scale);
 }
 
 Result<bool> ParseBool(const std::string& value) {

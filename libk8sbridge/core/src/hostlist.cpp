@@ -1,11 +1,12 @@
 #include "k8sbridge/hostlist.h"
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <tuple>
 
 #include <fmt/format.h>
+
+#include "k8sbridge/text.h"
 
 namespace k8sbridge {
 
@@ -26,13 +27,14 @@ SplitName Split(const std::string& name) {
   SplitName out;
   size_t digits = name.size() - digits_start;
   // More than 18 digits would not fit; treat such a name as a plain word.
-  if (digits == 0 || digits > 18) {
+  auto number = text::ParseInt<uint64_t>(std::string_view(name).substr(digits_start));
+  if (digits > 18 || !number.ok()) {
     out.prefix = name;
     return out;
   }
   out.prefix = name.substr(0, digits_start);
   out.has_number = true;
-  std::from_chars(name.data() + digits_start, name.data() + name.size(), out.number);
+  out.number = *number;
   out.width = (digits > 1 && name[digits_start] == '0') ? digits : 0;
   return out;
 }
@@ -156,12 +158,13 @@ Result<std::vector<std::string>> ExpandHostlist(std::string_view expression, siz
         std::string_view hi_text =
             dash == std::string_view::npos ? lo_text : range.substr(dash + 1);
         uint64_t lo = 0, hi = 0;
+        // At most 18 digits, as a name's number (SplitName).
         auto parse = [](std::string_view t, uint64_t& v) {
-          if (t.empty() || t.size() > 18) {
+          auto n = text::ParseInt<uint64_t>(t, 0, 999'999'999'999'999'999);
+          if (!n.ok())
             return false;
-          }
-          auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-          return ec == std::errc() && p == t.data() + t.size();
+          v = *n;
+          return true;
         };
         if (!parse(lo_text, lo) || !parse(hi_text, hi) || hi < lo) {
           return error(pos + 1 + r, "a number or an ascending range N-M inside the brackets");

@@ -147,7 +147,7 @@ NodeFeatures FeaturesFromLabels(const conf::BridgeConfig& config, const Labels& 
     if (SelectorMatches(m.selector, labels))
       out.mapped.push_back(m.feature);
   }
-  const std::string& prefix = config.feature_label_prefix;
+  const std::string& prefix = config.node_features.label_prefix;
   if (prefix.empty())
     return out;
   for (auto it = labels.lower_bound(prefix); it != labels.end(); ++it) {

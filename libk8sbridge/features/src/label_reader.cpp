@@ -194,8 +194,8 @@ std::string LabelCachePath(const conf::BridgeConfig& config, std::string_view sp
     }
     return out;
   };
-  if (!config.feature_cache_file.empty())
-    return expand(config.feature_cache_file);
+  if (!config.node_features.cache_file.empty())
+    return expand(config.node_features.cache_file);
   std::string dir = expand(spool_dir);
   if (dir.empty())
     dir = "/var/spool/slurmd";
@@ -204,19 +204,19 @@ std::string LabelCachePath(const conf::BridgeConfig& config, std::string_view sp
 
 Result<std::unique_ptr<kube::Client>> MakeLabelClient(const conf::BridgeConfig& c, Logger& log) {
   Result<kube::Config> config = Status::Internal("unset");
-  if (c.in_cluster || (c.kubeconfig.empty() && std::getenv("KUBERNETES_SERVICE_HOST")))
+  if (c.kube.in_cluster || (c.kube.kubeconfig.empty() && std::getenv("KUBERNETES_SERVICE_HOST")))
     config = kube::InClusterConfigFromEnv();
-  else if (!c.kubeconfig.empty())
-    config = kube::LoadKubeconfig({c.kubeconfig}, c.kube_context, c.allow_insecure_http);
+  else if (!c.kube.kubeconfig.empty())
+    config = kube::LoadKubeconfig({c.kube.kubeconfig}, c.kube.context, c.kube.allow_insecure_http);
   else
-    config = kube::LoadKubeconfig({}, c.kube_context, c.allow_insecure_http);
+    config = kube::LoadKubeconfig({}, c.kube.context, c.kube.allow_insecure_http);
   if (!config.ok())
     return config.status().WithContext(fmt::format("{}: Kubernetes connection", c.file));
   kube::ClientOptions options;
   options.logger = &log;
   options.max_retries = 0;  // registration waits for one try at most
-  options.connect_timeout = std::min(c.connect_timeout, c.feature_label_timeout);
-  options.request_timeout = c.feature_label_timeout;
+  options.connect_timeout = std::min(c.kube.connect_timeout, c.node_features.label_timeout);
+  options.request_timeout = c.node_features.label_timeout;
   options.qps = 0;  // one request: no rate limit to wait on
   return kube::Client::Create(*config, options);
 }

@@ -26,7 +26,7 @@ Result<conf::BridgeConfig> LoadPluginConfig(const std::string& path) {
   auto config = conf::LoadBridgeConfig(path, hostlists);
   if (!config.ok())
     return config.status();
-  if (config->features.empty() && config->feature_label_prefix.empty()) {
+  if (config->features.empty() && config->node_features.label_prefix.empty()) {
     return Status::InvalidArgument(fmt::format(
         "{}: NodeFeaturesPlugins=k8s needs Feature=<name> Selector=<label>=<value> lines or "
         "FeatureLabelPrefix=: without them no label would ever become a feature",
@@ -41,14 +41,15 @@ std::vector<std::pair<std::string, std::string>> PluginSettings(const conf::Brid
   for (const conf::FeatureMapping& m : c.features)
     out.emplace_back("Feature", fmt::format("{} Selector={}", m.feature, SelectorText(m.selector)));
   out.emplace_back("FeatureLabelPrefix",
-                   c.feature_label_prefix.empty() ? "(none)" : c.feature_label_prefix);
-  out.emplace_back("FeatureLabelTimeout", fmt::format("{}ms", c.feature_label_timeout.count()));
-  out.emplace_back("FeatureCacheFile", c.feature_cache_file.empty()
+                   c.node_features.label_prefix.empty() ? "(none)" : c.node_features.label_prefix);
+  out.emplace_back("FeatureLabelTimeout",
+                   fmt::format("{}ms", c.node_features.label_timeout.count()));
+  out.emplace_back("FeatureCacheFile", c.node_features.cache_file.empty()
                                            ? "<SlurmdSpoolDir>/k8sbridge-labels.json"
-                                           : c.feature_cache_file);
-  std::string api = c.in_cluster            ? "InCluster"
-                    : !c.kubeconfig.empty() ? "Kubeconfig=" + c.kubeconfig
-                                            : "$KUBECONFIG or ~/.kube/config";
+                                           : c.node_features.cache_file);
+  std::string api = c.kube.in_cluster            ? "InCluster"
+                    : !c.kube.kubeconfig.empty() ? "Kubeconfig=" + c.kube.kubeconfig
+                                                 : "$KUBECONFIG or ~/.kube/config";
   out.emplace_back("Kubernetes", api);
   return out;
 }
@@ -56,7 +57,8 @@ std::vector<std::pair<std::string, std::string>> PluginSettings(const conf::Brid
 std::optional<std::string> SlurmdFeatures(const conf::BridgeConfig& config,
                                           std::string_view host_node, kube::Client& client,
                                           LabelCache& cache, Logger& log) {
-  LabelRead read = ReadNodeLabels(client, host_node, config.feature_label_timeout, cache, log);
+  LabelRead read =
+      ReadNodeLabels(client, host_node, config.node_features.label_timeout, cache, log);
   if (read.source == LabelRead::Source::kNone)
     return std::nullopt;
   NodeFeatures features = FeaturesFromLabels(config, read.labels);

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "k8sbridge/text.h"
+
 namespace k8sbridge::health {
 namespace {
 
@@ -20,8 +22,10 @@ void WriteAll(int fd, const std::string& s) {
   size_t left = s.size();
   while (left > 0) {
     ssize_t n = write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return;
     p += n;
     left -= static_cast<size_t>(n);
   }
@@ -32,9 +36,43 @@ void Frame(int fd, char tag, const std::string& body) {
   WriteAll(fd, fmt::format("{}{}\n", tag, body.size()) + body);
 }
 
+// Takes the complete "<tag><length>\n<body>" frames off the front of `buffer`
+// into `result`. False when a frame header does not read: a broken answer, not
+// an empty one.
+bool ConsumeFrames(std::string& buffer, WatchdogResult& result) {
+  for (;;) {
+    auto nl = buffer.find('\n');
+    if (nl == std::string::npos || nl < 1)
+      return true;
+    auto header = text::ParseInt<size_t>(std::string_view(buffer).substr(1, nl - 1));
+    if (!header.ok()) {
+      result.finished = true;
+      result.error = fmt::format("unreadable answer from the check's process: frame length {}",
+                                 header.status().message());
+      return false;
+    }
+    size_t len = *header;
+    if (buffer.size() < nl + 1 + len)
+      return true;
+    char tag = buffer[0];
+    std::string body = buffer.substr(nl + 1, len);
+    buffer.erase(0, nl + 1 + len);
+    if (tag == 'P')
+      result.last_progress = std::move(body);
+    else if (tag == 'R') {
+      result.finished = true;
+      result.output = std::move(body);
+    } else if (tag == 'E') {
+      result.finished = true;
+      result.error = std::move(body);
+    }
+  }
+}
+
 }  // namespace
 
-Result<WatchdogResult> RunWithDeadline(const WatchdogWork& work, std::chrono::milliseconds deadline) {
+Result<WatchdogResult> RunWithDeadline(const WatchdogWork& work,
+                                       std::chrono::milliseconds deadline) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0)
     return Status::IoError(fmt::format("watchdog: pipe: {}", std::strerror(errno)));
@@ -49,8 +87,10 @@ Result<WatchdogResult> RunWithDeadline(const WatchdogWork& work, std::chrono::mi
     setpgid(0, 0);  // so the kill reaches anything the work started
     auto progress = [fd = fds[1]](const std::string& line) { Frame(fd, 'P', line); };
     Result<std::string> out = work(progress);
-    if (out.ok()) Frame(fds[1], 'R', *out);
-    else Frame(fds[1], 'E', out.status().message());
+    if (out.ok())
+      Frame(fds[1], 'R', *out);
+    else
+      Frame(fds[1], 'E', out.status().message());
     _exit(0);
   }
   close(fds[1]);
@@ -58,34 +98,28 @@ Result<WatchdogResult> RunWithDeadline(const WatchdogWork& work, std::chrono::mi
   std::string buffer;
   const auto end = std::chrono::steady_clock::now() + deadline;
   bool eof = false;
-  while (!eof) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
+  bool broken = false;  // an answer that does not parse: the process is killed
+  while (!eof && !broken) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        end - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      break;
     pollfd p{fds[0], POLLIN, 0};
     int rc = poll(&p, 1, static_cast<int>(left.count()));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc <= 0) break;
+    if (rc < 0 && errno == EINTR)
+      continue;
+    if (rc <= 0)
+      break;
     char chunk[4096];
     ssize_t n = read(fds[0], chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR)
+      continue;
     if (n <= 0) {
       eof = true;
       break;
     }
     buffer.append(chunk, static_cast<size_t>(n));
-    // Consume complete frames.
-    for (;;) {
-      auto nl = buffer.find('\n');
-      if (nl == std::string::npos || nl < 1) break;
-      size_t len = std::strtoul(buffer.c_str() + 1, nullptr, 10);
-      if (buffer.size() < nl + 1 + len) break;
-      char tag = buffer[0];
-      std::string body = buffer.substr(nl + 1, len);
-      buffer.erase(0, nl + 1 + len);
-      if (tag == 'P') result.last_progress = std::move(body);
-      else if (tag == 'R') { result.finished = true; result.output = std::move(body); }
-      else if (tag == 'E') { result.finished = true; result.error = std::move(body); }
-    }
+    broken = !ConsumeFrames(buffer, result);
   }
   close(fds[0]);
   if (!eof || !result.finished) {
@@ -97,7 +131,8 @@ Result<WatchdogResult> RunWithDeadline(const WatchdogWork& work, std::chrono::mi
   }
   if (eof && !result.finished && result.error.empty())
     result.error = fmt::format("the check's process ended without an answer (status {})", status);
-  if (!result.finished && eof) result.finished = true;  // crashed: report as an error, not a hang
+  if (!result.finished && eof)
+    result.finished = true;  // crashed: report as an error, not a hang
   return result;
 }
 

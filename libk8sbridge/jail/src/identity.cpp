@@ -1,22 +1,22 @@
 #include "k8sbridge/jail/identity.h"
 
-#include <charconv>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "k8sbridge/jail/paths.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::jail {
 namespace {
 
+// A uid or gid field; one that does not fit the id type is not an id.
 template <typename T>
-bool ParseId(std::string_view text, T* out) {
-  unsigned long v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+bool ParseId(std::string_view digits, T* out) {
+  auto id = text::ParseInt<T>(digits);
+  if (!id.ok())
     return false;
-  *out = static_cast<T>(v);
+  *out = *id;
   return true;
 }
 

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "k8sbridge/jail/probe.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::jail {
 namespace {
@@ -109,10 +110,8 @@ uint64_t StartTime(pid_t pid) {
     rest.remove_prefix(start);
     size_t end = rest.find(' ');
     if (field == 22) {
-      uint64_t value = 0;
-      auto token = rest.substr(0, end);
-      std::from_chars(token.data(), token.data() + token.size(), value);
-      return value;
+      auto start_time = k8sbridge::text::ParseInt<uint64_t>(rest.substr(0, end));
+      return start_time.ok() ? *start_time : 0;
     }
     if (end == std::string_view::npos)
       return 0;

@@ -1,12 +1,12 @@
 #include "k8sbridge/jail/options.h"
 
-#include <charconv>
 #include <initializer_list>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "k8sbridge/conf/conf_file.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::jail {
 namespace {
@@ -15,18 +15,7 @@ constexpr std::string_view kValidKeys =
     "jail, binds, tmp, tmp_base, probe, probe_timeout, identity, drain, allow_no_jail, "
     "allow_root, namespace";
 
-std::vector<std::string_view> Split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  while (true) {
-    size_t pos = text.find(sep, start);
-    parts.push_back(text.substr(start, pos == std::string_view::npos ? pos : pos - start));
-    if (pos == std::string_view::npos)
-      break;
-    start = pos + 1;
-  }
-  return parts;
-}
+using text::Split;
 
 Result<bool> ParseBool(std::string_view key, std::string_view value) {
   auto b = conf::ParseBool(std::string(value));
@@ -100,27 +89,19 @@ Result<std::vector<Bind>> ParseBinds(std::string_view text) {
   return binds;
 }
 
-Result<std::chrono::milliseconds> ParseDuration(std::string_view text) {
-  std::string_view digits = text;
-  long multiplier = 1000;
-  if (digits.ends_with("ms")) {
-    digits.remove_suffix(2);
-    multiplier = 1;
-  } else if (digits.ends_with("s")) {
-    digits.remove_suffix(1);
-  }
-  long value = 0;
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) {
+Result<std::chrono::milliseconds> ParseDuration(std::string_view value) {
+  // Any duration reads here, so that the range check below names the probe's limits.
+  auto d =
+      text::ParseDuration(value, std::chrono::milliseconds(0), std::chrono::milliseconds::max());
+  if (!d.ok()) {
     return Status::InvalidArgument(fmt::format(
-        "spank_jail option probe_timeout={}: expected a duration such as 5s or 1500ms", text));
+        "spank_jail option probe_timeout={}: expected a duration such as 5s or 1500ms", value));
   }
-  std::chrono::milliseconds d(value * multiplier);
-  if (d < std::chrono::milliseconds(100) || d > std::chrono::minutes(10)) {
+  if (*d < std::chrono::milliseconds(100) || *d > std::chrono::minutes(10)) {
     return Status::InvalidArgument(
-        fmt::format("spank_jail option probe_timeout={}: must be between 100ms and 600s", text));
+        fmt::format("spank_jail option probe_timeout={}: must be between 100ms and 600s", value));
   }
-  return d;
+  return *d;
 }
 
 // One of a few words, each meaning one value of E.

@@ -9,6 +9,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "k8sbridge/text.h"
+
 namespace k8sbridge::kube {
 
 namespace {
@@ -37,11 +39,11 @@ void AddQuery(std::string& path, std::string_view key, std::string_view value) {
 std::optional<std::chrono::seconds> ParseRetryAfter(const std::string& value) {
   if (value.empty())
     return std::nullopt;
-  char* end = nullptr;
-  long v = std::strtol(value.c_str(), &end, 10);
-  if (end == value.c_str() || v < 0)
-    return std::nullopt;  // HTTP-date form: not sent by Kubernetes
-  return std::chrono::seconds(v);
+  // Delay-seconds only: the HTTP-date form is not sent by Kubernetes.
+  auto seconds = text::ParseInt<int64_t>(value, 0);
+  if (!seconds.ok())
+    return std::nullopt;
+  return std::chrono::seconds(*seconds);
 }
 
 bool IsRead(std::string_view verb) {

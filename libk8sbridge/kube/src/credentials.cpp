@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 #include <rapidjson/document.h>
 
+#include "k8sbridge/text.h"
+
 extern char** environ;
 
 namespace k8sbridge::kube {
@@ -63,9 +65,11 @@ std::optional<Clock::Wall::time_point> ParseRfc3339(std::string_view text) {
   long offset = 0;
   if (r == "Z" || r == "z") {
   } else if (r.size() == 6 && (r[0] == '+' || r[0] == '-') && r[3] == ':') {
-    int oh = std::atoi(std::string(r.substr(1, 2)).c_str());
-    int om = std::atoi(std::string(r.substr(4, 2)).c_str());
-    offset = (oh * 3600 + om * 60) * (r[0] == '+' ? 1 : -1);
+    auto oh = text::ParseInt<int>(r.substr(1, 2), 0, 23);
+    auto om = text::ParseInt<int>(r.substr(4, 2), 0, 59);
+    if (!oh.ok() || !om.ok())
+      return std::nullopt;
+    offset = (*oh * 3600 + *om * 60) * (r[0] == '+' ? 1 : -1);
   } else {
     return std::nullopt;
   }

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "k8sbridge/text.h"
+
 namespace k8sbridge::kube {
 
 namespace {
@@ -50,8 +52,11 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
     // A new response (after 100 Continue or a redirect) starts over.
     t->response.headers.clear();
     auto sp = line.find(' ');
-    if (sp != std::string_view::npos)
-      t->response.status = std::atoi(std::string(line.substr(sp + 1, 3)).c_str());
+    if (sp != std::string_view::npos) {
+      // An unreadable status line reads as 0, which no caller takes for success.
+      auto code = text::ParseInt<int>(line.substr(sp + 1, 3), 100, 599);
+      t->response.status = code.ok() ? *code : 0;
+    }
     return size * n;
   }
   auto colon = line.find(':');

@@ -7,6 +7,7 @@
 
 #include "k8sbridge/contract.h"
 #include "k8sbridge/power/worker_pod.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::power {
 
@@ -30,15 +31,8 @@ double Quantity(const Value* v) {
   std::string s = StringOf(v);
   if (v && v->IsNumber())
     return v->GetDouble();
-  if (s.empty())
-    return -1;
-  try {
-    if (s.back() == 'm')
-      return std::stod(s.substr(0, s.size() - 1)) / 1000.0;
-    return std::stod(s);
-  } catch (...) {
-    return -1;
-  }
+  auto quantity = text::ParseQuantity(s);
+  return quantity.ok() ? *quantity : -1;
 }
 
 // The GPUs the pod's containers ask for (requests, else limits, which Kubernetes
@@ -205,7 +199,7 @@ Status CheckFeaturePlacement(const PowerContext& ctx, PlacementSnapshot& snapsho
   if (annotations.find(std::string(contract::kFeaturesAnnotation)) == annotations.end())
     return Status::Ok();
   const auto& lists =
-      snapshot.Get(ctx.client, ctx.setup.config.namespace_, ctx.setup.config.cluster_name);
+      snapshot.Get(ctx.client, ctx.setup.config.kube.namespace_, ctx.setup.config.cluster_name);
   if (!lists.ok()) {
     ctx.log.Warning(
         "node {}: cannot list Kubernetes nodes and pods to check the features' placement ({}); "
@@ -213,7 +207,8 @@ Status CheckFeaturePlacement(const PowerContext& ctx, PlacementSnapshot& snapsho
         node, lists.status().message());
     return Status::Ok();
   }
-  return FeaturePlacementPossible(ctx.setup.config.gpu_resource, pod, lists->first, lists->second);
+  return FeaturePlacementPossible(ctx.setup.config.power.gpu_resource, pod, lists->first,
+                                  lists->second);
 }
 
 }  // namespace k8sbridge::power

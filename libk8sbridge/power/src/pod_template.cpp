@@ -4,11 +4,15 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
+
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::power {
 
@@ -164,13 +168,18 @@ Status Convert(const YAML::Node& node, rapidjson::Value& out, rapidjson::Documen
       digits.erase(0, 2);
     if (base == 16)
       digits.erase(0, 2);
-    errno = 0;
-    long long n = std::strtoll(digits.c_str(), nullptr, base);
-    if (errno == ERANGE) {
+    // Too large for an int64: kept as the string it was written as.
+    auto n = text::ParseInt<int64_t>(digits, 0, std::numeric_limits<int64_t>::max(), base);
+    if (!n.ok()) {
       out.SetString(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
     } else {
-      out.SetInt64(negative ? -n : n);
+      out.SetInt64(negative ? -*n : *n);
     }
+  };
+  // JSON has no infinity: a float too large for a double stays a string.
+  auto finite_float = [&]() -> std::optional<double> {
+    auto d = text::ParseDouble(s.starts_with('+') ? std::string_view(s).substr(1) : s);
+    return d.ok() ? std::optional<double>(*d) : std::nullopt;
   };
   if (IsNull(s)) {
     out.SetNull();
@@ -184,8 +193,8 @@ Status Convert(const YAML::Node& node, rapidjson::Value& out, rapidjson::Documen
     set_integer(s, 8);
   } else if (IsHex(s)) {
     set_integer(s, 16);
-  } else if (IsFloat(s) && std::isfinite(std::strtod(s.c_str(), nullptr))) {
-    out.SetDouble(std::strtod(s.c_str(), nullptr));  // JSON has no infinity: else a string
+  } else if (auto d = IsFloat(s) ? finite_float() : std::nullopt) {
+    out.SetDouble(*d);
   } else {
     out.SetString(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
   }

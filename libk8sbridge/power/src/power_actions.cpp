@@ -158,7 +158,7 @@ auto WithRetry(const PowerContext& ctx, Steady::time_point deadline, std::string
     if (now >= deadline) {
       return r.status().WithContext(
           fmt::format("{}: still failing when RetryDeadline ({} ms) ran out", what,
-                      ctx.setup.config.retry_deadline.count()));
+                      ctx.setup.config.kube.retry_deadline.count()));
     }
     Steady::duration delay = backoff;
     if (const ApiError* api = r.status().api_error(); api && api->retry_after)
@@ -181,7 +181,7 @@ Result<kube::Object> DeleteOwned(const PowerContext& ctx, Steady::time_point dea
                                  const kube::Object& pod) {
   kube::DeleteOptions options;
   options.precondition_uid = pod.Uid();
-  const std::string ns = ctx.setup.config.namespace_;
+  const std::string ns = ctx.setup.config.kube.namespace_;
   const std::string name = pod.Name();
   auto r = WithRetry(ctx, deadline, fmt::format("delete pod {}/{}", ns, name),
                      [&] { return ctx.client.Delete(kube::kPods, ns, name, options); });
@@ -194,7 +194,7 @@ Result<kube::Object> DeleteOwned(const PowerContext& ctx, Steady::time_point dea
 // must finish before a pod of the same name can be created.
 Status WaitGone(const PowerContext& ctx, Steady::time_point deadline, const std::string& name) {
   Clock& clock = ctx.client.clock();
-  const std::string ns = ctx.setup.config.namespace_;
+  const std::string ns = ctx.setup.config.kube.namespace_;
   for (;;) {
     auto r = ctx.client.Get(kube::kPods, ns, name);
     if (!r.ok() && IsNotFound(r.status()))
@@ -205,7 +205,7 @@ Status WaitGone(const PowerContext& ctx, Steady::time_point deadline, const std:
       return Status::Timeout(
           fmt::format("leftover pod {}/{} ({}) was still there when RetryDeadline ({} ms) ran out",
                       ns, name, r.ok() ? DescribePodState(*r) : r.status().message(),
-                      ctx.setup.config.retry_deadline.count()));
+                      ctx.setup.config.kube.retry_deadline.count()));
     }
     clock.SleepFor(
         std::min<Steady::duration>(std::chrono::milliseconds(500), deadline - clock.Now()));
@@ -219,7 +219,7 @@ struct CreateResult {
 
 CreateResult CreatePod(const PowerContext& ctx, Steady::time_point deadline,
                        const std::string& node, const kube::Object& pod) {
-  const std::string& ns = ctx.setup.config.namespace_;
+  const std::string& ns = ctx.setup.config.kube.namespace_;
   const std::string& cluster = ctx.setup.config.cluster_name;
   bool replaced = false;
   // Create; on 409 look at what is there. Bounded: a pod that keeps reappearing is
@@ -318,7 +318,7 @@ NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_p
   CreateResult created = CreatePod(ctx, deadline, node, *pod);
   if (created.action == NodeAction::kFailed)
     return fail(created.status);
-  ctx.log.Info("node {}: pod {}/{} {}", node, ctx.setup.config.namespace_, node,
+  ctx.log.Info("node {}: pod {}/{} {}", node, ctx.setup.config.kube.namespace_, node,
                NodeActionName(created.action));
   return {node, created.action, {}};
 }
@@ -329,7 +329,7 @@ NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_p
 NodeOutcome DeleteNodePod(const PowerContext& ctx, Steady::time_point deadline,
                           const std::string& node, bool resume_failed,
                           const kube::Object* listed = nullptr) {
-  const std::string& ns = ctx.setup.config.namespace_;
+  const std::string& ns = ctx.setup.config.kube.namespace_;
   const std::string& cluster = ctx.setup.config.cluster_name;
   auto failed = [&](Status status) {
     ctx.log.Error("node {}: {}", node, status.message());
@@ -376,8 +376,8 @@ template <typename Fn>
 PowerReport ForEachNode(const PowerContext& ctx, const std::vector<std::string>& nodes, Fn fn) {
   PowerReport report;
   report.nodes.resize(nodes.size());
-  const auto deadline = ctx.client.clock().Now() + ctx.setup.config.retry_deadline;
-  kube::ForEachBounded(nodes.size(), static_cast<size_t>(ctx.setup.config.concurrency),
+  const auto deadline = ctx.client.clock().Now() + ctx.setup.config.kube.retry_deadline;
+  kube::ForEachBounded(nodes.size(), static_cast<size_t>(ctx.setup.config.kube.concurrency),
                        [&](size_t i) {
                          report.nodes[i] = fn(deadline, nodes[i]);
                          return Status::Ok();
@@ -400,11 +400,11 @@ PowerReport Suspend(const PowerContext& ctx, const std::vector<std::string>& nod
   // read by name, so an absent pod and a pod that is not ours stay distinct.
   std::map<std::string, kube::Object, std::less<>> ours;
   if (nodes.size() > 1) {
-    const auto deadline = ctx.client.clock().Now() + ctx.setup.config.retry_deadline;
+    const auto deadline = ctx.client.clock().Now() + ctx.setup.config.kube.retry_deadline;
     kube::ListOptions options;
     options.label_selector = OwnedPodsSelector(ctx.setup.config.cluster_name);
     auto listed = WithRetry(ctx, deadline, "list worker pods", [&] {
-      return ctx.client.List(kube::kPods, ctx.setup.config.namespace_, options);
+      return ctx.client.List(kube::kPods, ctx.setup.config.kube.namespace_, options);
     });
     if (listed.ok()) {
       for (auto& pod : listed->items)

@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
-#include "k8sbridge/conf/conf_file.h"
 #include "k8sbridge/contract.h"
 #include "k8sbridge/power/worker_pod.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::power {
 namespace {
@@ -196,7 +196,7 @@ Result<WorkerSettings> WorkerSettingsFromEnv(const std::function<const char*(con
     s.munged = v;
   s.jail = Env(getenv, contract::kEnvJail);
   if (std::string v = Env(getenv, contract::kEnvJailWait); !v.empty()) {
-    auto d = conf::ParseDuration(v);
+    auto d = text::ParseDuration(v);
     if (!d.ok())
       return d.status().WithContext(std::string(contract::kEnvJailWait));
     s.jail_wait = *d;

@@ -98,9 +98,9 @@ Result<std::vector<Requirements>> PlacementRules(const conf::BridgeConfig& confi
     for (const std::string& feature : alternative) {
       if (const conf::FeatureMapping* mapping = config.MappingOf(feature)) {
         requirements.insert(requirements.end(), mapping->selector.begin(), mapping->selector.end());
-      } else if (!config.feature_label_prefix.empty()) {
+      } else if (!config.node_features.label_prefix.empty()) {
         requirements.push_back(
-            {config.feature_label_prefix + feature, conf::LabelRequirement::Op::kIn, "true"});
+            {config.node_features.label_prefix + feature, conf::LabelRequirement::Op::kIn, "true"});
       } else if (reported.insert(feature).second) {
         log.Debug(
             "node {}: feature '{}' has no Feature= mapping: it constrains Slurm's choice "
@@ -241,7 +241,7 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
 
   Value& metadata = Child(doc, "metadata", rapidjson::kObjectType, a);
   SetString(metadata, "name", request.node, a);
-  SetString(metadata, "namespace", config.namespace_, a);
+  SetString(metadata, "namespace", config.kube.namespace_, a);
   Value& labels = Child(metadata, "labels", rapidjson::kObjectType, a);
   SetString(labels, contract::kManagedByLabel, contract::kManagedByValue, a);
   SetString(labels, contract::kClusterLabel, config.cluster_name, a);
@@ -328,14 +328,14 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
   if (gpus > 0) {
     Value& resources = Child(container, "resources", rapidjson::kObjectType, a);
     for (const char* kind : {"requests", "limits"}) {
-      SetString(Child(resources, kind, rapidjson::kObjectType, a), config.gpu_resource,
+      SetString(Child(resources, kind, rapidjson::kObjectType, a), config.power.gpu_resource,
                 std::to_string(gpus), a);
     }
   }
 
   if (!container.HasMember("command")) {
     Value command(rapidjson::kArrayType);
-    command.PushBack(Str(config.worker_command, a), a);
+    command.PushBack(Str(config.worker.command, a), a);
     container.AddMember("command", command, a);
   }
   // A worker that fails (munge key mismatch, no jail, slurmd refusing to start)
@@ -346,8 +346,8 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
   SetEnvValue(container, contract::kEnvCluster, config.cluster_name, a);
   SetEnvValue(container, contract::kEnvNodeGroup, group.name, a);
   SetEnvValue(container, contract::kEnvJobIds, job_ids, a);
-  if (!config.conf_server.empty())
-    SetEnvValue(container, contract::kEnvConfServer, config.conf_server, a);
+  if (!config.worker.conf_server.empty())
+    SetEnvValue(container, contract::kEnvConfServer, config.worker.conf_server, a);
   SetEnvField(container, contract::kEnvPodName, "metadata.name", a);
   SetEnvField(container, contract::kEnvPodNamespace, "metadata.namespace", a);
   SetEnvField(container, contract::kEnvPodIp, "status.podIP", a);

@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 
 #include <fmt/format.h>
+
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::slurm {
 
@@ -200,8 +201,10 @@ Result<int> GpusFromGres(std::string_view gres) {
       int count = 1;
       if (colon != std::string_view::npos) {
         std::string_view last = entry.substr(entry.rfind(':') + 1);
-        auto [end, ec] = std::from_chars(last.data(), last.data() + last.size(), count);
-        bool numeric = ec == std::errc() && end == last.data() + last.size();
+        auto parsed = text::ParseInt<int>(last);
+        bool numeric = parsed.ok();
+        if (numeric)
+          count = *parsed;
         // "gpu:h100" (a type, no count) means one GPU; "gpu:x" with a count suffix
         // such as "8K" is not a GPU count.
         if (!numeric) {

@@ -9,6 +9,7 @@
 #include "k8sbridge/contract.h"
 #include "k8sbridge/slurm/node_reason.h"
 #include "k8sbridge/power/worker_pod.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::sync {
 
@@ -19,13 +20,6 @@ std::string JsonString(std::string_view s) {
   rapidjson::Writer<rapidjson::StringBuffer> w(buf);
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
   return buf.GetString();
-}
-
-std::string Join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& i : items)
-    out += (out.empty() ? "" : ",") + i;
-  return out;
 }
 
 // metadata.annotations, created if absent.
@@ -440,17 +434,17 @@ Status Executor::Cordon(const Action& action) {
       SetMember(ann, contract::kCordonedByAnnotation, cluster, a);
       cordoned = true;
     }
-    SetMember(ann, contract::kHardwareDrainsAnnotation, Join(action.slurm_nodes), a);
+    SetMember(ann, contract::kHardwareDrainsAnnotation, text::Join(action.slurm_nodes, ","), a);
     SetMember(ann, contract::kHardwareReasonAnnotation, action.reason, a);
     return Status::Ok();
   });
   if (!r.ok())
     return r.status();
   if (events_) {
-    events_->Record(
-        kube::ObjectReference::Of(*r), "Warning", contract::kHardwareDrainEvent, "Cordon",
-        fmt::format("Slurm drained {} for hardware ({}); {}tainted {}", Join(action.slurm_nodes),
-                    action.reason, cordoned ? "cordoned and " : "", contract::kHardwareTaintKey));
+    events_->Record(kube::ObjectReference::Of(*r), "Warning", contract::kHardwareDrainEvent, "Cordon",
+                    fmt::format("Slurm drained {} for hardware ({}); {}tainted {}",
+                                text::Join(action.slurm_nodes, ","), action.reason,
+                                cordoned ? "cordoned and " : "", contract::kHardwareTaintKey));
   }
   return Status::Ok();
 }

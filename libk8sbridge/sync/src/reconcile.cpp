@@ -10,6 +10,7 @@
 #include "k8sbridge/contract.h"
 #include "k8sbridge/features/features.h"
 #include "k8sbridge/power/worker_pod.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::sync {
 
@@ -31,13 +32,6 @@ std::map<std::string, const SlurmNode*> SlurmByName(const World& world) {
   for (const auto& n : world.slurm)
     slurm.emplace(n.name, &n);
   return slurm;
-}
-
-std::string Join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (const auto& i : items)
-    out += (out.empty() ? "" : std::string(sep)) + i;
-  return out;
 }
 
 std::vector<std::string> SplitList(std::string_view text) {
@@ -169,7 +163,7 @@ std::string_view ActionKindName(ActionKind kind) {
 std::string Action::ToString() const {
   std::string s = fmt::format("{} {}", ActionKindName(kind), target);
   if (!slurm_nodes.empty())
-    s += fmt::format(" for {}", Join(slurm_nodes, ","));
+    s += fmt::format(" for {}", text::Join(slurm_nodes, ","));
   if (!reason.empty())
     s += fmt::format(": {}", reason);
   return s;
@@ -365,7 +359,7 @@ std::vector<Clock::Steady::duration> Reconciler::TakeResumeLatencies() {
 // the pod, so a restart neither repeats nor forgets a change.
 void Reconciler::PlanFeatures(const World& world, std::vector<Action>& out) {
   const conf::BridgeConfig* config = options_.config;
-  if (config == nullptr || (config->features.empty() && config->feature_label_prefix.empty()))
+  if (config == nullptr || (config->features.empty() && config->node_features.label_prefix.empty()))
     return;
   std::map<std::string, const kube::Object*, std::less<>> k8s_nodes;
   for (const kube::Object& n : world.nodes)

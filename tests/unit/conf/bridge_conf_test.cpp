@@ -51,19 +51,19 @@ Feature=ib Selector=feature.node.kubernetes.io/rdma.available==true,!node.kubern
 )");
   BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
   BOOST_CHECK_EQUAL(c->cluster_name, "hpc1");
-  BOOST_CHECK_EQUAL(c->kubeconfig, "/etc/slurm/k8sbridge/kubeconfig");
-  BOOST_CHECK_EQUAL(c->kube_context, "prod");
-  BOOST_CHECK(!c->in_cluster);
-  BOOST_CHECK_EQUAL(c->namespace_, "slurm");
-  BOOST_CHECK_EQUAL(c->qps, 75.5);
-  BOOST_CHECK_EQUAL(c->burst, 150);
-  BOOST_CHECK_EQUAL(c->concurrency, 64);
-  BOOST_CHECK(c->connect_timeout == std::chrono::seconds(3));
-  BOOST_CHECK(c->request_timeout == std::chrono::milliseconds(2500));
-  BOOST_CHECK(c->retry_deadline == std::chrono::seconds(15));
-  BOOST_CHECK_EQUAL(c->worker_command, "/opt/k8sbridge/bin/k8sbridge-worker");
-  BOOST_CHECK_EQUAL(c->conf_server, "slurmctld.slurm.svc:6817");
-  BOOST_CHECK_EQUAL(c->feature_label_prefix, "feature.k8sbridge.io/");
+  BOOST_CHECK_EQUAL(c->kube.kubeconfig, "/etc/slurm/k8sbridge/kubeconfig");
+  BOOST_CHECK_EQUAL(c->kube.context, "prod");
+  BOOST_CHECK(!c->kube.in_cluster);
+  BOOST_CHECK_EQUAL(c->kube.namespace_, "slurm");
+  BOOST_CHECK_EQUAL(c->kube.qps, 75.5);
+  BOOST_CHECK_EQUAL(c->kube.burst, 150);
+  BOOST_CHECK_EQUAL(c->kube.concurrency, 64);
+  BOOST_CHECK(c->kube.connect_timeout == std::chrono::seconds(3));
+  BOOST_CHECK(c->kube.request_timeout == std::chrono::milliseconds(2500));
+  BOOST_CHECK(c->kube.retry_deadline == std::chrono::seconds(15));
+  BOOST_CHECK_EQUAL(c->worker.command, "/opt/k8sbridge/bin/k8sbridge-worker");
+  BOOST_CHECK_EQUAL(c->worker.conf_server, "slurmctld.slurm.svc:6817");
+  BOOST_CHECK_EQUAL(c->node_features.label_prefix, "feature.k8sbridge.io/");
   BOOST_REQUIRE_EQUAL(c->node_groups.size(), 3u);
 
   const conf::NodeGroup& gpu = c->node_groups[0];
@@ -103,17 +103,17 @@ Feature=ib Selector=feature.node.kubernetes.io/rdma.available==true,!node.kubern
 BOOST_AUTO_TEST_CASE(defaults) {
   auto c = Parse(kMinimal);
   BOOST_REQUIRE(c.ok());
-  BOOST_CHECK_EQUAL(c->namespace_, "default");
-  BOOST_CHECK_EQUAL(c->worker_command, "/usr/sbin/k8sbridge-worker");
-  BOOST_CHECK_EQUAL(c->gpu_resource, "nvidia.com/gpu");
-  BOOST_CHECK_EQUAL(c->qps, 50);
+  BOOST_CHECK_EQUAL(c->kube.namespace_, "default");
+  BOOST_CHECK_EQUAL(c->worker.command, "/usr/sbin/k8sbridge-worker");
+  BOOST_CHECK_EQUAL(c->power.gpu_resource, "nvidia.com/gpu");
+  BOOST_CHECK_EQUAL(c->kube.qps, 50);
   BOOST_CHECK(c->node_groups.empty());
   auto fast = Parse("ClusterName=a QPS=500");
   BOOST_REQUIRE(fast.ok());
-  BOOST_CHECK_EQUAL(fast->burst, 500);
+  BOOST_CHECK_EQUAL(fast->kube.burst, 500);
   auto in_cluster = Parse("ClusterName=a InCluster=yes");
   BOOST_REQUIRE(in_cluster.ok());
-  BOOST_CHECK(in_cluster->in_cluster);
+  BOOST_CHECK(in_cluster->kube.in_cluster);
 }
 
 BOOST_AUTO_TEST_CASE(group_of_matches_a_scan_of_every_group_on_many_nodes) {
@@ -155,26 +155,26 @@ BOOST_AUTO_TEST_CASE(a_relative_kubeconfig_is_found_beside_the_conf_file) {
   // As PodTemplate= is: the programs run with whatever current directory Slurm gives.
   auto relative = Parse("ClusterName=a Kubeconfig=k8sbridge/kubeconfig\n");
   BOOST_REQUIRE(relative.ok());
-  BOOST_CHECK_EQUAL(relative->kubeconfig, "/etc/slurm/k8sbridge/kubeconfig");
+  BOOST_CHECK_EQUAL(relative->kube.kubeconfig, "/etc/slurm/k8sbridge/kubeconfig");
   auto absolute = Parse("ClusterName=a Kubeconfig=/srv/kubeconfig\n");
   BOOST_REQUIRE(absolute.ok());
-  BOOST_CHECK_EQUAL(absolute->kubeconfig, "/srv/kubeconfig");
+  BOOST_CHECK_EQUAL(absolute->kube.kubeconfig, "/srv/kubeconfig");
   auto bare = conf::ParseBridgeConfig("ClusterName=a Kubeconfig=kc\n", "k8sbridge.conf",
                                       k8sbridge::BuiltinHostlists());
   BOOST_REQUIRE(bare.ok());
-  BOOST_CHECK_EQUAL(bare->kubeconfig, "./kc");
+  BOOST_CHECK_EQUAL(bare->kube.kubeconfig, "./kc");
   auto empty = Parse("ClusterName=a Kubeconfig=\n");  // as before: not set
   BOOST_REQUIRE(empty.ok());
-  BOOST_CHECK_EQUAL(empty->kubeconfig, "");
+  BOOST_CHECK_EQUAL(empty->kube.kubeconfig, "");
 }
 
 BOOST_AUTO_TEST_CASE(plain_http_to_the_api_server_is_opt_in) {
   auto c = Parse(kMinimal);
   BOOST_REQUIRE(c.ok());
-  BOOST_CHECK(!c->allow_insecure_http);
+  BOOST_CHECK(!c->kube.allow_insecure_http);
   auto yes = Parse("ClusterName=a AllowInsecureHttp=yes\n");
   BOOST_REQUIRE(yes.ok());
-  BOOST_CHECK(yes->allow_insecure_http);
+  BOOST_CHECK(yes->kube.allow_insecure_http);
 }
 
 BOOST_AUTO_TEST_CASE(unknown_keys_get_a_hint) {

@@ -96,8 +96,8 @@ BOOST_AUTO_TEST_CASE(invalid_feature_names_are_reported_at_config_load) {
 BOOST_AUTO_TEST_CASE(feature_label_settings_parse_and_reject) {
   auto c =
       Parse("ClusterName=x\nFeatureLabelTimeout=500ms\nFeatureCacheFile=/var/spool/%n/l.json\n");
-  BOOST_TEST(c.feature_label_timeout.count() == 500);
-  BOOST_TEST(c.feature_cache_file == "/var/spool/%n/l.json");
+  BOOST_TEST(c.node_features.label_timeout.count() == 500);
+  BOOST_TEST(c.node_features.cache_file == "/var/spool/%n/l.json");
   for (std::string_view bad :
        {"FeatureLabelTimeout=0", "FeatureLabelTimeout=5m", "FeatureCacheFile=relative.json"}) {
     auto r = conf::ParseBridgeConfig("ClusterName=x\n" + std::string(bad) + "\n", "/k.conf",

@@ -54,7 +54,7 @@ BOOST_FIXTURE_TEST_SUITE(label_reader, Fixture)
 
 BOOST_AUTO_TEST_CASE(api_answer_is_used_and_cached) {
   transport->Push(FakeTransport::Json(200, std::string(kNodeJson)));
-  auto read = kf::ReadNodeLabels(*client, "gpu-7", config.feature_label_timeout, cache, log);
+  auto read = kf::ReadNodeLabels(*client, "gpu-7", config.node_features.label_timeout, cache, log);
   BOOST_TEST((read.source == kf::LabelRead::Source::kApi));
   BOOST_TEST(read.labels.at("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3");
   auto requests = transport->requests();
@@ -100,7 +100,7 @@ BOOST_AUTO_TEST_CASE(no_api_and_no_cache_reports_nothing) {
 BOOST_AUTO_TEST_CASE(corrupt_cache_is_reported) {
   cache.Set("{not json");
   transport->Push(FakeTransport::Error(Status::Unavailable("connection refused")));
-  auto read = kf::ReadNodeLabels(*client, "gpu-7", config.feature_label_timeout, cache, log);
+  auto read = kf::ReadNodeLabels(*client, "gpu-7", config.node_features.label_timeout, cache, log);
   BOOST_TEST((read.source == kf::LabelRead::Source::kNone));
   BOOST_TEST(log.Contains("unreadable", LogLevel::kError));
 }
@@ -108,7 +108,7 @@ BOOST_AUTO_TEST_CASE(corrupt_cache_is_reported) {
 BOOST_AUTO_TEST_CASE(failed_cache_write_is_a_warning_not_a_failure) {
   cache.Fail(Status::IoError("disk full"));
   transport->Push(FakeTransport::Json(200, std::string(kNodeJson)));
-  auto read = kf::ReadNodeLabels(*client, "gpu-7", config.feature_label_timeout, cache, log);
+  auto read = kf::ReadNodeLabels(*client, "gpu-7", config.node_features.label_timeout, cache, log);
   BOOST_TEST((read.source == kf::LabelRead::Source::kApi));
   BOOST_TEST(log.Contains("disk full", LogLevel::kWarning));
 }
@@ -143,6 +143,6 @@ BOOST_AUTO_TEST_CASE(cache_path) {
   BOOST_TEST(kf::LabelCachePath(*c, "/var/spool/slurmd/%n", "w-3") ==
              "/var/spool/slurmd/w-3/k8sbridge-labels.json");
   BOOST_TEST(kf::LabelCachePath(*c, "", "w-3") == "/var/spool/slurmd/k8sbridge-labels.json");
-  c->feature_cache_file = "/var/cache/%n.json";
+  c->node_features.cache_file = "/var/cache/%n.json";
   BOOST_TEST(kf::LabelCachePath(*c, "/x", "w-3") == "/var/cache/w-3.json");
 }

@@ -51,8 +51,9 @@ BOOST_AUTO_TEST_CASE(slow_link_and_polling_phys_state) {
   Port(d, "mlx5_0", 1, "4: ACTIVE", "5: LinkUp", "200 Gb/sec (4X HDR)");
   HealthConfig c = IbOnly(d);
   c.ib_ports.push_back({"mlx5_0", 1, 400});
-  BOOST_TEST(DrainReason(CheckIbPorts(c).findings) ==
-             "[hardware] k8sbridge-health: mlx5_0 port 1 rate 200 Gb/sec (4X HDR), expected 400 Gb/s");
+  BOOST_TEST(
+      DrainReason(CheckIbPorts(c).findings) ==
+      "[hardware] k8sbridge-health: mlx5_0 port 1 rate 200 Gb/sec (4X HDR), expected 400 Gb/s");
   Port(d, "mlx5_0", 1, "4: ACTIVE", "2: Polling", "400 Gb/sec (4X NDR)");
   BOOST_TEST(DrainReason(CheckIbPorts(c).findings) ==
              "[hardware] k8sbridge-health: mlx5_0 port 1 physical state 2: Polling");
@@ -84,7 +85,8 @@ BOOST_AUTO_TEST_CASE(jail_not_mounted_is_a_node_finding) {
   BOOST_TEST(DrainReason(r.findings) == "k8sbridge-health: jail " + c.jail_path + " not mounted");
   c.jail_path = (d.path / "absent").string();
   r = RunChecks(c, std::nullopt, state);
-  BOOST_TEST(DrainReason(r.findings).starts_with("k8sbridge-health: jail " + c.jail_path + " missing"));
+  BOOST_TEST(
+      DrainReason(r.findings).starts_with("k8sbridge-health: jail " + c.jail_path + " missing"));
 }
 
 BOOST_AUTO_TEST_CASE(free_space_below_minimum) {
@@ -99,6 +101,30 @@ BOOST_AUTO_TEST_CASE(free_space_below_minimum) {
   BOOST_REQUIRE_EQUAL(r.findings.size(), 1u);
   BOOST_TEST(r.findings[0].message.find("expected at least 1e+09") != std::string::npos);
   BOOST_TEST((r.findings[0].severity == Severity::kNode));
+}
+
+// A free-space reading that is not a number (an unreadable child answer) is a check
+// error that says what it could not read, not "0 GiB free" below the minimum.
+BOOST_AUTO_TEST_CASE(unreadable_free_space_is_a_check_error_not_zero_gib) {
+  for (const char* garbage : {"", "garbage", "12.5 GiB", "nan", "1e999"}) {
+    Report r;
+    JudgeFreeSpace("/scratch", garbage, 10, r);
+    BOOST_REQUIRE_EQUAL(r.findings.size(), 1u);
+    const Finding& f = r.findings[0];
+    BOOST_TEST(
+        f.message.starts_with("unreadable free space from statvfs: '" + std::string(garbage) + "'"),
+        f.message);
+    BOOST_TEST(f.message.find("0 GiB") == std::string::npos, f.message);
+    BOOST_TEST(r.observations.at(0).value == "unknown");
+  }
+  Report low;
+  JudgeFreeSpace("/scratch", "5.0", 10, low);
+  BOOST_REQUIRE_EQUAL(low.findings.size(), 1u);
+  BOOST_TEST(low.findings[0].message == "5.0 GiB free, expected at least 10");
+  Report enough;
+  JudgeFreeSpace("/scratch", "20.0", 10, enough);
+  BOOST_TEST(enough.findings.empty());
+  BOOST_TEST(enough.observations.at(0).value == "20.0 GiB free");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -234,7 +234,7 @@ BOOST_AUTO_TEST_CASE(unmapped_features_pass_through_or_are_logged) {
   BOOST_CHECK(log.Contains("node w-1: job 5: 'h100*2' counts nodes, which one pod cannot check",
                            LogLevel::kWarning));
 
-  config.feature_label_prefix = "feature.k8sbridge.io/";
+  config.node_features.label_prefix = "feature.k8sbridge.io/";
   pod = Render("w-1", "", {&job});
   BOOST_REQUIRE(pod.ok());
   BOOST_CHECK_EQUAL(Json(*pod, "/spec/nodeSelector"), R"({"feature.k8sbridge.io/fast":"true"})");

@@ -11,8 +11,10 @@
 // A line whose first key is NodeGroup or Feature is a record with its own keys
 // (like slurm.conf's NodeName lines); every other line holds global Key=Value pairs.
 // Every error names "<file>:<line>:<column>", the key, and the fix. A component
-// that needs a new global key adds it to GlobalSetters() in bridge_conf.cpp (and to
-// docs/power.md): unknown keys are errors, so a typo never goes unnoticed.
+// that needs a new key adds a row to the key table (conf_keys.cpp) and a field to
+// its section below; the reference tables in docs/power.md and docs/sync.md are
+// rendered from the table (a unit test checks them). Unknown keys are errors, so a
+// typo never goes unnoticed.
 #pragma once
 
 #include <chrono>
@@ -61,14 +63,15 @@ struct FeatureMapping {
   int line = 0;
 };
 
-struct BridgeConfig {
-  std::string file;  // where it was read from, for messages
-  std::string cluster_name;
+// The sections of BridgeConfig, one per component. Each default is written once,
+// here: the parser, the key table's documentation (conf_keys.h) and the sync
+// daemon's ReconcileOptions read it from these initializers.
 
-  // Kubernetes connection. Neither Kubeconfig nor InCluster: in-cluster when
-  // KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG or ~/.kube/config.
+// The Kubernetes connection. Neither Kubeconfig nor InCluster: in-cluster when
+// KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG or ~/.kube/config.
+struct KubeConf {
   std::string kubeconfig;  // relative ones resolved against the conf's directory
-  std::string kube_context;
+  std::string context;     // KubeContext; "" = the kubeconfig's current-context
   bool in_cluster = false;
   // AllowInsecureHttp=yes: accept an http:// server in the kubeconfig (the bearer
   // token then travels in clear); for test API servers only.
@@ -82,34 +85,12 @@ struct BridgeConfig {
   // How long 429/5xx answers are retried before a node is given up; must stay well
   // inside Slurm's ResumeTimeout.
   std::chrono::milliseconds retry_deadline{20'000};
+};
 
-  // The power programs' log, besides stderr (which slurmscriptd discards); "" = none.
+// The power programs (k8sbridge-power resume/suspend/resume-fail).
+struct PowerConf {
+  // Their log, besides stderr (which slurmscriptd discards); "" = none.
   std::string log_file;
-
-  // The sync daemon, k8sbridge-sync (docs/sync.md). Keys Sync*.
-  struct Sync {
-    // Drain reasons that make k8sbridge cordon and taint the Kubernetes node
-    // (ECMAScript regular expression, case-insensitive, searched in the reason).
-    std::string hardware_reason = R"(^\s*(\[hardware\]|xid|ecc|nvlink))";
-    std::chrono::milliseconds unschedulable_grace{20'000};
-    // A pod whose Slurm node is POWERED_DOWN or unknown, or a POWERING_UP node
-    // without a pod, is acted on after this long.
-    std::chrono::milliseconds orphan_grace{60'000};
-    int breaker_threshold = 3;  // unschedulable failures of one group within the cool-down; 0 = off
-    std::chrono::milliseconds breaker_cooldown{600'000};
-    std::string lease_name;  // "" = k8sbridge-sync-<ClusterName>
-    std::chrono::milliseconds lease_duration{15'000};
-    std::string metrics_listen = "127.0.0.1:9109";  // "" = no Prometheus endpoint
-    std::chrono::milliseconds poll_interval{500};   // slurm_load_node with change detection
-    // Destructive actions (pod deletes, fails, drains) one pass may take; more and
-    // it takes none of them. 0 = auto: 10% of the Slurm nodes, at least 20.
-    int max_actions_per_pass = 0;
-  } sync;
-
-  // Worker pods.
-  std::string worker_command = "/usr/sbin/k8sbridge-worker";
-  std::string
-      conf_server;  // host[:port] of slurmctld for configless slurmd; "" = pod has slurm.conf
   // The resume step encodes a munge credential with the controller's munged and
   // the worker decodes it before starting slurmd, so a pod with the wrong munge
   // key fails at once with a clear status instead of never registering.
@@ -118,14 +99,57 @@ struct BridgeConfig {
   std::string gpu_resource = "nvidia.com/gpu";
   std::string placement_label;  // global default for node groups
   PlacementAffinity placement_affinity = PlacementAffinity::kRequired;
+};
+
+// The sync daemon, k8sbridge-sync (docs/sync.md). Keys Sync*.
+struct SyncConf {
+  // Drain reasons that make k8sbridge cordon and taint the Kubernetes node
+  // (ECMAScript regular expression, case-insensitive, searched in the reason).
+  std::string hardware_reason = R"(^\s*(\[hardware\]|xid|ecc|nvlink))";
+  std::chrono::milliseconds unschedulable_grace{20'000};
+  // A pod whose Slurm node is POWERED_DOWN or unknown, or a POWERING_UP node
+  // without a pod, is acted on after this long.
+  std::chrono::milliseconds orphan_grace{60'000};
+  int breaker_threshold = 3;  // unschedulable failures of one group within the cool-down; 0 = off
+  std::chrono::milliseconds breaker_cooldown{600'000};
+  std::string lease_name;  // "" = k8sbridge-sync-<ClusterName>
+  std::chrono::milliseconds lease_duration{15'000};
+  std::string metrics_listen = "127.0.0.1:9109";  // "" = no Prometheus endpoint
+  std::chrono::milliseconds poll_interval{500};   // slurm_load_node with change detection
+  // Destructive actions (pod deletes, fails, drains) one pass may take; more and
+  // it takes none of them. 0 = auto: 10% of the Slurm nodes, at least 20.
+  int max_actions_per_pass = 0;
+};
+
+// Slurm features as Kubernetes node labels (power placement, node_features/k8s,
+// the sync daemon's relabels).
+struct FeatureConf {
   // Unmapped Slurm features pass through as node label "<prefix><feature>=true";
   // "" = unmapped features only constrain Slurm, not the pod.
-  std::string feature_label_prefix;
+  std::string label_prefix;
   // node_features/k8s in slurmd: how long registration waits for the node's labels
   // before it uses the cache file, and where that file is ("" = beside slurmd's
   // spool: <SlurmdSpoolDir>/k8sbridge-labels.json; %n = the Slurm node name).
-  std::chrono::milliseconds feature_label_timeout{2'000};
-  std::string feature_cache_file;
+  std::chrono::milliseconds label_timeout{2'000};
+  std::string cache_file;
+};
+
+// What a worker pod runs.
+struct WorkerConf {
+  std::string command = "/usr/sbin/k8sbridge-worker";
+  std::string
+      conf_server;  // host[:port] of slurmctld for configless slurmd; "" = pod has slurm.conf
+};
+
+struct BridgeConfig {
+  std::string file;  // where it was read from, for messages
+  std::string cluster_name;
+
+  KubeConf kube;
+  PowerConf power;
+  SyncConf sync;
+  FeatureConf node_features;
+  WorkerConf worker;
 
   std::vector<NodeGroup> node_groups;
   std::vector<FeatureMapping> features;

@@ -4,7 +4,6 @@
 // slurm.conf. What the keys mean is up to the caller (see bridge_conf.h).
 #pragma once
 
-#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,11 +27,8 @@ struct ConfLine {
 // Errors name "<file>:<line>:<column>" and the fix.
 Result<std::vector<ConfLine>> LexConf(std::string_view text, std::string_view file);
 
-// Value parsers shared by every k8sbridge configuration file. Their messages
-// say what is wrong with the value; callers add "<file>:<line>:<column>: Key".
-Result<long> ParseInt(const std::string& value, long min, long max);
-// "10" (seconds), "10s", "500ms" or "2m".
-Result<std::chrono::milliseconds> ParseDuration(const std::string& value);
+// Numbers and durations are read with k8sbridge/text.h. The message says what is
+// wrong with the value; callers add "<file>:<line>:<column>: Key".
 // yes/no, true/false, on/off, 1/0, in any case.
 Result<bool> ParseBool(const std::string& value);
 

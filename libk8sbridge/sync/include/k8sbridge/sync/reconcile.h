@@ -127,16 +127,18 @@ struct Action {
   std::string ToString() const;
 };
 
+// The defaults are k8sbridge.conf's (conf::SyncConf), so a test that builds options
+// by hand plans as the daemon does.
 struct ReconcileOptions {
   std::string cluster;
-  std::string hardware_reason = R"(^\s*(\[hardware\]|xid|ecc|nvlink))";
-  Clock::Steady::duration unschedulable_grace = std::chrono::seconds(20);
-  Clock::Steady::duration orphan_grace = std::chrono::seconds(60);
+  std::string hardware_reason = conf::SyncConf{}.hardware_reason;
+  Clock::Steady::duration unschedulable_grace = conf::SyncConf{}.unschedulable_grace;
+  Clock::Steady::duration orphan_grace = conf::SyncConf{}.orphan_grace;
   // A pod that vanished while its node was up: confirmed over this long, so a
   // cache that lags slurmctld by a moment is not read as a deletion.
   Clock::Steady::duration pod_lost_grace = std::chrono::seconds(3);
-  int breaker_threshold = 3;
-  Clock::Steady::duration breaker_cooldown = std::chrono::minutes(10);
+  int breaker_threshold = conf::SyncConf{}.breaker_threshold;
+  Clock::Steady::duration breaker_cooldown = conf::SyncConf{}.breaker_cooldown;
   // Which node group a Slurm node belongs to; nodes in no group are managed on the
   // Slurm -> Kubernetes side only (no pod rules).
   const conf::BridgeConfig* config = nullptr;
