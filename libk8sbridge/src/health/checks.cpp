@@ -43,28 +43,35 @@ std::string_view XidMeaning(unsigned xid) {
 std::optional<KernelXid> ParseKmsgXid(std::string_view record) {
   // "<prio>,<seq>,<usec>,<flags>[,...];<message>"
   auto semi = record.find(';');
-  if (semi == std::string_view::npos) return std::nullopt;
+  if (semi == std::string_view::npos)
+    return std::nullopt;
   std::string_view header = record.substr(0, semi), msg = record.substr(semi + 1);
   auto c1 = header.find(',');
-  if (c1 == std::string_view::npos) return std::nullopt;
+  if (c1 == std::string_view::npos)
+    return std::nullopt;
   auto c2 = header.find(',', c1 + 1);
   KernelXid out;
-  std::string_view seq = header.substr(c1 + 1, c2 == std::string_view::npos ? header.npos : c2 - c1 - 1);
+  std::string_view seq =
+      header.substr(c1 + 1, c2 == std::string_view::npos ? header.npos : c2 - c1 - 1);
   if (std::from_chars(seq.data(), seq.data() + seq.size(), out.sequence).ec != std::errc())
     return std::nullopt;
   constexpr std::string_view kMarker = "NVRM: Xid (PCI:";
   auto at = msg.find(kMarker);
-  if (at == std::string_view::npos) return std::nullopt;
+  if (at == std::string_view::npos)
+    return std::nullopt;
   msg.remove_prefix(at + kMarker.size());
   auto close = msg.find(')');
-  if (close == std::string_view::npos) return std::nullopt;
+  if (close == std::string_view::npos)
+    return std::nullopt;
   out.pci_bus_id = std::string(msg.substr(0, close));
   std::transform(out.pci_bus_id.begin(), out.pci_bus_id.end(), out.pci_bus_id.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   msg.remove_prefix(close + 1);
-  while (!msg.empty() && (msg.front() == ':' || msg.front() == ' ')) msg.remove_prefix(1);
+  while (!msg.empty() && (msg.front() == ':' || msg.front() == ' '))
+    msg.remove_prefix(1);
   auto [ptr, ec] = std::from_chars(msg.data(), msg.data() + msg.size(), out.xid);
-  if (ec != std::errc() || ptr == msg.data()) return std::nullopt;
+  if (ec != std::errc() || ptr == msg.data())
+    return std::nullopt;
   return out;
 }
 
@@ -77,10 +84,14 @@ std::string XidText(unsigned xid) {
 
 std::string ThrottleNames(unsigned long long bits) {
   std::vector<std::string_view> names;
-  if (bits & kThrottleHwSlowdown) names.push_back("hardware slowdown");
-  if (bits & kThrottleSwThermal) names.push_back("software thermal slowdown");
-  if (bits & kThrottleHwThermal) names.push_back("hardware thermal slowdown");
-  if (bits & kThrottleHwPowerBrake) names.push_back("hardware power brake");
+  if (bits & kThrottleHwSlowdown)
+    names.push_back("hardware slowdown");
+  if (bits & kThrottleSwThermal)
+    names.push_back("software thermal slowdown");
+  if (bits & kThrottleHwThermal)
+    names.push_back("hardware thermal slowdown");
+  if (bits & kThrottleHwPowerBrake)
+    names.push_back("hardware power brake");
   return names.empty() ? fmt::format("0x{:x}", bits) : fmt::format("{}", fmt::join(names, ", "));
 }
 
@@ -96,11 +107,13 @@ void EvaluateOne(const GpuSnapshot& g, const std::vector<unsigned>& xids, const 
   if (c.check_xid) {
     std::vector<unsigned> drained;
     for (unsigned x : xids)
-      if (c.xid_drain.contains(x)) drained.push_back(x);
+      if (c.xid_drain.contains(x))
+        drained.push_back(x);
     if (!drained.empty()) {
       r.Fail("gpu.xid", gpu, fmt::format("{}", fmt::join(xids, ",")), XidText(drained.front()));
     } else {
-      r.Pass("gpu.xid", gpu, xids.empty() ? "none" : fmt::format("{} (not draining)", fmt::join(xids, ",")));
+      r.Pass("gpu.xid", gpu,
+             xids.empty() ? "none" : fmt::format("{} (not draining)", fmt::join(xids, ",")));
     }
   }
   if (c.check_ecc && g.ecc_uncorrected_volatile) {
@@ -122,18 +135,21 @@ void EvaluateOne(const GpuSnapshot& g, const std::vector<unsigned>& xids, const 
     else if (g.remap_pending.value_or(false))
       r.Fail("gpu.row_remap", gpu, "pending", "row remapping pending (reset the GPU)");
     else
-      r.Pass("gpu.row_remap", gpu, fmt::format("{} uncorrectable rows remapped",
-                                               g.remapped_rows_uncorrectable.value_or(0)));
+      r.Pass(
+          "gpu.row_remap", gpu,
+          fmt::format("{} uncorrectable rows remapped", g.remapped_rows_uncorrectable.value_or(0)));
   }
   if (c.check_nvlink && !g.nvlink_active.empty()) {
     std::vector<unsigned> down;
     for (unsigned i = 0; i < g.nvlink_active.size(); ++i)
-      if (!g.nvlink_active[i]) down.push_back(i);
-    std::string value = fmt::format("{}/{} active", g.nvlink_active.size() - down.size(),
-                                    g.nvlink_active.size());
+      if (!g.nvlink_active[i])
+        down.push_back(i);
+    std::string value =
+        fmt::format("{}/{} active", g.nvlink_active.size() - down.size(), g.nvlink_active.size());
     if (!down.empty())
       r.Fail("gpu.nvlink", gpu, value,
-             fmt::format("NVLink {} {} down", down.size() == 1 ? "link" : "links", fmt::join(down, ",")));
+             fmt::format("NVLink {} {} down", down.size() == 1 ? "link" : "links",
+                         fmt::join(down, ",")));
     else
       r.Pass("gpu.nvlink", gpu, value);
   }
@@ -151,7 +167,8 @@ void EvaluateOne(const GpuSnapshot& g, const std::vector<unsigned>& xids, const 
     std::string value = fmt::format("x{} gen{} (max x{} gen{})", l.width, l.generation, l.max_width,
                                     l.max_generation);
     if (l.width < min_width)
-      r.Fail("gpu.pcie", gpu, value, fmt::format("PCIe link x{}, expected x{}", l.width, min_width));
+      r.Fail("gpu.pcie", gpu, value,
+             fmt::format("PCIe link x{}, expected x{}", l.width, min_width));
     else if (c.pcie_min_generation && l.generation < *c.pcie_min_generation)
       r.Fail("gpu.pcie", gpu, value,
              fmt::format("PCIe link gen{}, expected gen{}", l.generation, *c.pcie_min_generation));
@@ -168,7 +185,8 @@ Report EvaluateGpus(const GpuInventory& inv, std::optional<unsigned> expected,
   if (!inv.driver_present) {
     if (expected && *expected > 0)
       r.Fail("gpu.count", "", "no driver",
-             fmt::format("expected {} GPUs, but NVML is not available ({})", *expected, inv.driver_detail));
+             fmt::format("expected {} GPUs, but NVML is not available ({})", *expected,
+                         inv.driver_detail));
     else
       r.Pass("gpu.count", "GPUs", "no NVML and none expected");
     return r;
@@ -183,7 +201,8 @@ Report EvaluateGpus(const GpuInventory& inv, std::optional<unsigned> expected,
     std::vector<unsigned> xids = g.xids;
     for (const KernelXid& k : kernel_xids) {
       // kmsg names "0000:3b:00"; NVML "0000:3b:00.0".
-      if (!g.pci_bus_id.empty() && g.pci_bus_id.starts_with(k.pci_bus_id)) xids.push_back(k.xid);
+      if (!g.pci_bus_id.empty() && g.pci_bus_id.starts_with(k.pci_bus_id))
+        xids.push_back(k.xid);
     }
     EvaluateOne(g, xids, c, r);
   }
@@ -196,7 +215,8 @@ std::string ReadTrimmed(const fs::path& p) {
   std::ifstream in(p);
   std::string s;
   std::getline(in, s);
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
   return s;
 }
 
@@ -205,7 +225,8 @@ std::string ReadTrimmed(const fs::path& p) {
 std::optional<double> ParseIbRate(std::string_view rate) {
   double v = 0;
   auto [ptr, ec] = std::from_chars(rate.data(), rate.data() + rate.size(), v);
-  if (ec != std::errc() || ptr == rate.data()) return std::nullopt;
+  if (ec != std::errc() || ptr == rate.data())
+    return std::nullopt;
   return v;
 }
 
@@ -219,11 +240,13 @@ Report CheckIbPorts(const HealthConfig& c) {
     return r;
   }
   std::vector<fs::path> devices;
-  for (const auto& e : fs::directory_iterator(c.ib_sysfs_root, ec)) devices.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(c.ib_sysfs_root, ec))
+    devices.push_back(e.path());
   std::sort(devices.begin(), devices.end());
   auto expectation_for = [&](const std::string& dev, unsigned port) -> const IbPortExpectation* {
     for (const auto& e : c.ib_ports)
-      if ((e.device == "*" || e.device == dev) && (!e.port || *e.port == port)) return &e;
+      if ((e.device == "*" || e.device == dev) && (!e.port || *e.port == port))
+        return &e;
     return nullptr;
   };
   // Every configured device must exist.
@@ -233,7 +256,8 @@ Report CheckIbPorts(const HealthConfig& c) {
   }
   for (const fs::path& dev : devices) {
     std::vector<fs::path> ports;
-    for (const auto& e : fs::directory_iterator(dev / "ports", ec)) ports.push_back(e.path());
+    for (const auto& e : fs::directory_iterator(dev / "ports", ec))
+      ports.push_back(e.path());
     std::sort(ports.begin(), ports.end());
     for (const fs::path& port : ports) {
       unsigned n = 0;
@@ -241,17 +265,21 @@ Report CheckIbPorts(const HealthConfig& c) {
       std::from_chars(pname.data(), pname.data() + pname.size(), n);
       const std::string devname = dev.filename();
       const IbPortExpectation* want = expectation_for(devname, n);
-      if (!c.ib_ports.empty() && !want) continue;  // only configured ports are checked
+      if (!c.ib_ports.empty() && !want)
+        continue;  // only configured ports are checked
       std::string subject = fmt::format("{} port {}", devname, n);
-      std::string state = ReadTrimmed(port / "state");         // "4: ACTIVE"
-      std::string phys = ReadTrimmed(port / "phys_state");     // "5: LinkUp"
-      std::string rate = ReadTrimmed(port / "rate");           // "400 Gb/sec (4X NDR)"
+      std::string state = ReadTrimmed(port / "state");      // "4: ACTIVE"
+      std::string phys = ReadTrimmed(port / "phys_state");  // "5: LinkUp"
+      std::string rate = ReadTrimmed(port / "rate");        // "400 Gb/sec (4X NDR)"
       std::string value = fmt::format("{}, {}, {}", state, phys, rate);
       if (state.find("ACTIVE") == std::string::npos) {
-        r.Fail("ib.port", subject, value, fmt::format("state {}", state.empty() ? "unknown" : state));
+        r.Fail("ib.port", subject, value,
+               fmt::format("state {}", state.empty() ? "unknown" : state));
       } else if (phys.find("LinkUp") == std::string::npos) {
-        r.Fail("ib.port", subject, value, fmt::format("physical state {}", phys.empty() ? "unknown" : phys));
-      } else if (want && want->min_rate_gbps > 0 && ParseIbRate(rate).value_or(0) < want->min_rate_gbps) {
+        r.Fail("ib.port", subject, value,
+               fmt::format("physical state {}", phys.empty() ? "unknown" : phys));
+      } else if (want && want->min_rate_gbps > 0 &&
+                 ParseIbRate(rate).value_or(0) < want->min_rate_gbps) {
         r.Fail("ib.port", subject, value,
                fmt::format("rate {}, expected {} Gb/s", rate, want->min_rate_gbps));
       } else {
@@ -267,15 +295,18 @@ std::optional<unsigned> GpusFromGres(std::string_view gres) {
   size_t start = 0;
   while (start < gres.size()) {
     size_t end = gres.find(',', start);
-    if (end == std::string_view::npos) end = gres.size();
+    if (end == std::string_view::npos)
+      end = gres.size();
     std::string_view item = gres.substr(start, end - start);
-    if (auto paren = item.find('('); paren != std::string_view::npos) item = item.substr(0, paren);
+    if (auto paren = item.find('('); paren != std::string_view::npos)
+      item = item.substr(0, paren);
     if (item.starts_with("gpu")) {
       auto colon = item.rfind(':');
       unsigned n = 1;
       if (colon != std::string_view::npos) {
         std::string_view count = item.substr(colon + 1);
-        if (std::from_chars(count.data(), count.data() + count.size(), n).ec != std::errc()) n = 1;
+        if (std::from_chars(count.data(), count.data() + count.size(), n).ec != std::errc())
+          n = 1;
       }
       total = total.value_or(0) + n;
     }

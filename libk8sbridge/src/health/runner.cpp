@@ -5,9 +5,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <cerrno>
 #include <cstring>
-#include <dirent.h>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -18,13 +18,17 @@
 namespace k8sbridge::health {
 namespace {
 
-double Seconds(std::chrono::milliseconds d) { return static_cast<double>(d.count()) / 1000.0; }
+double Seconds(std::chrono::milliseconds d) {
+  return static_cast<double>(d.count()) / 1000.0;
+}
 
-void CheckGpus(const HealthConfig& c, std::optional<unsigned> expected, HealthState& state, Report& r) {
+void CheckGpus(const HealthConfig& c, std::optional<unsigned> expected, HealthState& state,
+               Report& r) {
   auto run = RunWithDeadline(
       [&](const auto& progress) -> Result<std::string> {
         auto inv = CollectGpus(c.nvml_library, c.xid_event_wait_ms, progress);
-        if (!inv.ok()) return inv.status();
+        if (!inv.ok())
+          return inv.status();
         return InventoryToJson(*inv);
       },
       c.check_timeout);
@@ -48,22 +52,27 @@ void CheckGpus(const HealthConfig& c, std::optional<unsigned> expected, HealthSt
     return;
   }
   std::vector<KernelXid> xids;
-  if (c.check_xid) xids = ReadKernelXids(c.kmsg_path, state);
+  if (c.check_xid)
+    xids = ReadKernelXids(c.kmsg_path, state);
   r.Merge(EvaluateGpus(*inv, expected, xids, c));
 }
 
 bool IsMountPoint(const std::string& path) {
   char resolved[PATH_MAX];
-  if (!realpath(path.c_str(), resolved)) return false;
+  if (!realpath(path.c_str(), resolved))
+    return false;
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
   while (std::getline(in, line)) {
     // "<id> <parent> <maj:min> <root> <mount point> ..."
     size_t pos = 0;
-    for (int field = 0; field < 4 && pos != std::string::npos; ++field) pos = line.find(' ', pos + 1);
-    if (pos == std::string::npos) continue;
+    for (int field = 0; field < 4 && pos != std::string::npos; ++field)
+      pos = line.find(' ', pos + 1);
+    if (pos == std::string::npos)
+      continue;
     size_t end = line.find(' ', pos + 1);
-    if (line.substr(pos + 1, end - pos - 1) == resolved) return true;
+    if (line.substr(pos + 1, end - pos - 1) == resolved)
+      return true;
   }
   return false;
 }
@@ -74,15 +83,18 @@ void CheckJail(const HealthConfig& c, Report& r) {
         progress(fmt::format("stat {}", c.jail_path));
         struct stat st {};
         if (stat(c.jail_path.c_str(), &st) != 0)
-          return Status::NotFound(fmt::format("jail {} missing: {}", c.jail_path, std::strerror(errno)));
+          return Status::NotFound(
+              fmt::format("jail {} missing: {}", c.jail_path, std::strerror(errno)));
         if (!IsMountPoint(c.jail_path))
           return Status::NotFound(fmt::format("jail {} not mounted", c.jail_path));
         progress(fmt::format("list {}", c.jail_path));
         DIR* dir = opendir(c.jail_path.c_str());
         if (!dir)
-          return Status::IoError(fmt::format("jail {} unreadable: {}", c.jail_path, std::strerror(errno)));
+          return Status::IoError(
+              fmt::format("jail {} unreadable: {}", c.jail_path, std::strerror(errno)));
         int entries = 0;
-        while (readdir(dir)) ++entries;
+        while (readdir(dir))
+          ++entries;
         closedir(dir);
         return fmt::format("mounted, {} entries", entries - 2);
       },
@@ -94,7 +106,8 @@ void CheckJail(const HealthConfig& c, Report& r) {
            fmt::format("not answering within {:g}s", Seconds(c.check_timeout)), Severity::kNode);
   } else if (!run->error.empty()) {
     std::string msg = run->error;
-    if (msg.starts_with("jail " + c.jail_path + " ")) msg = msg.substr(6 + c.jail_path.size());
+    if (msg.starts_with("jail " + c.jail_path + " "))
+      msg = msg.substr(6 + c.jail_path.size());
     r.Fail("jail", fmt::format("jail {}", c.jail_path), "failed", msg, Severity::kNode);
   } else {
     r.Pass("jail", c.jail_path, run->output);
@@ -115,15 +128,17 @@ void CheckFreeSpace(const HealthConfig& c, const std::string& path, double min_g
       c.check_timeout);
   if (!run.ok() || !run->finished || !run->error.empty()) {
     std::string why = !run.ok() ? run.status().message()
-                      : !run->finished ? fmt::format("not answering within {:g}s", Seconds(c.check_timeout))
-                                       : run->error;
+                      : !run->finished
+                          ? fmt::format("not answering within {:g}s", Seconds(c.check_timeout))
+                          : run->error;
     r.Fail("disk.free", path, "unknown", why, Severity::kNode);
     return;
   }
   double gib = std::strtod(run->output.c_str(), nullptr);
   std::string value = fmt::format("{} GiB free", run->output);
   if (gib < min_gib)
-    r.Fail("disk.free", path, value, fmt::format("{} GiB free, expected at least {:g}", run->output, min_gib),
+    r.Fail("disk.free", path, value,
+           fmt::format("{} GiB free, expected at least {:g}", run->output, min_gib),
            Severity::kNode);
   else
     r.Pass("disk.free", path, value);
@@ -137,38 +152,47 @@ std::vector<KernelXid> ReadKernelXids(const std::string& path, HealthState& stat
   uint64_t newest = 0;
   auto take = [&](std::string_view record) {
     auto c1 = record.find(',');
-    if (c1 == std::string_view::npos) return;
+    if (c1 == std::string_view::npos)
+      return;
     uint64_t seq = std::strtoull(std::string(record.substr(c1 + 1, 24)).c_str(), nullptr, 10);
     newest = any ? std::max(newest, seq) : seq;
     any = true;
-    if (auto x = ParseKmsgXid(record)) all.push_back(*x);
+    if (auto x = ParseKmsgXid(record))
+      all.push_back(*x);
   };
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return {};
+  if (stat(path.c_str(), &st) != 0)
+    return {};
   if (S_ISCHR(st.st_mode)) {
     // /dev/kmsg: one record per read; non-blocking, so the end of the buffer is EAGAIN.
     int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return {};
+    if (fd < 0)
+      return {};
     char buf[8192];
     for (;;) {
       ssize_t n = read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EPIPE) continue;  // overwritten records: skip ahead
-      if (n <= 0) break;
+      if (n < 0 && errno == EPIPE)
+        continue;  // overwritten records: skip ahead
+      if (n <= 0)
+        break;
       take(std::string_view(buf, static_cast<size_t>(n)));
     }
     close(fd);
   } else {
     std::ifstream in(path);
     std::string line;
-    while (std::getline(in, line)) take(line);
+    while (std::getline(in, line))
+      take(line);
   }
-  if (!any) return {};
+  if (!any)
+    return {};
   // A log that restarted (a reboot, a new pod's kernel view) has a cursor from
   // the old one: then every record is new.
   const bool resume = state.has_kmsg_sequence && newest >= state.kmsg_sequence;
   std::vector<KernelXid> fresh;
   for (const KernelXid& x : all)
-    if (!resume || x.sequence > state.kmsg_sequence) fresh.push_back(x);
+    if (!resume || x.sequence > state.kmsg_sequence)
+      fresh.push_back(x);
   state.kmsg_sequence = newest;
   state.has_kmsg_sequence = true;
   return fresh;
@@ -176,10 +200,14 @@ std::vector<KernelXid> ReadKernelXids(const std::string& path, HealthState& stat
 
 Report RunChecks(const HealthConfig& c, std::optional<unsigned> expected_gpus, HealthState& state) {
   Report r;
-  if (c.check_gpus) CheckGpus(c, expected_gpus, state, r);
-  if (c.check_ib) r.Merge(CheckIbPorts(c));
-  if (!c.jail_path.empty()) CheckJail(c, r);
-  for (const auto& [path, gib] : c.min_free_gib) CheckFreeSpace(c, path, gib, r);
+  if (c.check_gpus)
+    CheckGpus(c, expected_gpus, state, r);
+  if (c.check_ib)
+    r.Merge(CheckIbPorts(c));
+  if (!c.jail_path.empty())
+    CheckJail(c, r);
+  for (const auto& [path, gib] : c.min_free_gib)
+    CheckFreeSpace(c, path, gib, r);
   return r;
 }
 

@@ -51,8 +51,9 @@ BOOST_AUTO_TEST_CASE(slow_link_and_polling_phys_state) {
   Port(d, "mlx5_0", 1, "4: ACTIVE", "5: LinkUp", "200 Gb/sec (4X HDR)");
   HealthConfig c = IbOnly(d);
   c.ib_ports.push_back({"mlx5_0", 1, 400});
-  BOOST_TEST(DrainReason(CheckIbPorts(c).findings) ==
-             "[hardware] k8sbridge-health: mlx5_0 port 1 rate 200 Gb/sec (4X HDR), expected 400 Gb/s");
+  BOOST_TEST(
+      DrainReason(CheckIbPorts(c).findings) ==
+      "[hardware] k8sbridge-health: mlx5_0 port 1 rate 200 Gb/sec (4X HDR), expected 400 Gb/s");
   Port(d, "mlx5_0", 1, "4: ACTIVE", "2: Polling", "400 Gb/sec (4X NDR)");
   BOOST_TEST(DrainReason(CheckIbPorts(c).findings) ==
              "[hardware] k8sbridge-health: mlx5_0 port 1 physical state 2: Polling");
@@ -84,7 +85,8 @@ BOOST_AUTO_TEST_CASE(jail_not_mounted_is_a_node_finding) {
   BOOST_TEST(DrainReason(r.findings) == "k8sbridge-health: jail " + c.jail_path + " not mounted");
   c.jail_path = (d.path / "absent").string();
   r = RunChecks(c, std::nullopt, state);
-  BOOST_TEST(DrainReason(r.findings).starts_with("k8sbridge-health: jail " + c.jail_path + " missing"));
+  BOOST_TEST(
+      DrainReason(r.findings).starts_with("k8sbridge-health: jail " + c.jail_path + " missing"));
 }
 
 BOOST_AUTO_TEST_CASE(free_space_below_minimum) {
