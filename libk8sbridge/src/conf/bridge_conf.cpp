@@ -52,6 +52,8 @@ Setter BoolSetter(bool BridgeConfig::*field) {
   };
 }
 
+// Issue 16: becomes a declarative key table (the conf rewrite); until then exempt.
+// NOLINTNEXTLINE(readability-function-size)
 const std::map<std::string, Setter, std::less<>>& GlobalSetters() {
   static const auto* setters = new std::map<std::string, Setter, std::less<>>{
       {"ClusterName",
@@ -468,6 +470,8 @@ class Parser {
     return Status::Ok();
   }
 
+  // Issue 16: rewritten with the key table (the conf rewrite); until then exempt.
+  // NOLINTNEXTLINE(readability-function-size)
   Status ParseNodeGroup(const ConfLine& line) {
     NodeGroup group;
     group.line = line.line;
