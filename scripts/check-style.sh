@@ -40,12 +40,14 @@ fi
 mapfile -d '' tidy_files < <(git ls-files -z -- 'libk8sbridge/*.cpp' 'programs/*.cpp' \
   'plugins/*.cpp')
 # Headers are checked through the files that include them; one offender can so
-# be reported several times, hence sort -u on "file:line: function".
+# be reported several times, hence sort -u on "file:line: function". clang-tidy
+# names files as the compile commands do (relative to the build directory, or
+# absolute through it): the paths are cut back to the repository's.
 tidy_out=$(printf '%s\0' "${tidy_files[@]}" |
   xargs -0 -n 2 -P "$jobs" "$clang_tidy" -p "$build" --quiet 2>&1)
 tidy_rc=$?
 tidy_offenders=$(sed -n "s/^\(.*:[0-9]*\):[0-9]*: error: function '\([^']*\)' exceeds.*/\1: \2/p" \
-  <<<"$tidy_out" | sed "s|^\(\.\./\)*||; s|^$root/||" | sort -u)
+  <<<"$tidy_out" | sed "s|^.*\.\./||; s|^$root/||" | sort -u)
 if [ -n "$tidy_offenders" ]; then
   echo "check-style: functions over 80 lines (split them along their seams):"
   sed 's/^/  /' <<<"$tidy_offenders"
