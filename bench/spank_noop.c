@@ -5,10 +5,9 @@
 
 SPANK_PLUGIN(spank_noop, 1);
 
-int slurm_spank_init(spank_t sp, int ac, char **av)
-{
-	(void)sp;
-	(void)ac;
-	(void)av;
-	return 0;
+int slurm_spank_init(spank_t sp, int ac, char** av) {
+  (void)sp;
+  (void)ac;
+  (void)av;
+  return 0;
 }

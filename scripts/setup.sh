@@ -16,7 +16,7 @@ fi
 
 packages=(
   # build
-  build-essential meson ninja-build pkg-config clang clang-format
+  build-essential meson ninja-build pkg-config clang clang-format clang-tidy
   # libraries
   libcurl4-openssl-dev libssl-dev rapidjson-dev libfmt-dev libyaml-cpp-dev libboost-dev
   libboost-test-dev libmunge-dev libibnetdisc-dev libibmad-dev libibumad-dev

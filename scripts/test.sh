@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every k8sbridge test, as root: set-up (idempotent), the build with
 # warnings as errors, unit and integration suites, the unit suite again under
-# ASan/UBSan, and a final check that no rig left anything behind.
+# ASan/UBSan, the style checks (scripts/check-style.sh), and a final check that
+# no rig left anything behind.
 # Ends with the line "N passed, N failed, N skipped".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,10 +51,24 @@ if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
       -Db_sanitize=address,undefined -Db_lundef=false &&
     nice -n 10 ninja -C "$asan_build" $(unit_targets "$asan_build") ) >"$asan_log" 2>&1 &
   asan_pid=$!
+  # The style checks (clang-format, clang-tidy's function size) need the build's
+  # compile commands and generated headers; they too run beside the waiting
+  # integration tests, at low priority.
+  style_log="$build/meson-logs/check-style.log"
+  nice -n 15 bash scripts/check-style.sh "$build" >"$style_log" 2>&1 &
+  style_pid=$!
   meson test -C "$build" --print-errorlogs --num-processes 2 || true
 else
   failed_steps+=("build")
   asan_pid=""
+  style_pid=""
+fi
+
+if [ -n "$style_pid" ] && wait "$style_pid"; then
+  cat "$style_log"
+else
+  [ -n "$style_pid" ] && cat "$style_log"
+  failed_steps+=("style checks")
 fi
 
 if [ -n "$asan_pid" ] && wait "$asan_pid"; then

@@ -107,6 +107,143 @@ Result<kube::Config> KubeConfigFor(const conf::BridgeConfig& c) {
   return config;
 }
 
+// What Slurm (or an admin) asked for.
+struct Invocation {
+  std::string subcommand;  // resume, suspend or resume-fail
+  std::string config_path;
+  std::string hostlist;
+};
+
+// The subcommand a symlink's name implies; "" for k8sbridge-power itself.
+std::string SubcommandOf(std::string_view program) {
+  if (program == "k8sbridge-resume")
+    return "resume";
+  if (program == "k8sbridge-suspend")
+    return "suspend";
+  if (program == "k8sbridge-resume-fail")
+    return "resume-fail";
+  return "";
+}
+
+// The invocation, or the exit code of a usage error (logged with the usage).
+std::optional<int> ParseInvocation(std::string_view program, int argc, char** argv, Logger& log,
+                                   Invocation& out) {
+  out.subcommand = SubcommandOf(program);
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--config" && i + 1 < argc) {
+      out.config_path = argv[++i];
+    } else if (a.starts_with("--config=")) {
+      out.config_path = std::string(a.substr(9));
+    } else {
+      args.emplace_back(a);
+    }
+  }
+  if (out.subcommand.empty() && !args.empty()) {
+    out.subcommand = args.front();
+    args.erase(args.begin());
+  }
+  if (out.subcommand != "resume" && out.subcommand != "suspend" &&
+      out.subcommand != "resume-fail") {
+    if (!out.subcommand.empty())
+      log.Error("unknown subcommand '{}'", out.subcommand);
+    Usage(log);
+    return kExitUsage;
+  }
+  if (args.size() != 1 || args[0].empty()) {
+    log.Error("{}: expected exactly one HOSTLIST argument, got {}", out.subcommand, args.size());
+    Usage(log);
+    return kExitUsage;
+  }
+  out.hostlist = args[0];
+  return std::nullopt;
+}
+
+// The resume file is a memfd that vanishes when slurmctld is done with us: it is
+// copied before anything else can take time. A failure to read it fails the nodes
+// later, once the hostlist is known; no file at all is only warned about.
+std::optional<Result<std::string>> CopyResumeFile(std::string& resume_path, Logger& log) {
+  if (const char* p = std::getenv("SLURM_RESUME_FILE"); p && *p) {
+    resume_path = p;
+    return power::ReadResumeFile(resume_path);
+  }
+  log.Warning(
+      "SLURM_RESUME_FILE is not set (not run by slurmctld?): pods get no job labels and no "
+      "feature placement");
+  return std::nullopt;
+}
+
+Result<std::unique_ptr<kube::Client>> MakeClient(const conf::BridgeConfig& config, Logger& log) {
+  auto kube_config = KubeConfigFor(config);
+  if (!kube_config.ok())
+    return kube_config.status();
+  kube::ClientOptions options;
+  options.logger = &log;
+  options.qps = config.kube.qps;
+  options.burst = config.kube.burst;
+  options.connect_timeout = config.kube.connect_timeout;
+  options.request_timeout = config.kube.request_timeout;
+  // power::Resume/Suspend retry 429/5xx themselves, bounded by RetryDeadline.
+  options.max_retries = 0;
+  return kube::Client::Create(*kube_config, options);
+}
+
+// resume-fail reports on the pods with Events.
+std::unique_ptr<kube::EventRecorder> EventsFor(const std::string& subcommand, kube::Client& client,
+                                               const conf::BridgeConfig& config) {
+  if (subcommand != "resume-fail")
+    return nullptr;
+  kube::EventRecorderOptions eo;
+  eo.reporting_controller = contract::kPowerController;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  eo.reporting_instance = host;
+  eo.default_namespace = config.kube.namespace_;
+  return std::make_unique<kube::EventRecorder>(client, eo);
+}
+
+// resume checks the worker's munge key against the munged slurmctld uses.
+std::unique_ptr<power::LibMungeCodec> MungeCodecFor(const std::string& subcommand,
+                                                    const conf::BridgeConfig& config,
+                                                    power::LibslurmNodes& libslurm, Logger& log) {
+  if (subcommand != "resume" || !config.power.munge_check)
+    return nullptr;
+  std::string socket = config.power.munge_socket;
+  if (socket.empty()) {
+    // The munged slurmctld authenticates with, as its configuration names it.
+    auto from_slurm = libslurm.ControllerMungeSocket();
+    if (from_slurm.ok()) {
+      socket = *from_slurm;
+    } else {
+      log.Warning("{}; the munge check uses libmunge's default socket (set MungeSocket=)",
+                  from_slurm.status().message());
+    }
+  }
+  return std::make_unique<power::LibMungeCodec>(socket);
+}
+
+// The subcommand's work on `nodes`, once everything is set up; the exit code.
+int RunSubcommand(const Invocation& inv, power::PowerContext& ctx,
+                  const std::vector<std::string>& nodes, const power::ResumeRequest& request,
+                  kube::EventRecorder* events, Logger& log) {
+  log.Info("{} {} ({} node(s)), namespace {}", inv.subcommand, inv.hostlist, nodes.size(),
+           ctx.setup.config.kube.namespace_);
+  power::PowerReport report;
+  if (inv.subcommand == "resume")
+    report = power::Resume(ctx, nodes, request);
+  else if (inv.subcommand == "suspend")
+    report = power::Suspend(ctx, nodes);
+  else
+    report = power::ResumeFail(ctx, nodes);
+  if (events)
+    events->Flush(std::chrono::seconds(5));
+  const size_t failed = report.Failed();
+  log.Info("{} {}: {} node(s) done, {} failed", inv.subcommand, inv.hostlist,
+           report.nodes.size() - failed, failed);
+  return failed == 0 ? 0 : kExitFailedNodes;
+}
+
 int Run(int argc, char** argv) {
   std::string_view program = argv[0];
   if (auto slash = program.rfind('/'); slash != std::string_view::npos)
@@ -114,63 +251,17 @@ int Run(int argc, char** argv) {
   if (auto answered = AnswerHelpOrVersion(argc, argv, "k8sbridge-power", kUsage))
     return *answered;
   ProgramLogger log(std::string(program.empty() ? "k8sbridge-power" : program));
-
-  std::string subcommand;
-  if (program == "k8sbridge-resume")
-    subcommand = "resume";
-  else if (program == "k8sbridge-suspend")
-    subcommand = "suspend";
-  else if (program == "k8sbridge-resume-fail")
-    subcommand = "resume-fail";
-
-  std::string config_path;
-  std::vector<std::string> args;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a == "--config" && i + 1 < argc) {
-      config_path = argv[++i];
-    } else if (a.starts_with("--config=")) {
-      config_path = std::string(a.substr(9));
-    } else {
-      args.emplace_back(a);
-    }
-  }
-  if (subcommand.empty() && !args.empty()) {
-    subcommand = args.front();
-    args.erase(args.begin());
-  }
-  if (subcommand != "resume" && subcommand != "suspend" && subcommand != "resume-fail") {
-    if (!subcommand.empty())
-      log.Error("unknown subcommand '{}'", subcommand);
-    Usage(log);
-    return kExitUsage;
-  }
-  if (args.size() != 1 || args[0].empty()) {
-    log.Error("{}: expected exactly one HOSTLIST argument, got {}", subcommand, args.size());
-    Usage(log);
-    return kExitUsage;
-  }
-
-  // The resume file is a memfd that vanishes when slurmctld is done with us: copy
-  // it before anything else can take time. A failure to read it fails the nodes
-  // below, once the hostlist is known.
+  Invocation inv;
+  if (auto wrong = ParseInvocation(program, argc, argv, log, inv))
+    return *wrong;
   std::optional<Result<std::string>> resume_json;
   std::string resume_path;
-  if (subcommand == "resume") {
-    if (const char* p = std::getenv("SLURM_RESUME_FILE"); p && *p) {
-      resume_path = p;
-      resume_json = power::ReadResumeFile(resume_path);
-    } else {
-      log.Warning(
-          "SLURM_RESUME_FILE is not set (not run by slurmctld?): pods get no job labels and no "
-          "feature placement");
-    }
-  }
-
-  if (config_path.empty())
-    config_path = conf::DefaultConfigPath();
+  if (inv.subcommand == "resume")
+    resume_json = CopyResumeFile(resume_path, log);
+  if (inv.config_path.empty())
+    inv.config_path = conf::DefaultConfigPath();
   slurm::SlurmHostlists hostlists;
-  auto nodes = hostlists.Expand(args[0]);
+  auto nodes = hostlists.Expand(inv.hostlist);
   if (!nodes.ok()) {
     log.Error("HOSTLIST argument: {}", nodes.status().message());
     return kExitUsage;
@@ -185,7 +276,7 @@ int Run(int argc, char** argv) {
   // so Slurm requeues the jobs now instead of after ResumeTimeout.
   auto give_up = [&](const Status& why) {
     log.Error("{}", why.message());
-    if (subcommand == "resume")
+    if (inv.subcommand == "resume")
       power::FailNodes(reachable, *nodes, why, log);
     return kExitUsage;
   };
@@ -193,7 +284,7 @@ int Run(int argc, char** argv) {
       power::ResumeRequestOrFail(resume_json, resume_path, *nodes, hostlists, reachable, log);
   if (!request.ok())
     return kExitUsage;
-  auto config = conf::LoadBridgeConfig(config_path, hostlists);
+  auto config = conf::LoadBridgeConfig(inv.config_path, hostlists);
   if (!config.ok())
     return give_up(config.status());
   if (!config->power.log_file.empty()) {
@@ -203,64 +294,13 @@ int Run(int argc, char** argv) {
   auto setup = power::LoadPowerSetup(std::move(*config));
   if (!setup.ok())
     return give_up(setup.status());
-  auto kube_config = KubeConfigFor(setup->config);
-  if (!kube_config.ok())
-    return give_up(kube_config.status());
-  kube::ClientOptions options;
-  options.logger = &log;
-  options.qps = setup->config.kube.qps;
-  options.burst = setup->config.kube.burst;
-  options.connect_timeout = setup->config.kube.connect_timeout;
-  options.request_timeout = setup->config.kube.request_timeout;
-  // power::Resume/Suspend retry 429/5xx themselves, bounded by RetryDeadline.
-  options.max_retries = 0;
-  auto client = kube::Client::Create(*kube_config, options);
+  auto client = MakeClient(setup->config, log);
   if (!client.ok())
     return give_up(client.status());
-
-  std::unique_ptr<kube::EventRecorder> events;
-  if (subcommand == "resume-fail") {
-    kube::EventRecorderOptions eo;
-    eo.reporting_controller = contract::kPowerController;
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    eo.reporting_instance = host;
-    eo.default_namespace = setup->config.kube.namespace_;
-    events = std::make_unique<kube::EventRecorder>(**client, eo);
-  }
-  std::unique_ptr<power::LibMungeCodec> munge;
-  if (subcommand == "resume" && setup->config.power.munge_check) {
-    std::string socket = setup->config.power.munge_socket;
-    if (socket.empty()) {
-      // The munged slurmctld authenticates with, as its configuration names it.
-      auto from_slurm = libslurm.ControllerMungeSocket();
-      if (from_slurm.ok()) {
-        socket = *from_slurm;
-      } else {
-        log.Warning("{}; the munge check uses libmunge's default socket (set MungeSocket=)",
-                    from_slurm.status().message());
-      }
-    }
-    munge = std::make_unique<power::LibMungeCodec>(socket);
-  }
+  auto events = EventsFor(inv.subcommand, **client, setup->config);
+  auto munge = MungeCodecFor(inv.subcommand, setup->config, libslurm, log);
   power::PowerContext ctx{*setup, **client, libslurm, log, events.get(), munge.get()};
-
-  log.Info("{} {} ({} node(s)), namespace {}", subcommand, args[0], nodes->size(),
-           setup->config.kube.namespace_);
-  power::PowerReport report;
-  if (subcommand == "resume")
-    report = power::Resume(ctx, *nodes, *request);
-  else if (subcommand == "suspend")
-    report = power::Suspend(ctx, *nodes);
-  else
-    report = power::ResumeFail(ctx, *nodes);
-  if (events)
-    events->Flush(std::chrono::seconds(5));
-
-  const size_t failed = report.Failed();
-  log.Info("{} {}: {} node(s) done, {} failed", subcommand, args[0], report.nodes.size() - failed,
-           failed);
-  return failed == 0 ? 0 : kExitFailedNodes;
+  return RunSubcommand(inv, ctx, *nodes, *request, events.get(), log);
 }
 
 }  // namespace

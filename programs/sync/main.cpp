@@ -1,18 +1,17 @@
 // k8sbridge-sync: keeps Slurm and Kubernetes in step in both directions
-// (docs/sync.md). This file is the daemon's shell: configuration, informers,
-// leader election, the Prometheus endpoint and the loop; the decisions are
+// (docs/sync.md). This file is the daemon's shell: flags, configuration, the
+// Prometheus metrics and endpoint, and the wiring; the loop, its fail-closed gate
+// and leader election are sync::Daemon's (sync/daemon.h), the decisions
 // sync::Reconciler's and the writes sync::Executor's (libk8sbridge).
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -27,13 +26,11 @@
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/config.h"
 #include "k8sbridge/kube/events.h"
-#include "k8sbridge/kube/informer.h"
 #include "k8sbridge/kube/leader.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/slurm/libslurm_hostlists.h"
-#include "k8sbridge/power/worker_pod.h"
 #include "k8sbridge/program.h"
-#include "k8sbridge/sync/executor.h"
+#include "k8sbridge/sync/daemon.h"
 #include "k8sbridge/sync/reconcile.h"
 #include "slurm_control.h"
 
@@ -47,8 +44,9 @@ void OnSignal(int) {
   g_stop.store(true);
 }
 
-// The Prometheus metrics of docs/sync.md.
-class SyncMetrics final : public kube::Metrics {
+// The Prometheus metrics of docs/sync.md; as the client's kube::Metrics it also
+// follows whether the API server answers (the gate reads that).
+class SyncMetrics final : public kube::Metrics, public DaemonMetrics {
  public:
   explicit SyncMetrics(prometheus::Registry& r)
       : nodes_(prometheus::BuildGauge()
@@ -99,39 +97,36 @@ class SyncMetrics final : public kube::Metrics {
                      .Register(r)) {}
 
   void RequestDone(std::string_view verb, int code, Clock::Steady::duration) override {
-    const int64_t now = Clock::Steady::now().time_since_epoch().count();
-    if (code == 0 || code == 429 || code >= 500) {
+    if (ApiAnswering::Failed(code))
       ApiError("kubernetes");
-      if (verb != "WATCH")
-        last_fail_.store(now);
-    } else if (verb != "WATCH") {
-      last_ok_.store(now);
-    }
+    api_.RequestDone(verb, code);
   }
-  // The API server answered the latest request (the lease is read or renewed every
-  // few seconds, so this follows the server within that). A stalled watch looks
-  // healthy to its informer; this does not.
-  bool KubeAnswering() const { return last_fail_.load() <= last_ok_.load(); }
+  const ApiAnswering& api() const { return api_; }
   void WatchRestarted(std::string_view, std::string_view reason) override {
     if (reason == "error")
       ApiError("kubernetes");
   }
   void ApiError(const std::string& side) { api_errors_.Add({{"side", side}}).Increment(); }
+  void SlurmLoadFailed() override { ApiError("slurm"); }
   // result: "ok", "error", or "not_due" (a live re-read showed it was no longer due).
-  void Action(ActionKind kind, std::string_view result) {
+  void Action(ActionKind kind, std::string_view result) override {
     actions_.Add({{"kind", std::string(ActionKindName(kind))}, {"result", std::string(result)}})
         .Increment();
   }
-  void Reconciled(Clock::Steady::duration d) {
+  void Reconciled(Clock::Steady::duration d) override {
     reconcile_.Observe(std::chrono::duration<double>(d).count());
   }
-  void Resumed(Clock::Steady::duration d) {
+  void Resumed(Clock::Steady::duration d) override {
     resume_.Observe(std::chrono::duration<double>(d).count());
   }
-  void Leader(bool on) { leader_.Set(on ? 1 : 0); }
-  void Fresh(const std::string& side, bool on) { fresh_.Add({{"side", side}}).Set(on ? 1 : 0); }
-  void Skipped(const std::string& reason) { skipped_.Add({{"reason", reason}}).Increment(); }
-  void Breaker(const std::string& group, bool open) {
+  void Leader(bool on) override { leader_.Set(on ? 1 : 0); }
+  void Fresh(std::string_view side, bool on) override {
+    fresh_.Add({{"side", std::string(side)}}).Set(on ? 1 : 0);
+  }
+  void Skipped(std::string_view reason) override {
+    skipped_.Add({{"reason", std::string(reason)}}).Increment();
+  }
+  void Breaker(const std::string& group, bool open) override {
     breaker_.Add({{"group", group}}).Set(open ? 1 : 0);
   }
   // Counts by label value; values seen before and absent now go to 0.
@@ -147,7 +142,7 @@ class SyncMetrics final : public kube::Metrics {
       it->second->Set(n);
     }
   }
-  void Census(const World& w) {
+  void Census(const World& w) override {
     std::map<std::string, int> states, phases;
     for (const SlurmNode& n : w.slurm) {
       std::string s(n.BaseName());
@@ -181,7 +176,7 @@ class SyncMetrics final : public kube::Metrics {
   prometheus::Family<prometheus::Counter>& skipped_;
   prometheus::Family<prometheus::Gauge>& breaker_;
   std::map<std::string, prometheus::Gauge*> seen_states_, seen_phases_;
-  std::atomic<int64_t> last_ok_{0}, last_fail_{0};
+  ApiAnswering api_;
 };
 
 Result<kube::Config> KubeConfigFor(const conf::BridgeConfig& c) {
@@ -204,15 +199,6 @@ std::string DefaultIdentity() {
   return fmt::format("{}-{}", host, getpid());
 }
 
-std::string LeaseName(const conf::BridgeConfig& c) {
-  if (!c.sync.lease_name.empty())
-    return c.sync.lease_name;
-  std::string name = "k8sbridge-sync-";
-  for (char ch : c.cluster_name)
-    name += (ch == '_' || ch == '.') ? '-' : static_cast<char>(std::tolower(ch));
-  return name;
-}
-
 constexpr std::string_view kUsage =
     "usage: k8sbridge-sync [--config FILE] [--identity NAME] [--once [--no-lease]] [--debug]\n"
     "       k8sbridge-sync --help | --version\n"
@@ -227,121 +213,45 @@ void Usage(Logger& log) {
   log.Error("{}", kUsage.substr(0, kUsage.size() - 1));
 }
 
-kube::LeaderElectionOptions LeaderOptions(const conf::BridgeConfig& config,
-                                          const std::string& identity) {
-  kube::LeaderElectionOptions lo;
-  lo.namespace_ = config.kube.namespace_;
-  lo.name = LeaseName(config);
-  lo.identity = identity;
-  lo.lease_duration = std::chrono::duration_cast<std::chrono::seconds>(config.sync.lease_duration);
-  lo.renew_deadline =
-      std::max<std::chrono::seconds>(lo.lease_duration * 2 / 3, std::chrono::seconds(2));
-  lo.retry_period = std::max<std::chrono::seconds>(lo.lease_duration / 7, std::chrono::seconds(1));
-  return lo;
-}
-
-int OnePass(const conf::BridgeConfig& config, kube::Client& client, SlurmControl& slurm,
-            Logger& log, kube::LeaderElector* elector) {
-  World world;
-  auto nodes = slurm.LoadNodes();
-  if (!nodes.ok()) {
-    log.Error("Slurm cannot be read, nothing done: {}", nodes.status().ToString());
-    return 1;
-  }
-  world.slurm = std::move(*nodes);
-  kube::ListOptions lo;
-  lo.label_selector = power::OwnedPodsSelector(config.cluster_name);
-  auto pods = client.List(kube::kPods, config.kube.namespace_, lo);
-  auto knodes = client.List(kube::kNodes, "", {});
-  if (!pods.ok() || !knodes.ok()) {
-    log.Error("Kubernetes cannot be read, nothing done: {}",
-              (!pods.ok() ? pods.status() : knodes.status()).ToString());
-    return 1;
-  }
-  world.pods = std::move(pods->items);
-  world.nodes = std::move(knodes->items);
-  Reconciler reconciler(ReconcileOptions::From(config));
-  auto actions = reconciler.Plan(world, client.clock().Now(), client.clock().WallNow());
-  ExecutorOptions eo{config.cluster_name, config.kube.namespace_};
-  if (elector) {
-    // The Lease is not renewed during the pass: it acts within the renew deadline.
-    const auto until = client.clock().Now() + LeaderOptions(config, "").renew_deadline;
-    eo.leading = [elector, until, &client]() {
-      return elector->IsLeader() && client.clock().Now() < until;
-    };
-  }
-  Executor exec(client, slurm, nullptr, log, eo);
-  PassResult r = exec.ExecutePass(
-      actions, MaxDestructive(config.sync.max_actions_per_pass, world.slurm.size()));
-  if (!r.skipped.empty())
-    log.Warning("{}", r.why);
-  log.Info("one pass: {} action(s), {} failed", actions.size(), r.failed);
-  return r.failed || !r.skipped.empty() ? 1 : 0;
-}
-
-// --once: the pass holds the Lease like the daemon does (so it never acts beside
-// the leader), unless --no-lease says to. The Lease is released at the end.
-int RunOnce(const conf::BridgeConfig& config, kube::Client& client, SlurmControl& slurm,
-            Logger& log, kube::LeaderElector* elector) {
-  if (elector && !elector->TryAcquireOrRenew()) {
-    log.Error(
-        "--once: the Lease {}/{} is held by {} (or cannot be read): nothing done; stop that "
-        "daemon, or give --no-lease to act beside it",
-        config.kube.namespace_, LeaseName(config),
-        elector->ObservedLeader().empty() ? "?" : elector->ObservedLeader());
-    return 1;
-  }
-  const int rc = OnePass(config, client, slurm, log, elector);
-  if (elector)
-    elector->Release();
-  return rc;
-}
-
-int Run(int argc, char** argv) {
-  if (auto answered = AnswerHelpOrVersion(argc, argv, "k8sbridge-sync", kUsage))
-    return *answered;
-  StderrLogger early("k8sbridge-sync");
+struct Flags {
   std::string config_path, identity;
   bool once = false, debug = false, no_lease = false;
+};
+
+// The flags, or the exit code when they are wrong (the usage is logged).
+std::optional<int> ParseFlags(int argc, char** argv, Flags& flags) {
+  StderrLogger early("k8sbridge-sync");
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if ((a == "--config" || a == "--identity") && i + 1 < argc) {
-      (a == "--config" ? config_path : identity) = argv[++i];
+      (a == "--config" ? flags.config_path : flags.identity) = argv[++i];
     } else if (a == "--once") {
-      once = true;
+      flags.once = true;
     } else if (a == "--no-lease") {
-      no_lease = true;
+      flags.no_lease = true;
     } else if (a == "--debug") {
-      debug = true;
+      flags.debug = true;
     } else {
       Usage(early);
       return kExitUsage;
     }
   }
-  if (no_lease && !once) {
+  if (flags.no_lease && !flags.once) {
     early.Error("--no-lease goes with --once only: the daemon always holds the Lease to act");
     return kExitUsage;
   }
-  StderrLogger log("k8sbridge-sync", debug ? LogLevel::kDebug : LogLevel::kInfo);
-  if (config_path.empty())
-    config_path = conf::DefaultConfigPath();
-  slurm::SlurmHostlists hostlists;
-  auto loaded = conf::LoadBridgeConfig(config_path, hostlists);
-  if (!loaded.ok()) {
-    log.Error("{}", loaded.status().message());
-    return kExitUsage;
-  }
-  const conf::BridgeConfig config = std::move(*loaded);
-  if (identity.empty())
-    identity = DefaultIdentity();
-  auto kube_config = KubeConfigFor(config);
-  if (!kube_config.ok()) {
-    log.Error("{}", kube_config.status().message());
-    return kExitUsage;
-  }
+  if (flags.identity.empty())
+    flags.identity = DefaultIdentity();
+  if (flags.config_path.empty())
+    flags.config_path = conf::DefaultConfigPath();
+  return std::nullopt;
+}
 
-  auto registry = std::make_shared<prometheus::Registry>();
-  SyncMetrics metrics(*registry);
+Result<std::unique_ptr<kube::Client>> MakeClient(const conf::BridgeConfig& config, Logger& log,
+                                                 kube::Metrics& metrics) {
+  auto kube_config = KubeConfigFor(config);
+  if (!kube_config.ok())
+    return kube_config.status();
   kube::ClientOptions options;
   options.logger = &log;
   options.metrics = &metrics;
@@ -350,248 +260,87 @@ int Run(int argc, char** argv) {
   options.connect_timeout = config.kube.connect_timeout;
   options.request_timeout = config.kube.request_timeout;
   options.max_retries = 2;  // the loop retries everything anyway
-  auto client_or = kube::Client::Create(*kube_config, options);
-  if (!client_or.ok()) {
-    log.Error("{}", client_or.status().message());
-    return kExitUsage;
-  }
-  kube::Client& client = **client_or;
-  LibslurmControl slurm;
-  if (once) {
-    kube::LeaderElector once_elector(client, LeaderOptions(config, identity));
-    return RunOnce(config, client, slurm, log, no_lease ? nullptr : &once_elector);
-  }
+  return kube::Client::Create(*kube_config, options);
+}
 
-  std::unique_ptr<prometheus::Exposer> exposer;
-  if (!config.sync.metrics_listen.empty()) {
-    try {
-      exposer = std::make_unique<prometheus::Exposer>(config.sync.metrics_listen);
-      exposer->RegisterCollectable(registry);
-    } catch (const std::exception& e) {
-      log.Error(
-          "{}: SyncMetricsListen={}: cannot listen ({}): pick a free address or leave it "
-          "empty",
-          config.file, config.sync.metrics_listen, e.what());
-      return kExitUsage;
-    }
+// The Prometheus endpoint of SyncMetricsListen, if set; an address that cannot be
+// listened on is a configuration error. The library throws: this runs once, at start.
+Result<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
+    const conf::BridgeConfig& config, std::shared_ptr<prometheus::Registry> registry) {
+  if (config.sync.metrics_listen.empty())
+    return std::unique_ptr<prometheus::Exposer>();
+  try {
+    auto exposer = std::make_unique<prometheus::Exposer>(config.sync.metrics_listen);
+    exposer->RegisterCollectable(registry);
+    return exposer;
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: SyncMetricsListen={}: cannot listen ({}): pick a free address or leave it empty",
+        config.file, config.sync.metrics_listen, e.what()));
   }
+}
 
+// The daemon: informers, leader election and the loop, until SIGTERM or SIGINT.
+int RunDaemon(const conf::BridgeConfig& config, const std::string& identity, kube::Client& client,
+              SlurmControl& slurm, SyncMetrics& metrics, Logger& log) {
   signal(SIGTERM, OnSignal);
   signal(SIGINT, OnSignal);
-
-  // Informers wake the loop, so a Kubernetes change is acted on at once.
-  std::mutex wake_mu;
-  std::condition_variable wake_cv;
-  bool woken = false;
-  auto wake = [&]() {
-    {
-      std::lock_guard lock(wake_mu);
-      woken = true;
-    }
-    wake_cv.notify_one();
-  };
-  kube::EventHandlers handlers{[&](const kube::Object&) { wake(); },
-                               [&](const kube::Object&, const kube::Object&) { wake(); },
-                               [&](const kube::Object&) { wake(); }};
-  kube::ReflectorOptions pod_options;
-  pod_options.namespace_ = config.kube.namespace_;
-  pod_options.label_selector = power::OwnedPodsSelector(config.cluster_name);
-  // A silent stream (a stalled server) is noticed within a minute and a half.
-  pod_options.watch_timeout_seconds = 60;
-  kube::ReflectorOptions node_options = pod_options;
-  node_options.namespace_.clear();
-  node_options.label_selector.clear();
-  kube::Informer pods(client, kube::kPods, pod_options, &metrics);
-  kube::Informer nodes(client, kube::kNodes, node_options, &metrics);
-  pods.AddHandlers(handlers);
-  nodes.AddHandlers(handlers);
-  pods.Start();
-  nodes.Start();
-
-  kube::LeaderElectionOptions lo = LeaderOptions(config, identity);
-  lo.on_started_leading = [&]() {
-    log.Info("leading: holding Lease {}/{} as {}", lo.namespace_, lo.name, identity);
-    metrics.Leader(true);
-    wake();
-  };
-  lo.on_stopped_leading = [&]() {
-    log.Warning("no longer leading (Lease {}/{} not renewed): acting stops", lo.namespace_,
-                lo.name);
-    metrics.Leader(false);
-  };
-  lo.on_new_leader = [&](const std::string& leader) {
-    if (leader != identity)
-      log.Info("leader is {}", leader);
-  };
-  kube::LeaderElector elector(client, lo);
-  kube::CancelToken elector_cancel;
-  std::thread elector_thread([&]() {
-    while (!elector_cancel.cancelled())
-      elector.Run(elector_cancel);
-  });
-
+  // Informers, the Slurm poller and a new lead wake the loop, so a change is acted
+  // on at once.
+  Wakeup wakeup;
+  InformerCaches caches(client, config, &metrics, metrics.api(), [&] { wakeup.Wake(); });
+  caches.Start();
+  Election election(client, config, identity, log, metrics, [&] { wakeup.Wake(); });
   kube::EventRecorderOptions eo;
   eo.reporting_controller = contract::kSyncController;
   eo.reporting_instance = identity;
   eo.default_namespace = config.kube.namespace_;
   kube::EventRecorder events(client, eo);
-  // Leadership is asked before every action; a pass that has run longer than the
-  // renew deadline stops too: its plan is that old, and the lease may have changed
-  // hands since (IsLeader turns false only some time after a renewal failed).
-  std::atomic<int64_t> pass_started{0};
-  ExecutorOptions xo{config.cluster_name, config.kube.namespace_};
-  xo.leading = [&]() {
-    const auto age = client.clock().Now().time_since_epoch().count() - pass_started.load();
-    return elector.IsLeader() && Clock::Steady::duration(age) < lo.renew_deadline;
-  };
-  Executor exec(client, slurm, &events, log, xo);
-  Reconciler reconciler(ReconcileOptions::From(config));
-
+  Daemon daemon(config, {client, &events, slurm, caches, [&] { return election.IsLeader(); },
+                         election.renew_deadline(), metrics, log, wakeup});
   log.Info("started as {}: cluster {}, namespace {}, Lease {}, poll {} ms, metrics {}", identity,
-           config.cluster_name, config.kube.namespace_, lo.name, config.sync.poll_interval.count(),
+           config.cluster_name, config.kube.namespace_, election.lease_name(),
+           config.sync.poll_interval.count(),
            config.sync.metrics_listen.empty() ? "off" : config.sync.metrics_listen);
-  // Slurm is polled on its own thread, so that a slow answer (slurmctld busy) never
-  // holds up acting on a Kubernetes change; the loop acts on the latest answer while
-  // it is recent enough.
-  struct Snapshot {
-    Status status = Status::Unavailable("slurm_load_node has not answered yet");
-    std::vector<SlurmNode> nodes;
-    Clock::Steady::time_point when{};
-  };
-  std::mutex snapshot_mu;
-  Snapshot snapshot;
-  const Clock::Steady::duration slurm_max_age =
-      std::max<Clock::Steady::duration>(std::chrono::seconds(10), 4 * config.sync.poll_interval);
-  std::thread slurm_thread([&]() {
-    while (!g_stop.load()) {
-      const auto t0 = client.clock().Now();
-      auto loaded = slurm.LoadNodes();
-      const auto took = client.clock().Now() - t0;
-      if (took > std::chrono::seconds(2)) {
-        log.Warning("slurm_load_node took {} ms",
-                    std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
-      }
-      if (!loaded.ok())
-        metrics.ApiError("slurm");
-      bool changed = false;
-      {
-        std::lock_guard lock(snapshot_mu);
-        if (loaded.ok()) {
-          changed = !snapshot.status.ok() || *loaded != snapshot.nodes;
-          snapshot.nodes = std::move(*loaded);
-          snapshot.status = Status::Ok();
-          snapshot.when = client.clock().Now();
-        } else {
-          changed = snapshot.status.ok();
-          snapshot.status = loaded.status();
-        }
-      }
-      if (changed)
-        wake();
-      for (auto left = config.sync.poll_interval; left.count() > 0 && !g_stop.load();
-           left -= std::chrono::milliseconds(50))
-        std::this_thread::sleep_for(
-            std::min<std::chrono::milliseconds>(left, std::chrono::milliseconds(50)));
-    }
-  });
-
-  std::string last_skip;   // logged once per change
-  std::string last_guard;  // the mass-action guard's or a lost lead's, likewise
-  while (!g_stop.load()) {
-    {
-      std::unique_lock lock(wake_mu);
-      wake_cv.wait_for(lock, config.sync.poll_interval, [&] { return woken || g_stop.load(); });
-      woken = false;
-    }
-    if (g_stop.load())
-      break;
-    const auto started = client.clock().Now();
-    World world;
-    Snapshot snap;
-    {
-      std::lock_guard lock(snapshot_mu);
-      snap = snapshot;
-    }
-    const bool slurm_ok = snap.status.ok() && started - snap.when <= slurm_max_age;
-    if (slurm_ok)
-      world.slurm = std::move(snap.nodes);
-    const bool kube_ok = pods.IsHealthy() && nodes.IsHealthy() && metrics.KubeAnswering();
-    metrics.Fresh("slurm", slurm_ok);
-    metrics.Fresh("kubernetes", kube_ok);
-    const bool leader = elector.IsLeader();
-    metrics.Leader(leader);
-    std::string skip;
-    if (!slurm_ok)
-      skip = fmt::format(
-          "slurm_unreadable|Slurm cannot be read ({})",
-          !snap.status.ok()
-              ? snap.status.ToString()
-              : fmt::format(
-                    "no answer to slurm_load_node for {} s",
-                    std::chrono::duration_cast<std::chrono::seconds>(started - snap.when).count()));
-    else if (!kube_ok)
-      skip = fmt::format(
-          "kubernetes_unreadable|Kubernetes cannot be read (pods cache {}, nodes cache {}, API "
-          "server {})",
-          pods.IsHealthy() ? "live" : "not synced or failing",
-          nodes.IsHealthy() ? "live" : "not synced or failing",
-          metrics.KubeAnswering() ? "answering" : "failing");
-    else if (!leader)
-      skip = "not_leader|not the leader: watching only";
-    world.pods = pods.List();
-    world.nodes = nodes.List();
-    if (slurm_ok)
-      metrics.Census(world);
-    if (!skip.empty()) {
-      const std::string reason = skip.substr(0, skip.find('|'));
-      metrics.Skipped(reason);
-      if (skip != last_skip) {
-        if (reason == "not_leader")
-          log.Info("{}", skip.substr(skip.find('|') + 1));
-        else
-          log.Warning("{}: nothing destructive is done until it can",
-                      skip.substr(skip.find('|') + 1));
-      }
-      last_skip = skip;
-      // Graces start afresh once both sides are back, instead of firing at once.
-      reconciler.ResetTimers();
-      continue;
-    }
-    if (!last_skip.empty()) {
-      log.Info("both sides readable and leading: reconciling");
-      last_skip.clear();
-    }
-    const auto wall = client.clock().WallNow();
-    auto actions = reconciler.Plan(world, started, wall);
-    pass_started.store(started.time_since_epoch().count());
-    PassResult done = exec.ExecutePass(
-        actions, MaxDestructive(config.sync.max_actions_per_pass, world.slurm.size()),
-        [&](const Action& a, std::string_view result) { metrics.Action(a.kind, result); });
-    if (!done.skipped.empty()) {
-      metrics.Skipped(done.skipped);
-      if (done.skipped != last_guard)
-        log.Warning("{}", done.why);
-    }
-    last_guard = done.skipped;
-    for (auto d : reconciler.TakeResumeLatencies())
-      metrics.Resumed(d);
-    auto open = reconciler.OpenBreakers(wall);
-    if (config.sync.breaker_threshold > 0) {
-      for (const auto& group : config.node_groups)
-        metrics.Breaker(group.name, open.count(group.name) != 0);
-    }
-    metrics.Reconciled(client.clock().Now() - started);
-    log.Debug("pass: {} Slurm nodes, {} pods, {} Kubernetes nodes: {} action(s)",
-              world.slurm.size(), world.pods.size(), world.nodes.size(), actions.size());
-  }
-  log.Info("stopping");
-  slurm_thread.join();
-  elector_cancel.Cancel();
-  elector_thread.join();  // releases the lease: the other daemon takes over at once
-  pods.Stop();
-  nodes.Stop();
+  daemon.Run(g_stop);
+  election.Stop();  // releases the lease: the other daemon takes over at once
+  caches.Stop();
   events.Flush(std::chrono::seconds(2));
   return 0;
+}
+
+int Run(int argc, char** argv) {
+  if (auto answered = AnswerHelpOrVersion(argc, argv, "k8sbridge-sync", kUsage))
+    return *answered;
+  Flags flags;
+  if (auto wrong = ParseFlags(argc, argv, flags))
+    return *wrong;
+  StderrLogger log("k8sbridge-sync", flags.debug ? LogLevel::kDebug : LogLevel::kInfo);
+  slurm::SlurmHostlists hostlists;
+  auto loaded = conf::LoadBridgeConfig(flags.config_path, hostlists);
+  if (!loaded.ok()) {
+    log.Error("{}", loaded.status().message());
+    return kExitUsage;
+  }
+  const conf::BridgeConfig config = std::move(*loaded);
+  auto registry = std::make_shared<prometheus::Registry>();
+  SyncMetrics metrics(*registry);
+  auto client = MakeClient(config, log, metrics);
+  if (!client.ok()) {
+    log.Error("{}", client.status().message());
+    return kExitUsage;
+  }
+  LibslurmControl slurm;
+  if (flags.once) {
+    kube::LeaderElector once_elector(**client, LeaderOptions(config, flags.identity));
+    return RunOnce(config, **client, slurm, log, flags.no_lease ? nullptr : &once_elector);
+  }
+  auto exposer = ServeMetrics(config, registry);
+  if (!exposer.ok()) {
+    log.Error("{}", exposer.status().message());
+    return kExitUsage;
+  }
+  return RunDaemon(config, flags.identity, **client, slurm, metrics, log);
 }
 
 }  // namespace

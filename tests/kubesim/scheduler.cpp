@@ -417,7 +417,6 @@ std::vector<std::string> ResourceReasons(const ResourceList& request,
 
 }  // namespace
 
-
 Result<ResourceList> PodRequests(const rapidjson::Value& pod) {
   auto container_requests = [](const rapidjson::Value& c) -> Result<ResourceList> {
     ResourceList out;

@@ -27,7 +27,6 @@
 
 namespace kubesim {
 
-
 // Resource name -> amount in milli-units ("cpu", "memory", "nvidia.com/gpu", ...).
 using ResourceList = std::map<std::string, int64_t>;
 

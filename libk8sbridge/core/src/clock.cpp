@@ -4,7 +4,9 @@
 
 namespace k8sbridge {
 
-void RealClock::SleepFor(Steady::duration d) { std::this_thread::sleep_for(d); }
+void RealClock::SleepFor(Steady::duration d) {
+  std::this_thread::sleep_for(d);
+}
 
 RealClock& RealClock::Instance() {
   static RealClock clock;

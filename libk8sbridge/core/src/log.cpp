@@ -7,16 +7,21 @@ namespace k8sbridge {
 
 std::string_view LevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarning: return "warning";
-    case LogLevel::kError: return "error";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kError:
+      return "error";
   }
   return "?";
 }
 
 void StderrLogger::Log(LogLevel level, std::string_view message) {
-  if (level < min_level_) return;
+  if (level < min_level_)
+    return;
   std::time_t now = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&now, &tm);
@@ -41,7 +46,8 @@ std::vector<RecordingLogger::Line> RecordingLogger::lines() const {
 bool RecordingLogger::Contains(std::string_view needle, LogLevel level) const {
   std::lock_guard lock(mu_);
   for (const Line& line : lines_) {
-    if (line.level >= level && line.message.find(needle) != std::string::npos) return true;
+    if (line.level >= level && line.message.find(needle) != std::string::npos)
+      return true;
   }
   return false;
 }

@@ -63,7 +63,8 @@ struct Nvml {
   nvmlReturn_t (*event_set_free)(nvmlEventSet_t) = nullptr;
 
   ~Nvml() {
-    if (handle) dlclose(handle);
+    if (handle)
+      dlclose(handle);
   }
   std::string Error(nvmlReturn_t rc) const {
     const char* s = error_string ? error_string(rc) : nullptr;
@@ -90,7 +91,8 @@ Status BindAll(Nvml& n) {
             BindEither(n.handle, n.get_count, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount") &&
             BindEither(n.handle, n.get_handle, "nvmlDeviceGetHandleByIndex_v2",
                        "nvmlDeviceGetHandleByIndex");
-  if (!ok) return Status::InvalidArgument(fmt::format("NVML library lacks basic symbols: {}", dlerror()));
+  if (!ok)
+    return Status::InvalidArgument(fmt::format("NVML library lacks basic symbols: {}", dlerror()));
   // Optional: older drivers or other GPUs lack some; a missing one means "not checked".
   Bind(n.handle, n.get_name, "nvmlDeviceGetName");
   Bind(n.handle, n.get_uuid, "nvmlDeviceGetUUID");
@@ -126,11 +128,13 @@ void ReadGpu(const Nvml& n, nvmlDevice_t dev, GpuSnapshot& gpu, const ProgressFn
   char buf[96] = {};
   if (n.get_name) {
     step("nvmlDeviceGetName");
-    if (Check(n.get_name(dev, buf, sizeof buf), gpu, "nvmlDeviceGetName")) gpu.name = buf;
+    if (Check(n.get_name(dev, buf, sizeof buf), gpu, "nvmlDeviceGetName"))
+      gpu.name = buf;
   }
   if (n.get_uuid) {
     step("nvmlDeviceGetUUID");
-    if (Check(n.get_uuid(dev, buf, sizeof buf), gpu, "nvmlDeviceGetUUID")) gpu.uuid = buf;
+    if (Check(n.get_uuid(dev, buf, sizeof buf), gpu, "nvmlDeviceGetUUID"))
+      gpu.uuid = buf;
   }
   if (n.get_pci) {
     step("nvmlDeviceGetPciInfo");
@@ -138,7 +142,8 @@ void ReadGpu(const Nvml& n, nvmlDevice_t dev, GpuSnapshot& gpu, const ProgressFn
     if (Check(n.get_pci(dev, &pci), gpu, "nvmlDeviceGetPciInfo"))
       gpu.pci_bus_id = fmt::format("{:04x}:{:02x}:{:02x}.0", pci.domain, pci.bus, pci.device);
   }
-  if (gpu.lost) return;
+  if (gpu.lost)
+    return;
   if (n.get_ecc) {
     step("nvmlDeviceGetTotalEccErrors");
     unsigned long long count = 0;
@@ -167,8 +172,10 @@ void ReadGpu(const Nvml& n, nvmlDevice_t dev, GpuSnapshot& gpu, const ProgressFn
       step("nvmlDeviceGetNvLinkState");
       int active = 0;
       nvmlReturn_t rc = n.get_nvlink_state(dev, link, &active);
-      if (rc == kNotSupported || rc == kInvalidArgument) break;  // no such link
-      if (!Check(rc, gpu, "nvmlDeviceGetNvLinkState")) break;
+      if (rc == kNotSupported || rc == kInvalidArgument)
+        break;  // no such link
+      if (!Check(rc, gpu, "nvmlDeviceGetNvLinkState"))
+        break;
       gpu.nvlink_active.push_back(active != 0);
     }
   }
@@ -181,20 +188,24 @@ void ReadGpu(const Nvml& n, nvmlDevice_t dev, GpuSnapshot& gpu, const ProgressFn
   if (n.get_pcie_width && n.get_pcie_max_width && n.get_pcie_gen && n.get_pcie_max_gen) {
     step("nvmlDeviceGetCurrPcieLinkWidth");
     PcieLink link;
-    bool ok = Check(n.get_pcie_width(dev, &link.width), gpu, "nvmlDeviceGetCurrPcieLinkWidth") &&
-              Check(n.get_pcie_max_width(dev, &link.max_width), gpu, "nvmlDeviceGetMaxPcieLinkWidth") &&
-              Check(n.get_pcie_gen(dev, &link.generation), gpu, "nvmlDeviceGetCurrPcieLinkGeneration") &&
-              Check(n.get_pcie_max_gen(dev, &link.max_generation), gpu,
-                    "nvmlDeviceGetMaxPcieLinkGeneration");
-    if (ok) gpu.pcie = link;
+    bool ok =
+        Check(n.get_pcie_width(dev, &link.width), gpu, "nvmlDeviceGetCurrPcieLinkWidth") &&
+        Check(n.get_pcie_max_width(dev, &link.max_width), gpu, "nvmlDeviceGetMaxPcieLinkWidth") &&
+        Check(n.get_pcie_gen(dev, &link.generation), gpu, "nvmlDeviceGetCurrPcieLinkGeneration") &&
+        Check(n.get_pcie_max_gen(dev, &link.max_generation), gpu,
+              "nvmlDeviceGetMaxPcieLinkGeneration");
+    if (ok)
+      gpu.pcie = link;
   }
 }
 
 void WaitForXids(const Nvml& n, std::vector<std::pair<nvmlDevice_t, GpuSnapshot*>>& devices,
                  unsigned wait_ms, const ProgressFn& progress) {
-  if (!n.event_set_create || !n.register_events || !n.event_set_wait || !n.event_set_free) return;
+  if (!n.event_set_create || !n.register_events || !n.event_set_wait || !n.event_set_free)
+    return;
   nvmlEventSet_t set = nullptr;
-  if (n.event_set_create(&set) != kSuccess) return;
+  if (n.event_set_create(&set) != kSuccess)
+    return;
   for (auto& [dev, gpu] : devices) {
     progress(fmt::format("nvmlDeviceRegisterEvents on GPU {}", gpu->index));
     n.register_events(dev, kEventXidCritical, set);
@@ -203,9 +214,11 @@ void WaitForXids(const Nvml& n, std::vector<std::pair<nvmlDevice_t, GpuSnapshot*
   for (;;) {
     nvmlEventData_t data{};
     nvmlReturn_t rc = n.event_set_wait(set, &data, wait_ms);
-    if (rc != kSuccess) break;  // kTimeout: no (more) events
+    if (rc != kSuccess)
+      break;  // kTimeout: no (more) events
     for (auto& [dev, gpu] : devices) {
-      if (dev == data.device) gpu->xids.push_back(static_cast<unsigned>(data.event_data));
+      if (dev == data.device)
+        gpu->xids.push_back(static_cast<unsigned>(data.event_data));
     }
     wait_ms = 0;  // drain what is queued, then stop
   }
@@ -227,7 +240,8 @@ Result<GpuInventory> CollectGpus(const std::string& library, unsigned event_wait
   }
   inv.driver_present = true;
   inv.driver_detail = library;
-  if (Status s = BindAll(n); !s.ok()) return s.WithContext(library);
+  if (Status s = BindAll(n); !s.ok())
+    return s.WithContext(library);
   progress("nvmlInit");
   if (nvmlReturn_t rc = n.init(); rc != kSuccess)
     return Status::Unavailable(fmt::format("nvmlInit failed: {}", n.Error(rc)));
@@ -253,9 +267,11 @@ Result<GpuInventory> CollectGpus(const std::string& library, unsigned event_wait
       continue;
     }
     ReadGpu(n, dev, gpu, progress);
-    if (!gpu.lost) devices.emplace_back(dev, &gpu);
+    if (!gpu.lost)
+      devices.emplace_back(dev, &gpu);
   }
-  if (event_wait_ms > 0 && !devices.empty()) WaitForXids(n, devices, event_wait_ms, progress);
+  if (event_wait_ms > 0 && !devices.empty())
+    WaitForXids(n, devices, event_wait_ms, progress);
   progress("nvmlShutdown");
   n.shutdown();
   return inv;
@@ -267,10 +283,13 @@ using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 
 template <typename T>
 void Optional(Writer& w, const char* key, const std::optional<T>& v) {
-  if (!v) return;
+  if (!v)
+    return;
   w.Key(key);
-  if constexpr (std::is_same_v<T, bool>) w.Bool(*v);
-  else w.Uint64(*v);
+  if constexpr (std::is_same_v<T, bool>)
+    w.Bool(*v);
+  else
+    w.Uint64(*v);
 }
 
 }  // namespace
@@ -288,12 +307,18 @@ std::string InventoryToJson(const GpuInventory& inv) {
   w.StartArray();
   for (const GpuSnapshot& g : inv.gpus) {
     w.StartObject();
-    w.Key("index"); w.Uint(g.index);
-    w.Key("lost"); w.Bool(g.lost);
-    w.Key("lost_detail"); w.String(g.lost_detail.c_str());
-    w.Key("name"); w.String(g.name.c_str());
-    w.Key("uuid"); w.String(g.uuid.c_str());
-    w.Key("pci_bus_id"); w.String(g.pci_bus_id.c_str());
+    w.Key("index");
+    w.Uint(g.index);
+    w.Key("lost");
+    w.Bool(g.lost);
+    w.Key("lost_detail");
+    w.String(g.lost_detail.c_str());
+    w.Key("name");
+    w.String(g.name.c_str());
+    w.Key("uuid");
+    w.String(g.uuid.c_str());
+    w.Key("pci_bus_id");
+    w.String(g.pci_bus_id.c_str());
     Optional(w, "ecc_uncorrected_volatile", g.ecc_uncorrected_volatile);
     Optional(w, "retired_pages_pending", g.retired_pages_pending);
     Optional(w, "remap_pending", g.remap_pending);
@@ -301,19 +326,22 @@ std::string InventoryToJson(const GpuInventory& inv) {
     Optional(w, "remapped_rows_uncorrectable", g.remapped_rows_uncorrectable);
     w.Key("nvlink_active");
     w.StartArray();
-    for (bool a : g.nvlink_active) w.Bool(a);
+    for (bool a : g.nvlink_active)
+      w.Bool(a);
     w.EndArray();
     Optional(w, "throttle_reasons", g.throttle_reasons);
     if (g.pcie) {
       w.Key("pcie");
       w.StartArray();
-      for (unsigned v : {g.pcie->width, g.pcie->max_width, g.pcie->generation, g.pcie->max_generation})
+      for (unsigned v :
+           {g.pcie->width, g.pcie->max_width, g.pcie->generation, g.pcie->max_generation})
         w.Uint(v);
       w.EndArray();
     }
     w.Key("xids");
     w.StartArray();
-    for (unsigned x : g.xids) w.Uint(x);
+    for (unsigned x : g.xids)
+      w.Uint(x);
     w.EndArray();
     w.EndObject();
   }
@@ -331,19 +359,23 @@ Result<GpuInventory> InventoryFromJson(const std::string& json) {
     return o.HasMember(k) && o[k].IsString() ? std::string(o[k].GetString()) : std::string();
   };
   auto u64 = [](const rapidjson::Value& o, const char* k) -> std::optional<unsigned long long> {
-    if (o.HasMember(k) && o[k].IsUint64()) return o[k].GetUint64();
+    if (o.HasMember(k) && o[k].IsUint64())
+      return o[k].GetUint64();
     return std::nullopt;
   };
   auto boolean = [](const rapidjson::Value& o, const char* k) -> std::optional<bool> {
-    if (o.HasMember(k) && o[k].IsBool()) return o[k].GetBool();
+    if (o.HasMember(k) && o[k].IsBool())
+      return o[k].GetBool();
     return std::nullopt;
   };
   GpuInventory inv;
   inv.driver_present = boolean(d, "driver_present").value_or(false);
   inv.driver_detail = str(d, "driver_detail");
-  if (auto c = u64(d, "count")) inv.count = static_cast<unsigned>(*c);
+  if (auto c = u64(d, "count"))
+    inv.count = static_cast<unsigned>(*c);
   for (const auto& g : d["gpus"].GetArray()) {
-    if (!g.IsObject()) return Status::Internal("the GPU collector sent a malformed GPU");
+    if (!g.IsObject())
+      return Status::Internal("the GPU collector sent a malformed GPU");
     GpuSnapshot s;
     s.index = static_cast<unsigned>(u64(g, "index").value_or(0));
     s.lost = boolean(g, "lost").value_or(false);
@@ -355,9 +387,11 @@ Result<GpuInventory> InventoryFromJson(const std::string& json) {
     s.retired_pages_pending = boolean(g, "retired_pages_pending");
     s.remap_pending = boolean(g, "remap_pending");
     s.remap_failure = boolean(g, "remap_failure");
-    if (auto v = u64(g, "remapped_rows_uncorrectable")) s.remapped_rows_uncorrectable = unsigned(*v);
+    if (auto v = u64(g, "remapped_rows_uncorrectable"))
+      s.remapped_rows_uncorrectable = unsigned(*v);
     if (g.HasMember("nvlink_active") && g["nvlink_active"].IsArray())
-      for (const auto& a : g["nvlink_active"].GetArray()) s.nvlink_active.push_back(a.IsTrue());
+      for (const auto& a : g["nvlink_active"].GetArray())
+        s.nvlink_active.push_back(a.IsTrue());
     s.throttle_reasons = u64(g, "throttle_reasons");
     if (g.HasMember("pcie") && g["pcie"].IsArray() && g["pcie"].Size() == 4) {
       const auto& p = g["pcie"];
@@ -365,7 +399,8 @@ Result<GpuInventory> InventoryFromJson(const std::string& json) {
     }
     if (g.HasMember("xids") && g["xids"].IsArray())
       for (const auto& x : g["xids"].GetArray())
-        if (x.IsUint()) s.xids.push_back(x.GetUint());
+        if (x.IsUint())
+          s.xids.push_back(x.GetUint());
     inv.gpus.push_back(std::move(s));
   }
   return inv;

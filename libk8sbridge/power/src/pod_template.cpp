@@ -291,96 +291,104 @@ Result<rapidjson::Document> YamlToJson(std::string_view yaml, std::string_view f
   return doc;
 }
 
-Result<PodTemplate> ParsePodTemplate(std::string_view yaml, std::string_view file) {
-  auto parsed = YamlToJson(yaml, file);
-  if (!parsed.ok())
-    return parsed.status();
-  rapidjson::Document& root = *parsed;
-  auto fail = [&](std::string_view field, std::string message) {
-    return Status::InvalidArgument(fmt::format("pod template {}: {}: {}", file, field, message));
-  };
-  if (!root.IsObject()) {
-    return fail("(top level)",
-                fmt::format("is {}, expected a mapping with metadata and spec (a PodTemplate or "
-                            "a Pod)",
-                            TypeName(root)));
+namespace {
+
+// Where a template's errors point: "pod template <file>: <prefix><field>: ...".
+struct TemplateSite {
+  std::string_view file;
+  std::string prefix;  // field path of the pod inside the file ("template." in a PodTemplate)
+  Status Fail(std::string_view field, std::string message) const {
+    return Status::InvalidArgument(
+        fmt::format("pod template {}: {}{}: {}", file, prefix, field, message));
   }
-  std::string prefix;  // field path of the pod inside the file
-  const rapidjson::Value* pod = &root;
+};
+
+// The pod inside the document: the document itself (a Pod, or no kind), or a
+// PodTemplate's template (site.prefix is set to its path).
+Result<const rapidjson::Value*> FindPod(const rapidjson::Document& root, TemplateSite& site) {
+  if (!root.IsObject()) {
+    return site.Fail("(top level)",
+                     fmt::format("is {}, expected a mapping with metadata and spec (a PodTemplate "
+                                 "or a Pod)",
+                                 TypeName(root)));
+  }
   std::string kind =
       root.HasMember("kind") && root["kind"].IsString() ? root["kind"].GetString() : "";
   if (kind == "PodTemplate") {
     if (!root.HasMember("template") || !root["template"].IsObject()) {
-      return fail("template", "a PodTemplate needs template: {metadata, spec}: add it");
+      return site.Fail("template", "a PodTemplate needs template: {metadata, spec}: add it");
     }
-    pod = &root["template"];
-    prefix = "template.";
-  } else if (!kind.empty() && kind != "Pod") {
-    return fail("kind", fmt::format("is '{}': use PodTemplate (or Pod)", kind));
+    site.prefix = "template.";
+    return &root["template"];
   }
-  auto field = [&](std::string_view f) { return prefix + std::string(f); };
+  if (!kind.empty() && kind != "Pod")
+    return site.Fail("kind", fmt::format("is '{}': use PodTemplate (or Pod)", kind));
+  return &root;
+}
 
-  auto out = std::make_shared<rapidjson::Document>();
-  out->SetObject();
-  auto& a = out->GetAllocator();
-  rapidjson::Value metadata(rapidjson::kObjectType);
-  if (auto it = pod->FindMember("metadata"); it != pod->MemberEnd() && !it->value.IsNull()) {
-    if (!it->value.IsObject()) {
-      return fail(field("metadata"), fmt::format("is {}, expected a mapping", TypeName(it->value)));
-    }
-    for (std::string_view forbidden : {"name", "generateName"}) {
-      if (it->value.HasMember(forbidden.data())) {
-        return fail(field("metadata." + std::string(forbidden)),
-                    "remove it: each worker pod is named after its Slurm node");
-      }
-    }
-    for (const char* map_field : {"labels", "annotations"}) {
-      auto m = it->value.FindMember(map_field);
-      if (m == it->value.MemberEnd() || m->value.IsNull())
-        continue;
-      if (!m->value.IsObject()) {
-        return fail(field(fmt::format("metadata.{}", map_field)),
-                    fmt::format("is {}, expected a mapping of strings", TypeName(m->value)));
-      }
-      for (const auto& kv : m->value.GetObject()) {
-        std::string key = kv.name.GetString();
-        std::string path = field(fmt::format("metadata.{}.{}", map_field, key));
-        if (!kv.value.IsString()) {
-          return fail(path, fmt::format("is {}: quote the value, e.g. \"{}\"", TypeName(kv.value),
-                                        kv.value.IsBool() ? (kv.value.GetBool() ? "true" : "false")
-                                                          : "..."));
-        }
-        if (key.starts_with("k8sbridge.io/") || key == "app.kubernetes.io/managed-by") {
-          return fail(path,
-                      "is set by k8sbridge to mark the pods it owns: remove it from the "
-                      "template");
-        }
-      }
-    }
-    metadata.CopyFrom(it->value, a);
+// labels or annotations: strings only, none of the keys k8sbridge marks its pods with.
+Status CheckStringMap(const rapidjson::Value& metadata, const char* map_field,
+                      const TemplateSite& site) {
+  auto m = metadata.FindMember(map_field);
+  if (m == metadata.MemberEnd() || m->value.IsNull())
+    return Status::Ok();
+  if (!m->value.IsObject()) {
+    return site.Fail(fmt::format("metadata.{}", map_field),
+                     fmt::format("is {}, expected a mapping of strings", TypeName(m->value)));
   }
-  auto spec_it = pod->FindMember("spec");
-  if (spec_it == pod->MemberEnd() || !spec_it->value.IsObject()) {
-    return fail(field("spec"), "is missing or not a mapping: add the pod spec with its containers");
+  for (const auto& kv : m->value.GetObject()) {
+    std::string key = kv.name.GetString();
+    std::string path = fmt::format("metadata.{}.{}", map_field, key);
+    if (!kv.value.IsString()) {
+      return site.Fail(
+          path, fmt::format("is {}: quote the value, e.g. \"{}\"", TypeName(kv.value),
+                            kv.value.IsBool() ? (kv.value.GetBool() ? "true" : "false") : "..."));
+    }
+    if (key.starts_with("k8sbridge.io/") || key == "app.kubernetes.io/managed-by") {
+      return site.Fail(path,
+                       "is set by k8sbridge to mark the pods it owns: remove it from the "
+                       "template");
+    }
   }
-  const rapidjson::Value& spec = spec_it->value;
+  return Status::Ok();
+}
+
+Status CheckMetadata(const rapidjson::Value& metadata, const TemplateSite& site) {
+  if (!metadata.IsObject())
+    return site.Fail("metadata", fmt::format("is {}, expected a mapping", TypeName(metadata)));
+  for (std::string_view forbidden : {"name", "generateName"}) {
+    if (metadata.HasMember(forbidden.data())) {
+      return site.Fail("metadata." + std::string(forbidden),
+                       "remove it: each worker pod is named after its Slurm node");
+    }
+  }
+  for (const char* map_field : {"labels", "annotations"}) {
+    if (Status s = CheckStringMap(metadata, map_field, site); !s.ok())
+      return s;
+  }
+  return Status::Ok();
+}
+
+// Every container has a name and an image; the one named slurmd (else the first)
+// runs the worker.
+Status CheckContainers(const rapidjson::Value& spec, const TemplateSite& site,
+                       PodTemplate& result) {
   auto containers = spec.FindMember("containers");
   if (containers == spec.MemberEnd() || !containers->value.IsArray() || containers->value.Empty()) {
-    return fail(field("spec.containers"),
-                "must list at least one container (the one named slurmd, else the first, runs "
-                "the worker)");
+    return site.Fail("spec.containers",
+                     "must list at least one container (the one named slurmd, else the first, "
+                     "runs the worker)");
   }
-  PodTemplate result;
-  result.file = file;
   bool found_slurmd = false;
   for (rapidjson::SizeType i = 0; i < containers->value.Size(); ++i) {
     const rapidjson::Value& c = containers->value[i];
-    std::string path = field(fmt::format("spec.containers[{}]", i));
+    std::string path = fmt::format("spec.containers[{}]", i);
     if (!c.IsObject())
-      return fail(path, fmt::format("is {}, expected a mapping", TypeName(c)));
+      return site.Fail(path, fmt::format("is {}, expected a mapping", TypeName(c)));
     for (const char* required : {"name", "image"}) {
       if (!c.HasMember(required) || !c[required].IsString() || c[required].GetStringLength() == 0) {
-        return fail(path + "." + required, "is missing: every container needs a name and an image");
+        return site.Fail(path + "." + required,
+                         "is missing: every container needs a name and an image");
       }
     }
     if (!found_slurmd && std::string_view(c["name"].GetString()) == "slurmd") {
@@ -388,24 +396,66 @@ Result<PodTemplate> ParsePodTemplate(std::string_view yaml, std::string_view fil
       found_slurmd = true;
     }
   }
+  return Status::Ok();
+}
+
+// What a worker pod must not say: a node of its own, a restart in place, and
+// the checks of the mounts and the service account token.
+Status CheckSpecRules(const rapidjson::Value& spec, const TemplateSite& site) {
   for (const char* forbidden : {"nodeName"}) {
     if (spec.HasMember(forbidden)) {
-      return fail(field(std::string("spec.") + forbidden),
-                  "remove it: the scheduler places worker pods (use nodeSelector, affinity or "
-                  "Feature= mappings)");
+      return site.Fail(std::string("spec.") + forbidden,
+                       "remove it: the scheduler places worker pods (use nodeSelector, affinity "
+                       "or Feature= mappings)");
     }
   }
   if (auto rp = spec.FindMember("restartPolicy"); rp != spec.MemberEnd()) {
     if (!rp->value.IsString() || std::string_view(rp->value.GetString()) != "Never") {
-      return fail(field("spec.restartPolicy"),
-                  "must be Never or unset: a worker that fails must leave a Failed pod that "
-                  "k8sbridge replaces, not restart in place as a node Slurm thinks is booting");
+      return site.Fail("spec.restartPolicy",
+                       "must be Never or unset: a worker that fails must leave a Failed pod that "
+                       "k8sbridge replaces, not restart in place as a node Slurm thinks is "
+                       "booting");
     }
   }
   for (auto check : {CheckMountPropagation, CheckServiceAccountToken}) {
-    if (Status s = check(spec, prefix); !s.ok())
-      return Status::InvalidArgument(fmt::format("pod template {}: {}", file, s.message()));
+    if (Status s = check(spec, site.prefix); !s.ok())
+      return Status::InvalidArgument(fmt::format("pod template {}: {}", site.file, s.message()));
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<PodTemplate> ParsePodTemplate(std::string_view yaml, std::string_view file) {
+  auto parsed = YamlToJson(yaml, file);
+  if (!parsed.ok())
+    return parsed.status();
+  TemplateSite site{file, ""};
+  auto found = FindPod(*parsed, site);
+  if (!found.ok())
+    return found.status();
+  const rapidjson::Value* pod = *found;
+
+  auto out = std::make_shared<rapidjson::Document>();
+  out->SetObject();
+  auto& a = out->GetAllocator();
+  rapidjson::Value metadata(rapidjson::kObjectType);
+  if (auto it = pod->FindMember("metadata"); it != pod->MemberEnd() && !it->value.IsNull()) {
+    if (Status s = CheckMetadata(it->value, site); !s.ok())
+      return s;
+    metadata.CopyFrom(it->value, a);
+  }
+  auto spec_it = pod->FindMember("spec");
+  if (spec_it == pod->MemberEnd() || !spec_it->value.IsObject()) {
+    return site.Fail("spec", "is missing or not a mapping: add the pod spec with its containers");
+  }
+  const rapidjson::Value& spec = spec_it->value;
+  PodTemplate result;
+  result.file = file;
+  if (Status s = CheckContainers(spec, site, result); !s.ok())
+    return s;
+  if (Status s = CheckSpecRules(spec, site); !s.ok())
+    return s;
   rapidjson::Value spec_copy;
   spec_copy.CopyFrom(spec, a);
   out->AddMember("metadata", metadata, a);

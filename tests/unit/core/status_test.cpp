@@ -17,10 +17,13 @@ BOOST_AUTO_TEST_CASE(default_status_is_ok) {
 }
 
 BOOST_AUTO_TEST_CASE(failed_status_keeps_code_and_message) {
-  Status s = Status::InvalidArgument("k8sbridge.conf:3: unknown key 'Namespce'; did you mean 'Namespace'?");
+  Status s = Status::InvalidArgument(
+      "k8sbridge.conf:3: unknown key 'Namespce'; did you mean 'Namespace'?");
   BOOST_TEST(!s.ok());
   BOOST_TEST(static_cast<int>(s.code()) == static_cast<int>(Status::Code::kInvalidArgument));
-  BOOST_TEST(s.ToString() == "invalid argument: k8sbridge.conf:3: unknown key 'Namespce'; did you mean 'Namespace'?");
+  BOOST_TEST(
+      s.ToString() ==
+      "invalid argument: k8sbridge.conf:3: unknown key 'Namespce'; did you mean 'Namespace'?");
 }
 
 BOOST_AUTO_TEST_CASE(with_context_prefixes_message_and_keeps_code) {

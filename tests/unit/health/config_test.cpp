@@ -31,9 +31,10 @@ BOOST_AUTO_TEST_CASE(parses_every_kind_of_key) {
 
 BOOST_AUTO_TEST_CASE(errors_name_file_line_key_and_fix) {
   auto unknown = ParseHealthConfig("GpuCount=8\nXidDrian=79\n", "/etc/slurm/k8sbridge-health.conf");
-  BOOST_TEST(unknown.status().message() ==
-             "/etc/slurm/k8sbridge-health.conf:2:1: unknown key 'XidDrian' (did you mean 'XidDrain'?); "
-             "docs/health.md lists the keys");
+  BOOST_TEST(
+      unknown.status().message() ==
+      "/etc/slurm/k8sbridge-health.conf:2:1: unknown key 'XidDrian' (did you mean 'XidDrain'?); "
+      "docs/health.md lists the keys");
   auto bad_bool = ParseHealthConfig("CheckEcc=maybe", "h.conf");
   BOOST_TEST(bad_bool.status().message() == "h.conf:1:1: CheckEcc=maybe: 'maybe' is not yes or no");
   auto too_long = ParseHealthConfig("TotalTimeout=90s", "h.conf");

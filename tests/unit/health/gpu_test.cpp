@@ -30,7 +30,8 @@ BOOST_AUTO_TEST_CASE(clean_devices_pass_and_every_check_is_observed) {
   Report r = RunChecks(nvml.config, 2u, state);
   BOOST_TEST(r.findings.empty());
   std::set<std::string> checks;
-  for (const auto& o : r.observations) checks.insert(o.check);
+  for (const auto& o : r.observations)
+    checks.insert(o.check);
   for (const char* c : {"gpu.count", "gpu.bus", "gpu.xid", "gpu.ecc", "gpu.retired_pages",
                         "gpu.row_remap", "gpu.nvlink", "gpu.throttle", "gpu.pcie"})
     BOOST_TEST(checks.contains(c), c);
@@ -80,7 +81,8 @@ BOOST_AUTO_TEST_CASE(nvlink_down) {
 
 BOOST_AUTO_TEST_CASE(throttling) {
   BOOST_TEST(ReasonWithGpu3({{"throttle", "72"}}) ==  // 0x48: HW slowdown + HW thermal
-             "[hardware] k8sbridge-health: GPU 3 clocks throttled: hardware slowdown, hardware thermal slowdown");
+             "[hardware] k8sbridge-health: GPU 3 clocks throttled: hardware slowdown, hardware "
+             "thermal slowdown");
   BOOST_TEST(ReasonWithGpu3({{"throttle", "4"}}) == "");  // software power cap: normal under load
 }
 
@@ -116,9 +118,10 @@ BOOST_AUTO_TEST_CASE(missing_driver_with_gpus_expected) {
 BOOST_AUTO_TEST_CASE(kernel_log_xids_since_the_last_run) {
   std::string script = "{\"devices\":[" + Device() + "," + Device({}, 0x3c) + "]}";
   FakeNvml nvml(script);
-  nvml.config.kmsg_path = nvml.dir.Write(
-      "kmsg", "6,100,5,-;something else\n"
-              "4,101,6,-;NVRM: Xid (PCI:0000:3c:00): 48, pid=1234, name=python, DBE\n");
+  nvml.config.kmsg_path =
+      nvml.dir.Write("kmsg",
+                     "6,100,5,-;something else\n"
+                     "4,101,6,-;NVRM: Xid (PCI:0000:3c:00): 48, pid=1234, name=python, DBE\n");
   HealthState state;
   Report first = RunChecks(nvml.config, 2u, state);
   BOOST_TEST(DrainReason(first.findings) ==
@@ -128,14 +131,16 @@ BOOST_AUTO_TEST_CASE(kernel_log_xids_since_the_last_run) {
   Report second = RunChecks(nvml.config, 2u, state);
   BOOST_TEST(second.findings.empty());
   // A restarted log (lower sequence numbers) is read from the start.
-  nvml.dir.Write("kmsg", "4,7,6,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n");
+  nvml.dir.Write("kmsg",
+                 "4,7,6,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n");
   Report third = RunChecks(nvml.config, 2u, state);
   BOOST_TEST(DrainReason(third.findings) ==
              "[hardware] k8sbridge-health: GPU 0 XID 79 (GPU has fallen off the bus)");
 }
 
 BOOST_AUTO_TEST_CASE(kmsg_record_parsing) {
-  auto x = ParseKmsgXid("4,5521,1234567,-;NVRM: Xid (PCI:0000:3B:00): 79, pid=0, GPU has fallen off the bus.");
+  auto x = ParseKmsgXid(
+      "4,5521,1234567,-;NVRM: Xid (PCI:0000:3B:00): 79, pid=0, GPU has fallen off the bus.");
   BOOST_REQUIRE(x.has_value());
   BOOST_TEST(x->sequence == 5521u);
   BOOST_TEST(x->pci_bus_id == "0000:3b:00");

@@ -56,8 +56,10 @@ inline std::string Device(const Overrides& overrides = {}, int bus = 0x3b) {
       {"throttle", "1"},
       {"pcie", "{\"width\":16,\"max_width\":16,\"gen\":5,\"max_gen\":5}"},
   };
-  for (const auto& [k, v] : overrides) fields[k] = v;
+  for (const auto& [k, v] : overrides)
+    fields[k] = v;
   std::string d = "{";
-  for (const auto& [k, v] : fields) d += (d.size() > 1 ? "," : "") + ("\"" + k + "\":" + v);
+  for (const auto& [k, v] : fields)
+    d += (d.size() > 1 ? "," : "") + ("\"" + k + "\":" + v);
   return d + "}";
 }

@@ -279,7 +279,6 @@ BOOST_FIXTURE_TEST_CASE(a_cordon_by_someone_else_survives_the_undo, Fixture) {
   BOOST_TEST(slurm.Find("w-0")->reason == "k8sbridge: Kubernetes node n-0 cordoned");
 }
 
-
 BOOST_FIXTURE_TEST_CASE(delete_checks_ownership_on_the_live_object, Fixture) {
   api.Put(kPodPath, PodJson("other"));
   ks::Action a{ActionKind::kDeletePod, "w-0", "orphan"};

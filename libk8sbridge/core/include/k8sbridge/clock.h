@@ -14,8 +14,8 @@ class Clock {
   using Wall = std::chrono::system_clock;
 
   virtual ~Clock() = default;
-  virtual Steady::time_point Now() = 0;       // for deadlines and intervals
-  virtual Wall::time_point WallNow() = 0;     // for timestamps sent to Kubernetes
+  virtual Steady::time_point Now() = 0;    // for deadlines and intervals
+  virtual Wall::time_point WallNow() = 0;  // for timestamps sent to Kubernetes
   virtual void SleepFor(Steady::duration d) = 0;
 };
 

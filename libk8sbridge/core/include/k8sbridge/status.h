@@ -25,29 +25,35 @@ class Status {
  public:
   enum class Code {
     kOk = 0,
-    kInvalidArgument,    // bad input: config, template, argument; do not retry
+    kInvalidArgument,  // bad input: config, template, argument; do not retry
     kNotFound,
     kAlreadyExists,
-    kConflict,           // optimistic-concurrency failure: re-read and retry
+    kConflict,  // optimistic-concurrency failure: re-read and retry
     kPermissionDenied,
     kUnauthenticated,
-    kUnavailable,        // transient: connection refused, 5xx, 429
-    kTimeout,            // a deadline passed; the outcome may be unknown
+    kUnavailable,  // transient: connection refused, 5xx, 429
+    kTimeout,      // a deadline passed; the outcome may be unknown
     kCancelled,
-    kExpired,            // e.g. a watch's resourceVersion is too old (410)
-    kIoError,            // local file or process I/O
-    kInternal,           // a bug; logged, never crashes a daemon
+    kExpired,   // e.g. a watch's resourceVersion is too old (410)
+    kIoError,   // local file or process I/O
+    kInternal,  // a bug; logged, never crashes a daemon
   };
 
   Status() = default;  // OK
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string msg) { return {Code::kInvalidArgument, std::move(msg)}; }
+  static Status InvalidArgument(std::string msg) {
+    return {Code::kInvalidArgument, std::move(msg)};
+  }
   static Status NotFound(std::string msg) { return {Code::kNotFound, std::move(msg)}; }
   static Status AlreadyExists(std::string msg) { return {Code::kAlreadyExists, std::move(msg)}; }
   static Status Conflict(std::string msg) { return {Code::kConflict, std::move(msg)}; }
-  static Status PermissionDenied(std::string msg) { return {Code::kPermissionDenied, std::move(msg)}; }
-  static Status Unauthenticated(std::string msg) { return {Code::kUnauthenticated, std::move(msg)}; }
+  static Status PermissionDenied(std::string msg) {
+    return {Code::kPermissionDenied, std::move(msg)};
+  }
+  static Status Unauthenticated(std::string msg) {
+    return {Code::kUnauthenticated, std::move(msg)};
+  }
   static Status Unavailable(std::string msg) { return {Code::kUnavailable, std::move(msg)}; }
   static Status Timeout(std::string msg) { return {Code::kTimeout, std::move(msg)}; }
   static Status Cancelled(std::string msg) { return {Code::kCancelled, std::move(msg)}; }
@@ -92,7 +98,7 @@ std::string_view CodeName(Status::Code code);
 template <typename T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : value_(std::move(status)) {  // NOLINT: implicit by design
     assert(!std::get<Status>(value_).ok() && "Result built from an OK Status");
   }

@@ -17,7 +17,8 @@ namespace k8sbridge::health {
 // What an XID number means, from NVIDIA's XID catalogue; "" if unknown.
 std::string_view XidMeaning(unsigned xid);
 
-// An XID from the kernel log: "NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus."
+// An XID from the kernel log:
+// "NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus."
 struct KernelXid {
   uint64_t sequence = 0;   // /dev/kmsg record number, to resume after it next run
   std::string pci_bus_id;  // "0000:3b:00"

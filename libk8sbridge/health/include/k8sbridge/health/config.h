@@ -15,7 +15,7 @@
 namespace k8sbridge::health {
 
 struct IbPortExpectation {
-  std::string device;  // "mlx5_0"; "*" = every device under the sysfs root
+  std::string device;            // "mlx5_0"; "*" = every device under the sysfs root
   std::optional<unsigned> port;  // empty = every port
   double min_rate_gbps = 0;      // 0 = do not check the rate
 };
@@ -34,7 +34,8 @@ struct HealthConfig {
   std::optional<unsigned> gpu_count;  // expected; empty = from the node's Gres in Slurm
   std::set<unsigned> xid_drain = {48, 62, 64, 74, 79, 92, 94, 95, 119, 120};
   unsigned long long ecc_uncorrected_max = 0;  // more than this drains
-  unsigned long long throttle_drain_mask = 0x8 | 0x40 | 0x80;  // HW slowdown, HW thermal, power brake
+  // HW slowdown, HW thermal, power brake
+  unsigned long long throttle_drain_mask = 0x8 | 0x40 | 0x80;
   std::optional<unsigned> pcie_min_width;       // empty = the device's max
   std::optional<unsigned> pcie_min_generation;  // empty = not checked (links downshift at idle)
   std::string kmsg_path = "/dev/kmsg";          // XIDs since the last run

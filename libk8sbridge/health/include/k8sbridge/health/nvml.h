@@ -24,8 +24,8 @@ struct PcieLink {
 
 struct GpuSnapshot {
   unsigned index = 0;
-  bool lost = false;              // fallen off the bus (NVML_ERROR_GPU_IS_LOST)
-  std::string lost_detail;        // which call said so
+  bool lost = false;                   // fallen off the bus (NVML_ERROR_GPU_IS_LOST)
+  std::string lost_detail;             // which call said so
   std::string name, uuid, pci_bus_id;  // pci_bus_id as "0000:3b:00.0"
   std::optional<unsigned long long> ecc_uncorrected_volatile;
   std::optional<bool> retired_pages_pending;
@@ -35,7 +35,7 @@ struct GpuSnapshot {
   std::vector<bool> nvlink_active;  // one entry per link NVML reports; empty = none
   std::optional<unsigned long long> throttle_reasons;  // NVML clocks-event bitmask
   std::optional<PcieLink> pcie;
-  std::vector<unsigned> xids;       // XID events seen while collecting
+  std::vector<unsigned> xids;  // XID events seen while collecting
 };
 
 struct GpuInventory {

@@ -22,7 +22,9 @@ struct WatchdogResult {
 // `work` runs in the child: it calls progress() before each step that may hang
 // and returns its output, or a failed Status. Returns an error only when the
 // child could not be started.
-using WatchdogWork = std::function<Result<std::string>(const std::function<void(const std::string&)>& progress)>;
-Result<WatchdogResult> RunWithDeadline(const WatchdogWork& work, std::chrono::milliseconds deadline);
+using WatchdogWork =
+    std::function<Result<std::string>(const std::function<void(const std::string&)>& progress)>;
+Result<WatchdogResult> RunWithDeadline(const WatchdogWork& work,
+                                       std::chrono::milliseconds deadline);
 
 }  // namespace k8sbridge::health

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The style checks CI runs (issue 16):
+#  - clang-format (Debian's clang-format 14, the repo's .clang-format) over every
+#    C/C++ file: a file it would change is an offender;
+#  - clang-tidy 14 with only readability-function-size (.clang-tidy: no function
+#    over 80 lines) over the C++ of libk8sbridge, programs and plugins, from the
+#    build's compile_commands.json. The functions named in
+#    scripts/function-size-debt.txt (the ones issue 16 has not split yet) are
+#    reported but tolerated; any other offender fails, and so does a listed one
+#    that no longer offends (take it off the list);
+#  - scripts/check-layers.py: the layers' includes, the docs' layer and contract
+#    tables, and a scratch include that must not compile.
+# Exits non-zero and names every offender. Usage: check-style.sh [BUILD_DIR]
+# (default build/, which must be configured: clang-tidy needs its compile commands).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+build=${1:-${K8SBRIDGE_BUILD:-$root/build}}
+# Version 14 (Debian 12's) is the reference: another release formats some
+# constructs differently.
+pick() { command -v "$1-14" || command -v "$1"; }
+clang_format=${CLANG_FORMAT:-$(pick clang-format)}
+clang_tidy=${CLANG_TIDY:-$(pick clang-tidy)}
+jobs=${CHECK_STYLE_JOBS:-$(nproc)}
+failed=0
+
+mapfile -d '' format_files < <(git ls-files -z -- \
+  'libk8sbridge/*.'{c,cc,cpp,h,hpp} 'plugins/*.'{c,cc,cpp,h,hpp} 'programs/*.'{c,cc,cpp,h,hpp} \
+  'tests/*.'{c,cc,cpp,h,hpp} 'fuzz/*.'{c,cc,cpp,h,hpp} 'bench/*.'{c,cc,cpp,h,hpp})
+format_offenders=$(printf '%s\0' "${format_files[@]}" |
+  xargs -0 -n 16 -P "$jobs" "$clang_format" --dry-run --Werror 2>&1 |
+  sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: error: code should be clang-formatted.*/\1/p' | sort -u)
+if [ -n "$format_offenders" ]; then
+  echo "check-style: not formatted (run: $clang_format -i FILE):"
+  sed 's/^/  /' <<<"$format_offenders"
+  failed=1
+else
+  echo "check-style: clang-format: ${#format_files[@]} files formatted"
+fi
+
+if [ ! -f "$build/compile_commands.json" ]; then
+  echo "check-style: $build/compile_commands.json missing: configure the build first"
+  exit 1
+fi
+mapfile -d '' tidy_files < <(git ls-files -z -- 'libk8sbridge/*.cpp' 'programs/*.cpp' \
+  'plugins/*.cpp')
+# Headers are checked through the files that include them; one offender can so
+# be reported several times, hence sort -u on "file:line: function". clang-tidy
+# names files as the compile commands do (relative to the build directory, or
+# absolute through it): the paths are cut back to the repository's.
+tidy_out=$(printf '%s\0' "${tidy_files[@]}" |
+  xargs -0 -n 2 -P "$jobs" "$clang_tidy" -p "$build" --quiet 2>&1)
+tidy_rc=$?
+tidy_offenders=$(sed -n "s/^\(.*:[0-9]*\):[0-9]*: error: function '\([^']*\)' exceeds.*/\1: \2/p" \
+  <<<"$tidy_out" | sed "s|^.*\.\./||; s|^$root/||" | sort -u)
+# "file: function" without the line, which moves with every edit.
+offending=$(sed 's/:[0-9]*: /: /' <<<"$tidy_offenders" | sed '/^$/d' | sort -u)
+debt=$(grep -v '^#' scripts/function-size-debt.txt | sed '/^$/d' | sort -u)
+new_offenders=$(comm -23 <(echo "$offending") <(echo "$debt") | sed '/^$/d')
+paid=$(comm -13 <(echo "$offending") <(echo "$debt") | sed '/^$/d')
+if [ -n "$debt" ]; then
+  echo "check-style: $(wc -l <<<"$debt") functions over 80 lines still to split" \
+       "(scripts/function-size-debt.txt)"
+fi
+if [ -n "$new_offenders" ]; then
+  echo "check-style: functions over 80 lines (split them along their seams):"
+  grep -F -f <(echo "$new_offenders" | sed 's/: .*//') <<<"$tidy_offenders" | sed 's/^/  /'
+  failed=1
+fi
+if [ -n "$paid" ]; then
+  echo "check-style: no longer over 80 lines: take them off scripts/function-size-debt.txt:"
+  sed 's/^/  /' <<<"$paid"
+  failed=1
+fi
+if [ -n "$tidy_offenders" ]; then
+  :
+elif [ "$tidy_rc" -ne 0 ]; then
+  # No function offends, yet clang-tidy failed: say why (a missing compile command,
+  # a header it cannot find) instead of passing.
+  echo "check-style: clang-tidy failed:"
+  grep -E 'error|Error' <<<"$tidy_out" | sort -u | head -n 20
+  failed=1
+else
+  echo "check-style: clang-tidy: ${#tidy_files[@]} files, no function over 80 lines"
+fi
+python3 scripts/check-layers.py --build "$build" || failed=1
+exit "$failed"
