@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kubesim_harness import KubeSim  # noqa: E402
 from rigtest import BUILD_ROOT, Rig, RigTestCase, wait_for  # noqa: E402,F401
 from k8sbridge_rig import (RESOURCE_PREFIX, RIG_ENV, WORKDIR_PREFIX,  # noqa: E402
-                           _alive, _free_tcp_port, _kill_and_wait, _pids_with_env,
+                           _alive, _kill_and_wait, _pids_with_env, free_tcp_port,
                            leftovers)
 
 POWER = BUILD_ROOT / "plugins" / "power_k8s" / "k8sbridge-power"
@@ -167,7 +167,7 @@ class SyncRigTestCase(RigTestCase):
     # ---- configuration --------------------------------------------------------
 
     def write_conf(self, name="k8sbridge.conf", extra=""):
-        port = _free_tcp_port()
+        port = free_tcp_port()
         lines = ["ClusterName=rig", f"Kubeconfig={self.sim.kubeconfig}", "Namespace=default",
                  "RetryDeadline=5", "RequestTimeout=3", "ConnectTimeout=2",
                  f"LogFile={self.dir / 'power.log'}",

@@ -13,12 +13,15 @@ a job left, removes the namespaces, the bridge and any mount under the rig's
 directory, and keeps the daemons' logs under `log_root` for the test report.
 `cleanup_all()` removes what a killed test process could not.
 
-Resources are named after a random rig id, so two rigs, one after the other,
-never share a bridge, a subnet, a port, a socket or a state directory.
+Resources are named after the rig's id (its slot's number and random digits),
+and addresses and ports come from the slot, which the rig holds while it lives
+(`claim_slot`), so rigs running at the same time, or one after the other, never
+share a bridge, a namespace, a subnet, a port, a socket or a state directory.
 """
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import os
 import re
@@ -39,7 +42,14 @@ DEFAULT_SLURM_PREFIX = "/var/cache/k8sbridge/slurm-24.11.5/install"
 RESOURCE_PREFIX = "k8sb"            # bridges k8sb<id>, namespaces k8sb-<id>-<node>
 WORKDIR_PREFIX = "k8sbridge-rig-"   # /tmp/k8sbridge-rig-<id>/
 RIG_ENV = "K8SBRIDGE_RIG_ID"        # set on every process the rig starts
-SUBNET_BASE = ipaddress.ip_network("10.231.0.0/16")  # one /24 per rig
+SUBNET_BASE = ipaddress.ip_network("10.231.0.0/16")  # a rig's /24: 10.231.<slot>.0
+POD_NETWORK_BASE = ipaddress.ip_network("10.232.0.0/16")  # its pods': 10.232.<slot>.0
+SLOT_DIR = Path("/run/k8sbridge-rig-slots")  # <slot>.lock; kept (a lock file must stay)
+SLOTS = range(1, 255)
+# A slot's TCP ports: below the kernel's ephemeral range (32768 and up), so no
+# client connection or port-0 listener anywhere on the machine takes one.
+PORT_BASE = 20000
+PORTS_PER_SLOT = 40
 
 
 class RigError(RuntimeError):
@@ -77,12 +87,6 @@ def _run(cmd: Sequence[str], check: bool = True, **kw) -> subprocess.CompletedPr
     return subprocess.run(list(cmd), check=check, text=True, capture_output=True, **kw)
 
 
-def _free_tcp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _used_subnets() -> set:
     out = _run(["ip", "-4", "-o", "addr", "show"]).stdout
     nets = set()
@@ -91,14 +95,89 @@ def _used_subnets() -> set:
     return nets
 
 
-def _pick_subnet() -> ipaddress.IPv4Network:
+class Slot:
+    """A number between 1 and 254 that no other live process holds (an flock on
+    SLOT_DIR/<n>.lock, dropped by release() or when the process ends, however it
+    ends). It gives its holder a rig subnet, a pod network and a block of TCP
+    ports of its own."""
+
+    def __init__(self, number: int, fd: int):
+        self.number = number
+        self._fd = fd
+        self._next_port = 0
+
+    @property
+    def subnet(self) -> ipaddress.IPv4Network:
+        return _slot_network(SUBNET_BASE, self.number)
+
+    @property
+    def pod_network(self) -> ipaddress.IPv4Network:
+        return _slot_network(POD_NETWORK_BASE, self.number)
+
+    def free_port(self) -> int:
+        """The next port of the slot's block that nothing is bound to (a port in
+        TIME_WAIT from the slot's last holder is skipped too)."""
+        first = PORT_BASE + self.number * PORTS_PER_SLOT
+        while self._next_port < PORTS_PER_SLOT:
+            port = first + self._next_port
+            self._next_port += 1
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("0.0.0.0", port))
+                except OSError:
+                    continue
+            return port
+        raise RigError(f"slot {self.number}: all {PORTS_PER_SLOT} ports used")
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+            _released_slots.add(self.number)
+
+
+_released_slots: set = set()
+
+
+def _slot_network(base: ipaddress.IPv4Network, number: int) -> ipaddress.IPv4Network:
+    return ipaddress.ip_network((int(base.network_address) + (number << 8), 24))
+
+
+def claim_slot() -> Slot:
+    """A free slot, chosen at random: held by no live process, and neither of its
+    networks on an interface (a killed rig's bridge keeps its address)."""
+    SLOT_DIR.mkdir(mode=0o755, exist_ok=True)
     used = _used_subnets()
-    candidates = list(SUBNET_BASE.subnets(new_prefix=24))[1:-1]
-    secrets.SystemRandom().shuffle(candidates)
-    for net in candidates:
-        if not any(net.overlaps(u) for u in used):
-            return net
-    raise RigError(f"no free /24 left in {SUBNET_BASE}; run `rigctl cleanup`")
+    numbers = list(SLOTS)
+    secrets.SystemRandom().shuffle(numbers)
+    # Slots this process held before come last: rigs one after the other get
+    # other addresses and ports, so nothing of the first can reach the second.
+    numbers.sort(key=lambda n: n in _released_slots)
+    for n in numbers:
+        fd = os.open(SLOT_DIR / f"{n}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        slot = Slot(n, fd)
+        if any(net.overlaps(u) for net in (slot.subnet, slot.pod_network) for u in used):
+            slot.release()
+            continue
+        return slot
+    raise RigError(f"no free slot in {SLOT_DIR}; run `rigctl cleanup`")
+
+
+_process_slot: Optional[Slot] = None
+
+
+def free_tcp_port() -> int:
+    """A TCP port for a daemon a test starts beside a rig (a metrics endpoint):
+    from a slot this process holds until it ends."""
+    global _process_slot
+    if _process_slot is None:
+        _process_slot = claim_slot()
+    return _process_slot.free_port()
 
 
 def parse_scontrol_oneliner(line: str) -> dict:
@@ -163,7 +242,10 @@ class Rig:
         if not config.nodes:
             config.nodes = list(nodes)
         self.config = config
-        self.id = secrets.token_hex(3)
+        # Held until stop(): the rig's subnet, its pods' network, its ports. The id
+        # starts with the slot's number, so no two live rigs ever have the same.
+        self.slot = claim_slot()
+        self.id = f"{self.slot.number:02x}{secrets.token_hex(2)}"
         self.prefix = slurm_prefix()
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{self.id}-"))
         os.chmod(self.workdir, 0o755)  # munged refuses sockets in world-writable dirs
@@ -173,9 +255,10 @@ class Rig:
                                                         "/tmp/k8sbridge-rig-logs"))
         self.keep_workdir = keep_workdir
         self.bridge = f"{RESOURCE_PREFIX}{self.id}"
-        self.subnet: Optional[ipaddress.IPv4Network] = None
-        self.bridge_address = ""
-        self.ctld_port = 0
+        self.subnet = self.slot.subnet
+        self.pod_network = self.slot.pod_network  # for a kubesim kubelet beside the rig
+        self.bridge_address = str(next(self.subnet.hosts()))
+        self.ctld_port = self.slot.free_port()
         self.munge_socket = self.workdir / "munge" / "munge.socket"
         self.munged: Optional[subprocess.Popen] = None
         self.node_munged: dict[str, subprocess.Popen] = {}
@@ -233,6 +316,7 @@ class Rig:
             self._collect_logs(failed)
             if not self.keep_workdir:
                 shutil.rmtree(self.workdir, ignore_errors=True)
+            self.slot.release()
             self._restore_sigterm_handler()
 
     def _install_sigterm_handler(self) -> None:
@@ -296,9 +380,7 @@ class Rig:
     # ---- network ----------------------------------------------------------------
 
     def _start_network(self) -> None:
-        self.subnet = _pick_subnet()
         hosts = list(self.subnet.hosts())
-        self.bridge_address = str(hosts[0])
         _run(["ip", "link", "add", self.bridge, "type", "bridge"])
         _run(["ip", "addr", "add", f"{self.bridge_address}/{self.subnet.prefixlen}",
               "dev", self.bridge])
@@ -386,7 +468,6 @@ class Rig:
 
     def _write_config(self) -> None:
         c = self.config
-        self.ctld_port = _free_tcp_port()
         w = self.workdir
         node_lines = "\n".join(n.conf_line() for n in c.nodes)
         names = ",".join(n.name for n in c.nodes)
@@ -438,13 +519,9 @@ PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partit
             (self.etc / name).write_text(text)
 
     def reconfigure(self) -> None:
-        """Rewrites the configuration from self.config and runs `scontrol reconfigure`."""
-        port = self.ctld_port
+        """Rewrites the configuration from self.config (on the same port: the daemons
+        already talk on it) and runs `scontrol reconfigure`."""
         self._write_config()
-        # Keep the port: the daemons already talk on it.
-        text = self.slurm_conf.read_text()
-        self.slurm_conf.write_text(re.sub(r"SlurmctldPort=\d+", f"SlurmctldPort={port}", text))
-        self.ctld_port = port
         self.check_output(["scontrol", "reconfigure"])
 
     def _spawn(self, name: str, cmd: Sequence[str], env: Optional[dict] = None) -> subprocess.Popen:
