@@ -22,7 +22,7 @@ import os
 import unittest
 
 from rigtest import BUILD_ROOT, SOURCE_ROOT, Rig, RigError, RigTestCase, wait_for  # noqa: F401
-from k8sbridge_rig import live_processes, slurm_prefix  # noqa: E402  (rigtest puts tests/rig on sys.path)
+from k8sbridge_rig import live_processes, made_rig_ids, slurm_prefix  # noqa: E402  (rigtest puts tests/rig on sys.path)
 
 FIXTURE_PREFIX = "/run/k8sbridge-jailtest-"
 HOST_OS_RELEASE = Path("/etc/os-release")
@@ -221,8 +221,9 @@ class JailRigTestCase(RigTestCase):
 
 
 def holders() -> list[int]:
-    """Live spank_jail job namespace holders on this machine."""
-    return live_processes("spank_jail_ns")
+    """Live spank_jail job namespace holders of this process's rigs (other tests'
+    rigs run at the same time)."""
+    return live_processes("spank_jail_ns", rig_ids=made_rig_ids())
 
 
 def slurmd_log(rig: Rig, node: str) -> str:

@@ -16,7 +16,8 @@ directory, and keeps the daemons' logs under `log_root` for the test report.
 Resources are named after the rig's id (its slot's number and random digits),
 and addresses and ports come from the slot, which the rig holds while it lives
 (`claim_slot`), so rigs running at the same time, or one after the other, never
-share a bridge, a namespace, a subnet, a port, a socket or a state directory.
+share a bridge, a namespace, a subnet, a port, a socket or a state directory. `leftovers(ids)` looks at the given rigs
+only; `leftovers()` at every rig on the machine.
 """
 
 from __future__ import annotations
@@ -246,6 +247,7 @@ class Rig:
         # starts with the slot's number, so no two live rigs ever have the same.
         self.slot = claim_slot()
         self.id = f"{self.slot.number:02x}{secrets.token_hex(2)}"
+        _made_rig_ids.append(self.id)
         self.prefix = slurm_prefix()
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{self.id}-"))
         os.chmod(self.workdir, 0o755)  # munged refuses sockets in world-writable dirs
@@ -744,10 +746,83 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def live_processes(*comms: str) -> list[int]:
-    """Pids of the live (not zombie) processes whose command name is one of `comms`."""
-    return [int(e) for e in os.listdir("/proc")
+def live_processes(*comms: str, rig_ids: Optional[Iterable[str]] = None) -> list[int]:
+    """Pids of the live (not zombie) processes whose command name is one of `comms`;
+    with `rig_ids`, only those of these rigs (see _RigMarks)."""
+    pids = [int(e) for e in os.listdir("/proc")
             if e.isdigit() and _comm(int(e)) in comms and _alive(int(e))]
+    if rig_ids is None:
+        return pids
+    marks = _RigMarks(rig_ids)
+    return [p for p in pids if marks.own(p)]
+
+
+class _RigMarks:
+    """Tells the processes of some rigs from those of rigs running beside them. A
+    rig's process has the rig's id in its environment (what the rig starts, and
+    the tasks below it), or the rig's directory in its environment, command line,
+    working directory or open files (a pod's slurmd and munged, which a kubesim
+    kubelet starts; slurmstepd, whose title overwrites its environment, has the
+    node's log open), or lives in one of the rig's network namespaces (the
+    spank_jail namespace holders, which close every file)."""
+
+    def __init__(self, rig_ids: Iterable[str]):
+        ids = list(rig_ids)
+        self.env = {f"{RIG_ENV}={rid}".encode() for rid in ids}
+        self.dirs = [f"{WORKDIR_PREFIX}{rid}-" for rid in ids]
+        self.netns = set()
+        for rid in ids:
+            for ns in Path("/run/netns").glob(f"{RESOURCE_PREFIX}-{rid}-*"):
+                try:
+                    st = ns.stat()
+                except OSError:
+                    continue
+                self.netns.add((st.st_dev, st.st_ino))
+
+    def own(self, pid: int) -> bool:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        if self.env & set(environ.split(b"\0")):
+            return True
+        text = (environ + cmdline).decode(errors="replace")
+        if any(d in text for d in self.dirs):
+            return True
+        if any(any(d in path for d in self.dirs) for path in _open_paths(pid)):
+            return True
+        try:
+            st = os.stat(f"/proc/{pid}/ns/net")
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) in self.netns
+
+
+def _open_paths(pid: int) -> list[str]:
+    """Where process pid has its working directory and its open files."""
+    paths = []
+    for link in [f"/proc/{pid}/cwd"] + [f"/proc/{pid}/fd/{fd}" for fd in _fds(pid)]:
+        try:
+            paths.append(os.readlink(link))
+        except OSError:
+            pass
+    return paths
+
+
+def _fds(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+
+
+def made_rig_ids() -> list[str]:
+    """The ids of the rigs this process made (a test's own rigs)."""
+    return list(_made_rig_ids)
+
+
+_made_rig_ids: list[str] = []
 
 
 def _alive(pid: int) -> bool:
@@ -779,17 +854,25 @@ def _unmount_under(root: str) -> None:
         subprocess.run(["umount", "-l", t], capture_output=True)
 
 
-def leftovers() -> dict:
-    """What rigs have left on this machine: used by tests to prove teardown."""
+def leftovers(rig_ids: Optional[Iterable[str]] = None) -> dict:
+    """What rigs have left on this machine: used by tests to prove teardown. With
+    `rig_ids`, what these rigs left (a test's own: other rigs may be running at the
+    same time); without, what any rig left (scripts/test.sh, after every test)."""
+    ids = None if rig_ids is None else list(rig_ids)
+    ns_prefixes = (f"{RESOURCE_PREFIX}-",) if ids is None else \
+        tuple(f"{RESOURCE_PREFIX}-{rid}-" for rid in ids)
     netns = [n.split()[0] for n in _run(["ip", "netns", "list"], check=False).stdout.splitlines()
-             if n.startswith(f"{RESOURCE_PREFIX}-")]
+             if n.startswith(ns_prefixes)]
     links = _run(["ip", "-o", "link", "show"], check=False).stdout
     # Rig bridges, and kubesim kubelets' (ksim0 by default, ksimt<slot> in its own
-    # tests, kspc<id> for tests/integration/podcluster.py).
+    # tests, kspc<rig id> for tests/integration/podcluster.py).
     bridges = sorted(set(re.findall(
         rf"^\d+: ({RESOURCE_PREFIX}[0-9a-f]+|ksim\w+|kspc[0-9a-f]+)[:@]", links, re.M)))
-    daemons = live_processes("slurmctld", "slurmd", "slurmstepd", "spank_jail_ns")
-    for pid in live_processes("munged"):
+    if ids is not None:
+        bridges = [b for b in bridges if b in {p + rid for p in (RESOURCE_PREFIX, "kspc")
+                                               for rid in ids}]
+    daemons = live_processes("slurmctld", "slurmd", "slurmstepd", "spank_jail_ns", rig_ids=ids)
+    for pid in live_processes("munged", rig_ids=ids):
         # A munged started for a rig node or a pod keeps its files under a
         # rig's workdir; it outliving the rig is a leak.
         try:
@@ -799,8 +882,13 @@ def leftovers() -> dict:
         if WORKDIR_PREFIX.encode() in cmdline:
             daemons.append(pid)
     with open("/proc/self/mounts") as f:
-        mounts = [line.split()[1] for line in f if WORKDIR_PREFIX in line.split()[1]]
-    rig_processes = [p for p in _pids_with_env(RIG_ENV) if _alive(p)]
+        points = [line.split()[1] for line in f]
+    mounts = [m for m in points if WORKDIR_PREFIX in m and
+              (ids is None or any(f"{WORKDIR_PREFIX}{rid}-" in m for rid in ids))]
+    if ids is None:
+        rig_processes = [p for p in _pids_with_env(RIG_ENV) if _alive(p)]
+    else:
+        rig_processes = [p for rid in ids for p in _pids_with_env(RIG_ENV, rid) if _alive(p)]
     return {"netns": netns, "bridges": bridges, "daemons": daemons,
             "rig_processes": rig_processes, "mounts": mounts}
 
