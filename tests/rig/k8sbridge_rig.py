@@ -57,6 +57,11 @@ class RigError(RuntimeError):
     pass
 
 
+class GaveUp(RigError):
+    """Raised by a wait_for predicate when waiting longer cannot help (the daemon it
+    waits for has exited): wait_for passes it on at once instead of retrying."""
+
+
 def slurm_prefix() -> Path:
     return Path(os.environ.get("K8SBRIDGE_SLURM_PREFIX", DEFAULT_SLURM_PREFIX))
 
@@ -74,6 +79,8 @@ def wait_for(predicate: Callable[[], object], timeout: float,
             value = predicate()
             if value:
                 return value
+        except GaveUp:
+            raise
         except (subprocess.SubprocessError, OSError, RigError) as e:
             last_error = e
         if time.monotonic() >= deadline:
@@ -509,6 +516,9 @@ SlurmdTimeout=300
 InactiveLimit=0
 KillWait=5
 MinJobAge=600
+# Power saving looks for nodes idle longer than SuspendTime every second, not every
+# 10 s: a test waiting for a power-down waits SuspendTime, not up to 10 s more.
+SlurmctldParameters=power_save_interval=1
 {c.slurm_conf_extra}
 {node_lines}
 PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partition_extra}
@@ -541,8 +551,8 @@ PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partit
 
         def ready():
             if self.slurmctld.poll() is not None:
-                raise RigError(f"slurmctld exited with {self.slurmctld.returncode}; "
-                               f"log:\n{self._tail('slurmctld.log')}{self._tail('slurmctld.out')}")
+                raise GaveUp(f"slurmctld exited with {self.slurmctld.returncode}; "
+                             f"log:\n{self._tail('slurmctld.log')}{self._tail('slurmctld.out')}")
             return self.run(["scontrol", "ping"], timeout=10).stdout.find("UP") >= 0
         try:
             wait_for(ready, 60, "slurmctld to answer `scontrol ping`")
