@@ -50,7 +50,10 @@ if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
       -Db_sanitize=address,undefined -Db_lundef=false &&
     nice -n 10 ninja -C "$asan_build" $(unit_targets "$asan_build") ) >"$asan_log" 2>&1 &
   asan_pid=$!
-  meson test -C "$build" --print-errorlogs --num-processes 2 || true
+  # The integration tests run in parallel: each rig has its own names, addresses,
+  # ports and leftover check (docs/architecture.md, "The test rig"), and their
+  # daemons mostly sleep, so four at a time fit two cores.
+  meson test -C "$build" --print-errorlogs --num-processes 4 || true
 else
   failed_steps+=("build")
   asan_pid=""
