@@ -7,14 +7,13 @@ nodes; everything on the Slurm side is real: munge, slurmctld, slurmd in the pod
 and k8sbridge's programs as slurm.conf has them.
 """
 
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
 from podcluster import GPU_PRODUCT, LEAF_LABEL, PodCluster  # noqa: E402
-from rigtest import NodeSpec  # noqa: E402
+from rigtest import NodeSpec, leftovers  # noqa: E402
 
 SUSPEND_TIME = 20
 
@@ -107,10 +106,10 @@ def main():
                                "PlacementAffinity=preferred") as cluster:
         ok = Demo(cluster).run()
     say("stopped: kubesim, slurmctld and munge are gone")
-    left = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True,
-                          text=True).stdout
-    if "kspc" in left or "k8sb" in left:
-        say("warning: a demo bridge is still there:\n" + left)
+    # The demo's own rig only: test rigs may be running beside it.
+    left = {k: v for k, v in leftovers([cluster.rig.id]).items() if v}
+    if left:
+        say(f"warning: the demo left things behind: {left}")
     return 0 if ok else 1
 
 

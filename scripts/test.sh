@@ -57,7 +57,10 @@ if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
   style_log="$build/meson-logs/check-style.log"
   nice -n 15 bash scripts/check-style.sh "$build" >"$style_log" 2>&1 &
   style_pid=$!
-  meson test -C "$build" --print-errorlogs --num-processes 2 || true
+  # The integration tests run in parallel: each rig has its own names, addresses,
+  # ports and leftover check (docs/architecture.md, "The test rig"), and their
+  # daemons mostly sleep, so four at a time fit two cores.
+  meson test -C "$build" --print-errorlogs --num-processes 4 || true
 else
   failed_steps+=("build")
   asan_pid=""

@@ -1,12 +1,15 @@
 """Shared set-up for the spank_jail integration tests.
 
 `JailFixture` gives a test its own view of the debootstrapped jail (Debian 13
-trixie, built and cached by scripts/make-jail.sh; the host is Debian 12): the
-cached rootfs is bound (privately) under /run/k8sbridge-jailtest-<id>/jail and
-prepared there with k8sbridge-jail-prepare, so a test can unmount or break its
-jail without touching the cache or any other test. Teardown undoes the
-preparation, unmounts everything under the fixture's directory and removes it
-only once nothing is mounted there any more, also when the test failed.
+trixie, built and cached by scripts/make-jail.sh; the host is Debian 12): an
+overlay whose lower layer is the cached rootfs, read-only, and whose upper layer
+is the fixture's own, mounted (privately) at /run/k8sbridge-jailtest-<id>/jail and
+prepared there with k8sbridge-jail-prepare. What the preparation or a job writes
+into the jail lands in the fixture, so tests running at the same time never write
+to the cache or see each other's changes, and a test can unmount or break its
+jail without touching either. Teardown undoes the preparation, unmounts
+everything under the fixture's directory and removes it only once nothing is
+mounted there any more, also when the test failed.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import os
 import unittest
 
 from rigtest import BUILD_ROOT, SOURCE_ROOT, Rig, RigError, RigTestCase, wait_for  # noqa: F401
-from k8sbridge_rig import live_processes, slurm_prefix  # noqa: E402  (rigtest puts tests/rig on sys.path)
+from k8sbridge_rig import live_processes, made_rig_ids, slurm_prefix  # noqa: E402  (rigtest puts tests/rig on sys.path)
 
 FIXTURE_PREFIX = "/run/k8sbridge-jailtest-"
 HOST_OS_RELEASE = Path("/etc/os-release")
@@ -91,6 +94,8 @@ class JailFixture:
         self.id = secrets.token_hex(3)
         self.base = Path(f"{FIXTURE_PREFIX}{self.id}")
         self.jail = self.base / "jail"
+        self.upper = self.base / "upper"  # the overlay's writable layer, and its workdir
+        self.overlay_work = self.base / "overlay-work"
         self.tmp_base = self.base / "tmp"
         self.state_file = self.base / "prepare.state"
         self.prepare = prepare
@@ -99,8 +104,11 @@ class JailFixture:
     def __enter__(self) -> "JailFixture":
         try:
             self.base.mkdir(mode=0o755)
-            self.jail.mkdir(mode=0o755)
-            self._run(["mount", "--bind", str(self.source), str(self.jail)])
+            for d in (self.jail, self.upper, self.overlay_work):
+                d.mkdir(mode=0o755)
+            self._run(["mount", "-t", "overlay", "overlay", "-o",
+                       f"lowerdir={self.source},upperdir={self.upper},"
+                       f"workdir={self.overlay_work}", str(self.jail)])
             self._run(["mount", "--make-rprivate", str(self.jail)])
             if self.prepare:
                 self.run_prepare()
@@ -153,7 +161,7 @@ class JailFixture:
             subprocess.run(["umount", "-l", point], capture_output=True)
         left = [p for p in mount_points() if p == root or p.startswith(root + "/")]
         if left:
-            # Never remove a directory that still has the cached jail bound in it.
+            # Never remove a directory that still has a mount of the jail in it.
             raise RigError(f"mounts left under {root}, not removing it: {left}")
         if self.base.exists():
             remove_tree(self.base)
@@ -221,8 +229,9 @@ class JailRigTestCase(RigTestCase):
 
 
 def holders() -> list[int]:
-    """Live spank_jail job namespace holders on this machine."""
-    return live_processes("spank_jail_ns")
+    """Live spank_jail job namespace holders of this process's rigs (other tests'
+    rigs run at the same time)."""
+    return live_processes("spank_jail_ns", rig_ids=made_rig_ids())
 
 
 def slurmd_log(rig: Rig, node: str) -> str:

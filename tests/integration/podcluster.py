@@ -14,12 +14,9 @@ packet leaves the machine: pods get a resolv.conf without name servers.
 """
 
 import base64
-import ipaddress
 import json
-import secrets
 import shutil
 import stat
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -32,17 +29,6 @@ POWER = BUILD_ROOT / "programs" / "power" / "k8sbridge-power"
 WORKER = BUILD_ROOT / "programs" / "worker" / "k8sbridge-worker"
 LEAF_LABEL = "network.topology.nvidia.com/leaf"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
-
-
-def free_pod_network() -> str:
-    """A /24 under 10.232.0.0/16 that no interface on this machine uses."""
-    used = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True,
-                          text=True).stdout
-    for third in range(10, 250):
-        net = ipaddress.ip_network(f"10.232.{third}.0/24")
-        if f" 10.232.{third}." not in used:
-            return str(net)
-    raise RuntimeError("no free /24 under 10.232.0.0/16 for the pod network")
 
 
 def power_program_lines(directory: Path, conf: Path, slurm_conf: Path) -> str:
@@ -101,12 +87,13 @@ class PodCluster:
     def _start(self):
         self.dir = Path(tempfile.mkdtemp(prefix="podcluster-"))
         self.dir.chmod(0o755)
-        bridge = "kspc" + secrets.token_hex(3)
-        self.sim = KubeSim("--kubelet", "--bridge", bridge, "--pod-network", free_pod_network(),
-                           "--kubelet-state-dir", str(self.dir / "kubelet"),
-                           *self.kubesim_args, scheduler=True)
         self.rig = Rig(nodes=self.nodes, start_slurmd=False, node_namespaces=False,
                        log_root=self.log_root)
+        # The kubelet's bridge and pod network are the rig's own (its id, its slot).
+        self.sim = KubeSim("--kubelet", "--bridge", f"kspc{self.rig.id}",
+                           "--pod-network", str(self.rig.pod_network),
+                           "--kubelet-state-dir", str(self.dir / "kubelet"),
+                           *self.kubesim_args, scheduler=True)
         self.rig.config.slurm_conf_extra = (self._power_programs() + "\n" +
                                             self.slurm_conf_extra)
         self._write_k8sbridge_conf()

@@ -17,10 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kubesim_harness import KubeSim  # noqa: E402
-from rigtest import BUILD_ROOT, Rig, RigTestCase, wait_for  # noqa: E402,F401
-from k8sbridge_rig import (RESOURCE_PREFIX, RIG_ENV, WORKDIR_PREFIX,  # noqa: E402
-                           _alive, _free_tcp_port, _kill_and_wait, _pids_with_env,
-                           leftovers)
+from rigtest import (BUILD_ROOT, Rig, RigTestCase, wait_for,  # noqa: E402,F401
+                     wait_for_no_leftovers)
+from k8sbridge_rig import _kill_and_wait, free_tcp_port  # noqa: E402
 
 POWER = BUILD_ROOT / "programs" / "power" / "k8sbridge-power"
 SYNC = BUILD_ROOT / "programs" / "sync" / "k8sbridge-sync"
@@ -113,42 +112,18 @@ class SyncRigTestCase(RigTestCase):
         self.sim = KubeSim(*self.sim_args, scheduler=True)
         self.addCleanup(self.sim.close)
         self.daemons = []
-        self.rig_ids = []
         self.addCleanup(self._stop_daemons)
         self._kubelet_stop = threading.Event()
         self._kubelet_thread = None
         self.addCleanup(self._stop_kubelet)
 
     def assertNoLeftovers(self):
-        """What this test's rigs and daemons left behind. Other engineers' rigs may run
-        on the same machine, so the machine-wide check would see theirs."""
+        """What this test's rigs and daemons left behind."""
         for d in self.daemons:
             d.stop()
-        def mine():
-            left = leftovers()
-            out = {}
-            for rid in self.rig_ids:
-                out.setdefault("netns", []).extend(
-                    n for n in left["netns"] if n.startswith(f"{RESOURCE_PREFIX}-{rid}-"))
-                out.setdefault("bridges", []).extend(
-                    b for b in left["bridges"] if b == f"{RESOURCE_PREFIX}{rid}")
-                out.setdefault("rig_processes", []).extend(
-                    p for p in _pids_with_env(RIG_ENV, rid) if _alive(p))
-                out.setdefault("mounts", []).extend(
-                    m for m in left["mounts"] if f"{WORKDIR_PREFIX}{rid}" in m)
-            out["sync_daemons"] = [d.proc.pid for d in self.daemons if d.proc.poll() is None]
-            return out
-        last = {}
-
-        def empty():
-            nonlocal last
-            last = mine()
-            return not any(last.values())
-        try:
-            wait_for(empty, 30, "this test's rig resources to disappear")
-        except Exception:
-            pass
-        self.assertFalse(any(last.values()), last)
+        left = wait_for_no_leftovers(self.own_rig_ids(), more=lambda: {
+            "sync_daemons": [d.proc.pid for d in self.daemons if d.proc.poll() is None]})
+        self.assertFalse(any(left.values()), left)
 
     def _stop_daemons(self):
         for d in self.daemons:
@@ -167,7 +142,7 @@ class SyncRigTestCase(RigTestCase):
     # ---- configuration --------------------------------------------------------
 
     def write_conf(self, name="k8sbridge.conf", extra=""):
-        port = _free_tcp_port()
+        port = free_tcp_port()
         lines = ["ClusterName=rig", f"Kubeconfig={self.sim.kubeconfig}", "Namespace=default",
                  "RetryDeadline=5", "RequestTimeout=3", "ConnectTimeout=2",
                  f"LogFile={self.dir / 'power.log'}",
@@ -198,7 +173,6 @@ class SyncRigTestCase(RigTestCase):
         121 s (slurmctld holds it for the credential lifetime, AuthInfo cred_expire)."""
         self.conf = self.write_conf()
         rig = Rig(nodes=nodes, start_slurmd=False)
-        self.rig_ids.append(rig.id)
         extra = ""
         if short_requeue:
             # A later AuthInfo line wins over the rig's own.

@@ -5,7 +5,8 @@ veth) after a delete with a grace period. Also: exit codes, a failed start, evic
 and a node going NotReady.
 
 Needs root (namespaces, a bridge). The stand-in gets a bridge and a /24 of its own
-(10.232.200+x.0/24), so it never meets another stand-in or the Slurm rig (10.231.x.x).
+(10.232.<slot>.0/24 of a rig slot this process holds), so it never meets another
+stand-in or a Slurm rig, also one running at the same time.
 Traffic goes only to the pods' addresses inside namespaces this test created.
 """
 
@@ -20,12 +21,15 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "rig"))
 
 from kubesim_harness import KUBESIM, KubeSim, wait_for  # noqa: E402
+from k8sbridge_rig import claim_slot  # noqa: E402
 
-SLOT = os.getpid() % 50
-BRIDGE = f"ksimt{SLOT}"
-NETWORK = f"10.232.{200 + SLOT}.0/24"
+# Held until the process ends. Claiming needs root, as the test does (it skips without).
+SLOT = claim_slot() if os.geteuid() == 0 else None
+BRIDGE = f"ksimt{SLOT.number if SLOT else 0}"
+NETWORK = str(SLOT.pod_network) if SLOT else "10.232.0.0/24"
 
 SERVER = r"""
 import http.server, json, os, socket, sys

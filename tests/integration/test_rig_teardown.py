@@ -1,8 +1,8 @@
 """Teardown leaves nothing behind: not after a test that fails on purpose while
 jobs run, not after the test process is told to stop, and two rigs started one
-after the other do not share or disturb anything."""
+after the other do not share or disturb anything. Other tests' rigs may run at the
+same time: every check looks at the child's rig (by the id it prints) and ours."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 from rigtest import Rig, RigTestCase, leftovers, main, wait_for
+from k8sbridge_rig import live_processes
 
 HERE = Path(__file__).resolve().parent
 
@@ -33,18 +34,33 @@ CHILD = textwrap.dedent("""
 class TeardownTest(RigTestCase):
     def run_child(self, mode: str) -> subprocess.Popen:
         code = CHILD.format(rig_dir=str(HERE.parent / "rig"), mode=mode)
-        return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        self.addCleanup(self.stop_child, child)
+        return child
 
-    def wait_steps_running(self):
-        def stepds():
-            return [p for p in os.listdir("/proc") if p.isdigit() and _comm(p) == "slurmstepd"]
-        return wait_for(stepds, 60, "slurmstepd processes of the child's job")
+    @staticmethod
+    def stop_child(child: subprocess.Popen):
+        """A check that failed half-way must not leave the child's rig running."""
+        if child.poll() is None:
+            child.terminate()
+            child.communicate(timeout=180)
+
+    def child_rig(self, line: str) -> str:
+        """The id of the child's rig, from its JOBS RUNNING line; its leftovers count."""
+        rig_id = line.split("JOBS RUNNING", 1)[1].split()[0]
+        self.child_rig_ids.append(rig_id)
+        return rig_id
+
+    def wait_steps_running(self, rig_id: str):
+        return wait_for(lambda: live_processes("slurmstepd", rig_ids=[rig_id]), 60,
+                        "slurmstepd processes of the child's job")
 
     def test_failing_test_leaves_nothing(self):
         child = self.run_child("fail")
         out, err = child.communicate(timeout=180)
         self.assertIn("JOBS RUNNING", out)
+        self.child_rig(out)
         self.assertIn("this test fails on purpose", err)
         self.assertNotEqual(child.returncode, 0)
         self.assertNoLeftovers()
@@ -53,8 +69,9 @@ class TeardownTest(RigTestCase):
         child = self.run_child("hang")
         line = child.stdout.readline()
         self.assertIn("JOBS RUNNING", line)
-        self.wait_steps_running()
-        during = leftovers()
+        rig_id = self.child_rig(line)
+        self.wait_steps_running(rig_id)
+        during = leftovers([rig_id])
         self.assertEqual(len(during["netns"]), 2)
         self.assertTrue(during["daemons"])
         child.send_signal(signal.SIGTERM)  # what meson does on a test time-out
@@ -79,13 +96,6 @@ class TeardownTest(RigTestCase):
             self.assertEqual(sorted(out.split()), ["w-0", "w-1"])
             self.assertFalse(Path(first_ids[4]).exists())
         self.assertNoLeftovers()
-
-
-def _comm(pid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
 
 
 if __name__ == "__main__":

@@ -13,12 +13,16 @@ a job left, removes the namespaces, the bridge and any mount under the rig's
 directory, and keeps the daemons' logs under `log_root` for the test report.
 `cleanup_all()` removes what a killed test process could not.
 
-Resources are named after a random rig id, so two rigs, one after the other,
-never share a bridge, a subnet, a port, a socket or a state directory.
+Resources are named after the rig's id (its slot's number and random digits),
+and addresses and ports come from the slot, which the rig holds while it lives
+(`claim_slot`), so rigs running at the same time, or one after the other, never
+share a bridge, a namespace, a subnet, a port, a socket or a state directory. `leftovers(ids)` looks at the given rigs
+only; `leftovers()` at every rig on the machine.
 """
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import os
 import re
@@ -39,11 +43,23 @@ DEFAULT_SLURM_PREFIX = "/var/cache/k8sbridge/slurm-24.11.5/install"
 RESOURCE_PREFIX = "k8sb"            # bridges k8sb<id>, namespaces k8sb-<id>-<node>
 WORKDIR_PREFIX = "k8sbridge-rig-"   # /tmp/k8sbridge-rig-<id>/
 RIG_ENV = "K8SBRIDGE_RIG_ID"        # set on every process the rig starts
-SUBNET_BASE = ipaddress.ip_network("10.231.0.0/16")  # one /24 per rig
+SUBNET_BASE = ipaddress.ip_network("10.231.0.0/16")  # a rig's /24: 10.231.<slot>.0
+POD_NETWORK_BASE = ipaddress.ip_network("10.232.0.0/16")  # its pods': 10.232.<slot>.0
+SLOT_DIR = Path("/run/k8sbridge-rig-slots")  # <slot>.lock; kept (a lock file must stay)
+SLOTS = range(1, 255)
+# A slot's TCP ports: below the kernel's ephemeral range (32768 and up), so no
+# client connection or port-0 listener anywhere on the machine takes one.
+PORT_BASE = 20000
+PORTS_PER_SLOT = 40
 
 
 class RigError(RuntimeError):
     pass
+
+
+class GaveUp(RigError):
+    """Raised by a wait_for predicate when waiting longer cannot help (the daemon it
+    waits for has exited): wait_for passes it on at once instead of retrying."""
 
 
 def slurm_prefix() -> Path:
@@ -63,6 +79,8 @@ def wait_for(predicate: Callable[[], object], timeout: float,
             value = predicate()
             if value:
                 return value
+        except GaveUp:
+            raise
         except (subprocess.SubprocessError, OSError, RigError) as e:
             last_error = e
         if time.monotonic() >= deadline:
@@ -77,12 +95,6 @@ def _run(cmd: Sequence[str], check: bool = True, **kw) -> subprocess.CompletedPr
     return subprocess.run(list(cmd), check=check, text=True, capture_output=True, **kw)
 
 
-def _free_tcp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _used_subnets() -> set:
     out = _run(["ip", "-4", "-o", "addr", "show"]).stdout
     nets = set()
@@ -91,14 +103,89 @@ def _used_subnets() -> set:
     return nets
 
 
-def _pick_subnet() -> ipaddress.IPv4Network:
+class Slot:
+    """A number between 1 and 254 that no other live process holds (an flock on
+    SLOT_DIR/<n>.lock, dropped by release() or when the process ends, however it
+    ends). It gives its holder a rig subnet, a pod network and a block of TCP
+    ports of its own."""
+
+    def __init__(self, number: int, fd: int):
+        self.number = number
+        self._fd = fd
+        self._next_port = 0
+
+    @property
+    def subnet(self) -> ipaddress.IPv4Network:
+        return _slot_network(SUBNET_BASE, self.number)
+
+    @property
+    def pod_network(self) -> ipaddress.IPv4Network:
+        return _slot_network(POD_NETWORK_BASE, self.number)
+
+    def free_port(self) -> int:
+        """The next port of the slot's block that nothing is bound to (a port in
+        TIME_WAIT from the slot's last holder is skipped too)."""
+        first = PORT_BASE + self.number * PORTS_PER_SLOT
+        while self._next_port < PORTS_PER_SLOT:
+            port = first + self._next_port
+            self._next_port += 1
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("0.0.0.0", port))
+                except OSError:
+                    continue
+            return port
+        raise RigError(f"slot {self.number}: all {PORTS_PER_SLOT} ports used")
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+            _released_slots.add(self.number)
+
+
+_released_slots: set = set()
+
+
+def _slot_network(base: ipaddress.IPv4Network, number: int) -> ipaddress.IPv4Network:
+    return ipaddress.ip_network((int(base.network_address) + (number << 8), 24))
+
+
+def claim_slot() -> Slot:
+    """A free slot, chosen at random: held by no live process, and neither of its
+    networks on an interface (a killed rig's bridge keeps its address)."""
+    SLOT_DIR.mkdir(mode=0o755, exist_ok=True)
     used = _used_subnets()
-    candidates = list(SUBNET_BASE.subnets(new_prefix=24))[1:-1]
-    secrets.SystemRandom().shuffle(candidates)
-    for net in candidates:
-        if not any(net.overlaps(u) for u in used):
-            return net
-    raise RigError(f"no free /24 left in {SUBNET_BASE}; run `rigctl cleanup`")
+    numbers = list(SLOTS)
+    secrets.SystemRandom().shuffle(numbers)
+    # Slots this process held before come last: rigs one after the other get
+    # other addresses and ports, so nothing of the first can reach the second.
+    numbers.sort(key=lambda n: n in _released_slots)
+    for n in numbers:
+        fd = os.open(SLOT_DIR / f"{n}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        slot = Slot(n, fd)
+        if any(net.overlaps(u) for net in (slot.subnet, slot.pod_network) for u in used):
+            slot.release()
+            continue
+        return slot
+    raise RigError(f"no free slot in {SLOT_DIR}; run `rigctl cleanup`")
+
+
+_process_slot: Optional[Slot] = None
+
+
+def free_tcp_port() -> int:
+    """A TCP port for a daemon a test starts beside a rig (a metrics endpoint):
+    from a slot this process holds until it ends."""
+    global _process_slot
+    if _process_slot is None:
+        _process_slot = claim_slot()
+    return _process_slot.free_port()
 
 
 def parse_scontrol_oneliner(line: str) -> dict:
@@ -163,7 +250,11 @@ class Rig:
         if not config.nodes:
             config.nodes = list(nodes)
         self.config = config
-        self.id = secrets.token_hex(3)
+        # Held until stop(): the rig's subnet, its pods' network, its ports. The id
+        # starts with the slot's number, so no two live rigs ever have the same.
+        self.slot = claim_slot()
+        self.id = f"{self.slot.number:02x}{secrets.token_hex(2)}"
+        _made_rig_ids.append(self.id)
         self.prefix = slurm_prefix()
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{self.id}-"))
         os.chmod(self.workdir, 0o755)  # munged refuses sockets in world-writable dirs
@@ -173,9 +264,10 @@ class Rig:
                                                         "/tmp/k8sbridge-rig-logs"))
         self.keep_workdir = keep_workdir
         self.bridge = f"{RESOURCE_PREFIX}{self.id}"
-        self.subnet: Optional[ipaddress.IPv4Network] = None
-        self.bridge_address = ""
-        self.ctld_port = 0
+        self.subnet = self.slot.subnet
+        self.pod_network = self.slot.pod_network  # for a kubesim kubelet beside the rig
+        self.bridge_address = str(next(self.subnet.hosts()))
+        self.ctld_port = self.slot.free_port()
         self.munge_socket = self.workdir / "munge" / "munge.socket"
         self.munged: Optional[subprocess.Popen] = None
         self.node_munged: dict[str, subprocess.Popen] = {}
@@ -233,6 +325,7 @@ class Rig:
             self._collect_logs(failed)
             if not self.keep_workdir:
                 shutil.rmtree(self.workdir, ignore_errors=True)
+            self.slot.release()
             self._restore_sigterm_handler()
 
     def _install_sigterm_handler(self) -> None:
@@ -296,9 +389,7 @@ class Rig:
     # ---- network ----------------------------------------------------------------
 
     def _start_network(self) -> None:
-        self.subnet = _pick_subnet()
         hosts = list(self.subnet.hosts())
-        self.bridge_address = str(hosts[0])
         _run(["ip", "link", "add", self.bridge, "type", "bridge"])
         _run(["ip", "addr", "add", f"{self.bridge_address}/{self.subnet.prefixlen}",
               "dev", self.bridge])
@@ -386,7 +477,6 @@ class Rig:
 
     def _write_config(self) -> None:
         c = self.config
-        self.ctld_port = _free_tcp_port()
         w = self.workdir
         node_lines = "\n".join(n.conf_line() for n in c.nodes)
         names = ",".join(n.name for n in c.nodes)
@@ -426,6 +516,9 @@ SlurmdTimeout=300
 InactiveLimit=0
 KillWait=5
 MinJobAge=600
+# Power saving looks for nodes idle longer than SuspendTime every second, not every
+# 10 s: a test waiting for a power-down waits SuspendTime, not up to 10 s more.
+SlurmctldParameters=power_save_interval=1
 {c.slurm_conf_extra}
 {node_lines}
 PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partition_extra}
@@ -438,13 +531,9 @@ PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partit
             (self.etc / name).write_text(text)
 
     def reconfigure(self) -> None:
-        """Rewrites the configuration from self.config and runs `scontrol reconfigure`."""
-        port = self.ctld_port
+        """Rewrites the configuration from self.config (on the same port: the daemons
+        already talk on it) and runs `scontrol reconfigure`."""
         self._write_config()
-        # Keep the port: the daemons already talk on it.
-        text = self.slurm_conf.read_text()
-        self.slurm_conf.write_text(re.sub(r"SlurmctldPort=\d+", f"SlurmctldPort={port}", text))
-        self.ctld_port = port
         self.check_output(["scontrol", "reconfigure"])
 
     def _spawn(self, name: str, cmd: Sequence[str], env: Optional[dict] = None) -> subprocess.Popen:
@@ -462,8 +551,8 @@ PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partit
 
         def ready():
             if self.slurmctld.poll() is not None:
-                raise RigError(f"slurmctld exited with {self.slurmctld.returncode}; "
-                               f"log:\n{self._tail('slurmctld.log')}{self._tail('slurmctld.out')}")
+                raise GaveUp(f"slurmctld exited with {self.slurmctld.returncode}; "
+                             f"log:\n{self._tail('slurmctld.log')}{self._tail('slurmctld.out')}")
             return self.run(["scontrol", "ping"], timeout=10).stdout.find("UP") >= 0
         try:
             wait_for(ready, 60, "slurmctld to answer `scontrol ping`")
@@ -667,10 +756,83 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def live_processes(*comms: str) -> list[int]:
-    """Pids of the live (not zombie) processes whose command name is one of `comms`."""
-    return [int(e) for e in os.listdir("/proc")
+def live_processes(*comms: str, rig_ids: Optional[Iterable[str]] = None) -> list[int]:
+    """Pids of the live (not zombie) processes whose command name is one of `comms`;
+    with `rig_ids`, only those of these rigs (see _RigMarks)."""
+    pids = [int(e) for e in os.listdir("/proc")
             if e.isdigit() and _comm(int(e)) in comms and _alive(int(e))]
+    if rig_ids is None:
+        return pids
+    marks = _RigMarks(rig_ids)
+    return [p for p in pids if marks.own(p)]
+
+
+class _RigMarks:
+    """Tells the processes of some rigs from those of rigs running beside them. A
+    rig's process has the rig's id in its environment (what the rig starts, and
+    the tasks below it), or the rig's directory in its environment, command line,
+    working directory or open files (a pod's slurmd and munged, which a kubesim
+    kubelet starts; slurmstepd, whose title overwrites its environment, has the
+    node's log open), or lives in one of the rig's network namespaces (the
+    spank_jail namespace holders, which close every file)."""
+
+    def __init__(self, rig_ids: Iterable[str]):
+        ids = list(rig_ids)
+        self.env = {f"{RIG_ENV}={rid}".encode() for rid in ids}
+        self.dirs = [f"{WORKDIR_PREFIX}{rid}-" for rid in ids]
+        self.netns = set()
+        for rid in ids:
+            for ns in Path("/run/netns").glob(f"{RESOURCE_PREFIX}-{rid}-*"):
+                try:
+                    st = ns.stat()
+                except OSError:
+                    continue
+                self.netns.add((st.st_dev, st.st_ino))
+
+    def own(self, pid: int) -> bool:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        if self.env & set(environ.split(b"\0")):
+            return True
+        text = (environ + cmdline).decode(errors="replace")
+        if any(d in text for d in self.dirs):
+            return True
+        if any(any(d in path for d in self.dirs) for path in _open_paths(pid)):
+            return True
+        try:
+            st = os.stat(f"/proc/{pid}/ns/net")
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) in self.netns
+
+
+def _open_paths(pid: int) -> list[str]:
+    """Where process pid has its working directory and its open files."""
+    paths = []
+    for link in [f"/proc/{pid}/cwd"] + [f"/proc/{pid}/fd/{fd}" for fd in _fds(pid)]:
+        try:
+            paths.append(os.readlink(link))
+        except OSError:
+            pass
+    return paths
+
+
+def _fds(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+
+
+def made_rig_ids() -> list[str]:
+    """The ids of the rigs this process made (a test's own rigs)."""
+    return list(_made_rig_ids)
+
+
+_made_rig_ids: list[str] = []
 
 
 def _alive(pid: int) -> bool:
@@ -702,17 +864,25 @@ def _unmount_under(root: str) -> None:
         subprocess.run(["umount", "-l", t], capture_output=True)
 
 
-def leftovers() -> dict:
-    """What rigs have left on this machine: used by tests to prove teardown."""
+def leftovers(rig_ids: Optional[Iterable[str]] = None) -> dict:
+    """What rigs have left on this machine: used by tests to prove teardown. With
+    `rig_ids`, what these rigs left (a test's own: other rigs may be running at the
+    same time); without, what any rig left (scripts/test.sh, after every test)."""
+    ids = None if rig_ids is None else list(rig_ids)
+    ns_prefixes = (f"{RESOURCE_PREFIX}-",) if ids is None else \
+        tuple(f"{RESOURCE_PREFIX}-{rid}-" for rid in ids)
     netns = [n.split()[0] for n in _run(["ip", "netns", "list"], check=False).stdout.splitlines()
-             if n.startswith(f"{RESOURCE_PREFIX}-")]
+             if n.startswith(ns_prefixes)]
     links = _run(["ip", "-o", "link", "show"], check=False).stdout
     # Rig bridges, and kubesim kubelets' (ksim0 by default, ksimt<slot> in its own
-    # tests, kspc<id> for tests/integration/podcluster.py).
+    # tests, kspc<rig id> for tests/integration/podcluster.py).
     bridges = sorted(set(re.findall(
         rf"^\d+: ({RESOURCE_PREFIX}[0-9a-f]+|ksim\w+|kspc[0-9a-f]+)[:@]", links, re.M)))
-    daemons = live_processes("slurmctld", "slurmd", "slurmstepd", "spank_jail_ns")
-    for pid in live_processes("munged"):
+    if ids is not None:
+        bridges = [b for b in bridges if b in {p + rid for p in (RESOURCE_PREFIX, "kspc")
+                                               for rid in ids}]
+    daemons = live_processes("slurmctld", "slurmd", "slurmstepd", "spank_jail_ns", rig_ids=ids)
+    for pid in live_processes("munged", rig_ids=ids):
         # A munged started for a rig node or a pod keeps its files under a
         # rig's workdir; it outliving the rig is a leak.
         try:
@@ -722,8 +892,13 @@ def leftovers() -> dict:
         if WORKDIR_PREFIX.encode() in cmdline:
             daemons.append(pid)
     with open("/proc/self/mounts") as f:
-        mounts = [line.split()[1] for line in f if WORKDIR_PREFIX in line.split()[1]]
-    rig_processes = [p for p in _pids_with_env(RIG_ENV) if _alive(p)]
+        points = [line.split()[1] for line in f]
+    mounts = [m for m in points if WORKDIR_PREFIX in m and
+              (ids is None or any(f"{WORKDIR_PREFIX}{rid}-" in m for rid in ids))]
+    if ids is None:
+        rig_processes = [p for p in _pids_with_env(RIG_ENV) if _alive(p)]
+    else:
+        rig_processes = [p for rid in ids for p in _pids_with_env(RIG_ENV, rid) if _alive(p)]
     return {"netns": netns, "bridges": bridges, "daemons": daemons,
             "rig_processes": rig_processes, "mounts": mounts}
 

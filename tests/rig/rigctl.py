@@ -3,7 +3,8 @@
 
   rigctl.py smoke [--nodes N]   start a rig, run the smoke jobs, print their output, stop
   rigctl.py up [--nodes N]      start a rig and keep it until Ctrl-C (prints how to use it)
-  rigctl.py leftovers           list namespaces, bridges, daemons and mounts rigs left
+  rigctl.py leftovers [ID...]   list namespaces, bridges, daemons and mounts rigs left
+                                (every rig's, or only those of the rigs named)
   rigctl.py cleanup             remove everything any rig left behind
 """
 
@@ -38,9 +39,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=["smoke", "up", "leftovers", "cleanup"])
     ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("ids", nargs="*", help="rig ids (leftovers only)")
     args = ap.parse_args()
+    if args.ids and args.command != "leftovers":
+        ap.error("rig ids go with leftovers only")
     if args.command == "leftovers":
-        print(json.dumps(leftovers(), indent=2))
+        print(json.dumps(leftovers(args.ids or None), indent=2))
         return 0
     if args.command == "cleanup":
         print(json.dumps(cleanup_all(), indent=2))
