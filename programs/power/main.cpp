@@ -24,8 +24,8 @@
 
 #include <fmt/format.h>
 
-#include "k8sbridge/contract.h"
 #include "k8sbridge/conf/bridge_conf.h"
+#include "k8sbridge/contract.h"
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/config.h"
 #include "k8sbridge/kube/events.h"
@@ -33,8 +33,8 @@
 #include "k8sbridge/power/power_actions.h"
 #include "k8sbridge/power/resume_file.h"
 #include "k8sbridge/power/setup.h"
-#include "k8sbridge/slurm/libslurm_hostlists.h"
 #include "k8sbridge/program.h"
+#include "k8sbridge/slurm/libslurm_hostlists.h"
 #include "slurm_nodes.h"
 
 namespace k8sbridge {

@@ -21,15 +21,15 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
-#include "k8sbridge/contract.h"
 #include "k8sbridge/conf/bridge_conf.h"
+#include "k8sbridge/contract.h"
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/config.h"
 #include "k8sbridge/kube/events.h"
 #include "k8sbridge/kube/leader.h"
 #include "k8sbridge/log.h"
-#include "k8sbridge/slurm/libslurm_hostlists.h"
 #include "k8sbridge/program.h"
+#include "k8sbridge/slurm/libslurm_hostlists.h"
 #include "k8sbridge/sync/daemon.h"
 #include "k8sbridge/sync/reconcile.h"
 #include "slurm_control.h"

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "k8sbridge/hostlist.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/program.h"
 #include "k8sbridge/text.h"
 #include "k8sbridge/topology/fabric.h"
-#include "k8sbridge/hostlist.h"
 #include "k8sbridge/topology/live.h"
 #include "k8sbridge/topology/model.h"
 #include "k8sbridge/topology/refresh.h"

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "k8sbridge/conf/conf_file.h"
-#include "k8sbridge/contract.h"
 #include "k8sbridge/conf/conf_keys.h"
+#include "k8sbridge/contract.h"
 
 namespace k8sbridge::conf {
 

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "k8sbridge/hostlist.h"
 #include "k8sbridge/features/features.h"
+#include "k8sbridge/hostlist.h"
 
 namespace k8sbridge::features {
 

@@ -19,28 +19,36 @@ void Report::Fail(std::string check, std::string subject, std::string value, std
 }
 
 void Report::Merge(Report other) {
-  for (auto& o : other.observations) observations.push_back(std::move(o));
-  for (auto& f : other.findings) findings.push_back(std::move(f));
+  for (auto& o : other.observations)
+    observations.push_back(std::move(o));
+  for (auto& f : other.findings)
+    findings.push_back(std::move(f));
 }
 
 std::string DrainReason(const std::vector<Finding>& findings) {
-  if (findings.empty()) return "";
+  if (findings.empty())
+    return "";
   auto lead = std::find_if(findings.begin(), findings.end(),
                            [](const Finding& f) { return f.severity == Severity::kHardware; });
-  if (lead == findings.end()) lead = findings.begin();
+  if (lead == findings.end())
+    lead = findings.begin();
   std::string reason;
-  if (lead->severity == Severity::kHardware) reason = fmt::format("{} ", contract::kHardwareReasonTag);
-  reason += lead->subject.empty()
-                ? fmt::format("{} {}", contract::kHealthReasonPrefix, lead->message)
-                : fmt::format("{} {} {}", contract::kHealthReasonPrefix, lead->subject, lead->message);
-  if (findings.size() > 1) reason += fmt::format(" (+{} more)", findings.size() - 1);
+  if (lead->severity == Severity::kHardware)
+    reason = fmt::format("{} ", contract::kHardwareReasonTag);
+  reason +=
+      lead->subject.empty()
+          ? fmt::format("{} {}", contract::kHealthReasonPrefix, lead->message)
+          : fmt::format("{} {} {}", contract::kHealthReasonPrefix, lead->subject, lead->message);
+  if (findings.size() > 1)
+    reason += fmt::format(" (+{} more)", findings.size() - 1);
   return reason;
 }
 
 bool IsOwnReason(std::string_view reason) {
   if (reason.starts_with(contract::kHardwareReasonTag)) {
     reason.remove_prefix(contract::kHardwareReasonTag.size());
-    while (!reason.empty() && reason.front() == ' ') reason.remove_prefix(1);
+    while (!reason.empty() && reason.front() == ' ')
+      reason.remove_prefix(1);
   }
   return reason.starts_with(contract::kHealthReasonPrefix);
 }

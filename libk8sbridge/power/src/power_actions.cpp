@@ -351,7 +351,8 @@ NodeOutcome DeleteNodePod(const PowerContext& ctx, Steady::time_point deadline,
     return failed(Status::PermissionDenied(fmt::format(
         "pod {}/{} lacks k8sbridge's ownership labels ({}={}, {}={}, {}={}): not touched; "
         "delete it yourself if it is stale",
-        ns, node, contract::kManagedByLabel, contract::kManagedByValue, contract::kClusterLabel, cluster, contract::kNodeLabel, node)));
+        ns, node, contract::kManagedByLabel, contract::kManagedByValue, contract::kClusterLabel,
+        cluster, contract::kNodeLabel, node)));
   }
   if (resume_failed) {
     std::string why = fmt::format(
@@ -359,7 +360,8 @@ NodeOutcome DeleteNodePod(const PowerContext& ctx, Steady::time_point deadline,
         node, DescribePodState(*pod));
     ctx.log.Warning("node {}: {}", node, why);
     if (ctx.events)
-      ctx.events->Record(kube::ObjectReference::Of(*pod), "Warning", contract::kResumeFailedEvent, "Delete", why);
+      ctx.events->Record(kube::ObjectReference::Of(*pod), "Warning", contract::kResumeFailedEvent,
+                         "Delete", why);
   }
   if (pod->IsBeingDeleted()) {
     ctx.log.Info("node {}: pod {}/{} is already terminating", node, ns, node);

@@ -91,7 +91,8 @@ Status CheckMungedDir(const WorkerSettings& s) {
       "{}={} and the munge socket's directory {} ({}) must not contain one another: the "
       "socket's directory is bound into every job's jail, and the key must stay out of it; "
       "use a directory of its own such as {}",
-      contract::kEnvMungedDir, s.munged_dir, socket_dir, contract::kEnvMungeSocket, kDefaultMungedDir));
+      contract::kEnvMungedDir, s.munged_dir, socket_dir, contract::kEnvMungeSocket,
+      kDefaultMungedDir));
 }
 
 Status CheckMungeKey(const WorkerSettings& s, MungeCodec& munge, Logger& log) {
@@ -272,8 +273,8 @@ Status RunWorker(const WorkerSettings& s, WorkerSystem& system, MungeCodec& mung
       std::vector<std::string> argv = SplitWords(s.jail_prepare);
       argv.insert(argv.begin() + 1, {"--jail", s.jail});
       if (Status st = system.Run(argv); !st.ok())
-        return failed(
-            st.WithContext(fmt::format("preparing the jail {} ({})", s.jail, contract::kEnvJailPrepare)));
+        return failed(st.WithContext(
+            fmt::format("preparing the jail {} ({})", s.jail, contract::kEnvJailPrepare)));
     }
   }
   std::vector<std::string> argv = SlurmdCommand(s);

@@ -358,7 +358,8 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
 }
 
 std::string OwnedPodsSelector(std::string_view cluster) {
-  return fmt::format("{}={},{}={}", contract::kManagedByLabel, contract::kManagedByValue, contract::kClusterLabel, cluster);
+  return fmt::format("{}={},{}={}", contract::kManagedByLabel, contract::kManagedByValue,
+                     contract::kClusterLabel, cluster);
 }
 
 bool IsOwnedWorkerPod(const kube::Object& pod, std::string_view cluster, std::string_view node) {
@@ -367,7 +368,8 @@ bool IsOwnedWorkerPod(const kube::Object& pod, std::string_view cluster, std::st
     auto it = labels.find(std::string(key));
     return it != labels.end() && it->second == value;
   };
-  return is(contract::kManagedByLabel, contract::kManagedByValue) && is(contract::kClusterLabel, cluster) && is(contract::kNodeLabel, node);
+  return is(contract::kManagedByLabel, contract::kManagedByValue) &&
+         is(contract::kClusterLabel, cluster) && is(contract::kNodeLabel, node);
 }
 
 ExistingPodVerdict JudgeExistingPod(const kube::Object& pod, std::string_view cluster,
@@ -377,11 +379,14 @@ ExistingPodVerdict JudgeExistingPod(const kube::Object& pod, std::string_view cl
     auto labels = pod.Labels();
     std::string why;
     if (labels[std::string(contract::kManagedByLabel)] != contract::kManagedByValue) {
-      why = fmt::format("it lacks the label {}={}", contract::kManagedByLabel, contract::kManagedByValue);
+      why = fmt::format("it lacks the label {}={}", contract::kManagedByLabel,
+                        contract::kManagedByValue);
     } else if (labels[std::string(contract::kClusterLabel)] != cluster) {
-      why = fmt::format("it belongs to Slurm cluster '{}'", labels[std::string(contract::kClusterLabel)]);
+      why = fmt::format("it belongs to Slurm cluster '{}'",
+                        labels[std::string(contract::kClusterLabel)]);
     } else {
-      why = fmt::format("its label {} is '{}'", contract::kNodeLabel, labels[std::string(contract::kNodeLabel)]);
+      why = fmt::format("its label {} is '{}'", contract::kNodeLabel,
+                        labels[std::string(contract::kNodeLabel)]);
     }
     return {ExistingPod::kNotOurs,
             fmt::format("pod {} already exists and is not k8sbridge's worker for node {} of "

@@ -12,7 +12,8 @@ bool IsK8sbridgeReason(std::string_view reason) {
     while (!reason.empty() && reason.front() == ' ')
       reason.remove_prefix(1);
   }
-  return reason.starts_with(contract::kBridgeReasonPrefix) || reason.starts_with(contract::kHealthReasonPrefix) ||
+  return reason.starts_with(contract::kBridgeReasonPrefix) ||
+         reason.starts_with(contract::kHealthReasonPrefix) ||
          reason.starts_with(contract::kJailReasonPrefix);
 }
 

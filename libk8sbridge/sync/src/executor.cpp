@@ -7,8 +7,8 @@
 #include <rapidjson/writer.h>
 
 #include "k8sbridge/contract.h"
-#include "k8sbridge/slurm/node_reason.h"
 #include "k8sbridge/power/worker_pod.h"
+#include "k8sbridge/slurm/node_reason.h"
 #include "k8sbridge/text.h"
 
 namespace k8sbridge::sync {
@@ -359,9 +359,9 @@ Status Executor::SetFeatures(const Action& action) {
               action.features_act, action.reason);
   }
   // The marker goes last: if the Slurm update failed, the next round tries again.
-  const std::string body =
-      fmt::format(R"({{"metadata":{{"annotations":{{{}:{}}}}}}})",
-                  JsonString(contract::kLabelFeaturesAnnotation), JsonString(action.label_features));
+  const std::string body = fmt::format(R"({{"metadata":{{"annotations":{{{}:{}}}}}}})",
+                                       JsonString(contract::kLabelFeaturesAnnotation),
+                                       JsonString(action.label_features));
   auto r = client_.Patch(kube::kPods, options_.namespace_, action.pod_name, kube::PatchType::kMerge,
                          body);
   if (!r.ok() && r.status().code() != Status::Code::kNotFound)
@@ -372,13 +372,15 @@ Status Executor::SetFeatures(const Action& action) {
 Status Executor::PatchPodAnnotations(const Action& action, bool set) {
   std::string body;
   if (set) {
-    body = fmt::format(R"({{"metadata":{{"annotations":{{{}:{},{}:{},{}:{}}}}}}})",
-                       JsonString(contract::kDrainReasonAnnotation), JsonString(action.drain_reason),
-                       JsonString(contract::kDrainUserAnnotation), JsonString(action.drain_user),
-                       JsonString(contract::kDrainTimeAnnotation), JsonString(action.drain_time));
+    body =
+        fmt::format(R"({{"metadata":{{"annotations":{{{}:{},{}:{},{}:{}}}}}}})",
+                    JsonString(contract::kDrainReasonAnnotation), JsonString(action.drain_reason),
+                    JsonString(contract::kDrainUserAnnotation), JsonString(action.drain_user),
+                    JsonString(contract::kDrainTimeAnnotation), JsonString(action.drain_time));
   } else {
     body = fmt::format(R"({{"metadata":{{"annotations":{{{}:null,{}:null,{}:null}}}}}})",
-                       JsonString(contract::kDrainReasonAnnotation), JsonString(contract::kDrainUserAnnotation),
+                       JsonString(contract::kDrainReasonAnnotation),
+                       JsonString(contract::kDrainUserAnnotation),
                        JsonString(contract::kDrainTimeAnnotation));
   }
   auto r =
@@ -441,7 +443,8 @@ Status Executor::Cordon(const Action& action) {
   if (!r.ok())
     return r.status();
   if (events_) {
-    events_->Record(kube::ObjectReference::Of(*r), "Warning", contract::kHardwareDrainEvent, "Cordon",
+    events_->Record(kube::ObjectReference::Of(*r), "Warning", contract::kHardwareDrainEvent,
+                    "Cordon",
                     fmt::format("Slurm drained {} for hardware ({}); {}tainted {}",
                                 text::Join(action.slurm_nodes, ","), action.reason,
                                 cordoned ? "cordoned and " : "", contract::kHardwareTaintKey));
@@ -486,7 +489,8 @@ Status Executor::Uncordon(const Action& action) {
     return r.status();
   }
   if (events_) {
-    events_->Record(kube::ObjectReference::Of(*r), "Normal", contract::kHardwareDrainClearedEvent, "Uncordon",
+    events_->Record(kube::ObjectReference::Of(*r), "Normal", contract::kHardwareDrainClearedEvent,
+                    "Uncordon",
                     fmt::format("{}: {}removed taint {}", action.reason,
                                 uncordoned ? "uncordoned, " : "", contract::kHardwareTaintKey));
   }

@@ -230,7 +230,8 @@ std::optional<std::string> NodeTrouble(const kube::Object& node, std::string_vie
                                      detail.empty() ? "" : ": ", detail));
     }
   }
-  if (kube::node::Unschedulable(node) && Annotation(node, contract::kCordonedByAnnotation) != cluster)
+  if (kube::node::Unschedulable(node) &&
+      Annotation(node, contract::kCordonedByAnnotation) != cluster)
     return SlurmReason(fmt::format("Kubernetes node {} cordoned", name));
   for (const Taint& t : Taints(node)) {
     if (t.effect == "NoExecute" && !HardwareTaint(t)) {
@@ -514,8 +515,8 @@ void Reconciler::PlanSlurmToKube(const World& world, std::vector<Action>& out) {
       std::vector<std::string> nodes(w->second.begin(), w->second.end());
       // Cordon only a node nobody cordoned; an admin who uncordons a node we
       // cordoned (the annotation stays) is not fought.
-      const bool needs_cordon =
-          !kube::node::Unschedulable(node) && Annotation(node, contract::kCordonedByAnnotation).empty();
+      const bool needs_cordon = !kube::node::Unschedulable(node) &&
+                                Annotation(node, contract::kCordonedByAnnotation).empty();
       if (nodes != listed || !our_taint || needs_cordon) {
         Action a{ActionKind::kCordon, name, first_reason[name]};
         a.slurm_nodes = std::move(nodes);

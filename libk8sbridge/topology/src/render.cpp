@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "k8sbridge/text.h"
 #include "k8sbridge/hostlist.h"
+#include "k8sbridge/text.h"
 #include "k8sbridge/topology/model.h"
 
 namespace k8sbridge::topology {

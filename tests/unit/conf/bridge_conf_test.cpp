@@ -319,7 +319,8 @@ BOOST_AUTO_TEST_CASE(load_reads_a_file_and_names_a_missing_one) {
   std::remove(path.c_str());
   BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
   BOOST_CHECK_EQUAL(c->node_groups[0].pod_template, "/tmp/w.yaml");
-  auto missing = conf::LoadBridgeConfig("/nonexistent/k8sbridge.conf", k8sbridge::BuiltinHostlists());
+  auto missing =
+      conf::LoadBridgeConfig("/nonexistent/k8sbridge.conf", k8sbridge::BuiltinHostlists());
   BOOST_REQUIRE(!missing.ok());
   BOOST_CHECK_EQUAL(missing.status().message(),
                     "cannot read /nonexistent/k8sbridge.conf: No such file or directory; create it "

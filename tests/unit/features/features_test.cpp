@@ -3,8 +3,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include "k8sbridge/conf/bridge_conf.h"
-#include "k8sbridge/hostlist.h"
 #include "k8sbridge/features/features.h"
+#include "k8sbridge/hostlist.h"
 
 namespace conf = k8sbridge::conf;
 namespace kf = k8sbridge::features;
@@ -12,7 +12,8 @@ namespace kf = k8sbridge::features;
 namespace {
 
 conf::BridgeConfig Parse(std::string_view text) {
-  auto c = conf::ParseBridgeConfig(text, "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
+  auto c =
+      conf::ParseBridgeConfig(text, "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
   BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
   return std::move(*c);
 }

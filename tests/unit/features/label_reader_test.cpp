@@ -9,9 +9,9 @@
 #include "../kube/testing.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/conf/bridge_conf.h"
-#include "k8sbridge/hostlist.h"
 #include "k8sbridge/features/label_reader.h"
 #include "k8sbridge/features/plugin_support.h"
+#include "k8sbridge/hostlist.h"
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/log.h"
 

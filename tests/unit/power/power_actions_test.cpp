@@ -198,7 +198,8 @@ struct Fixture {
   power::PowerSetup setup;
 
   Fixture() {
-    auto c = conf::ParseBridgeConfig(kConf, "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
+    auto c =
+        conf::ParseBridgeConfig(kConf, "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
     BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
     setup.config = std::move(*c);
     auto t = power::ParsePodTemplate(kTemplate, "/t.yaml");

@@ -5,9 +5,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include "k8sbridge/conf/bridge_conf.h"
-#include "k8sbridge/slurm/constraint.h"
 #include "k8sbridge/power/pod_template.h"
 #include "k8sbridge/power/resume_file.h"
+#include "k8sbridge/slurm/constraint.h"
 
 namespace conf = k8sbridge::conf;
 namespace power = k8sbridge::power;

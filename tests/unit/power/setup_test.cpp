@@ -61,8 +61,8 @@ BOOST_AUTO_TEST_CASE(loads_each_template_and_maps_nodes) {
 BOOST_AUTO_TEST_CASE(shipped_templates_load) {
   // conf-templates/ must stay valid: parse the example config and its pod template.
   std::string root = K8SBRIDGE_SOURCE_ROOT;
-  auto config =
-      conf::LoadBridgeConfig(root + "/conf-templates/k8sbridge.conf", k8sbridge::BuiltinHostlists());
+  auto config = conf::LoadBridgeConfig(root + "/conf-templates/k8sbridge.conf",
+                                       k8sbridge::BuiltinHostlists());
   BOOST_REQUIRE_MESSAGE(config.ok(), config.status().ToString());
   BOOST_CHECK_EQUAL(config->node_groups.size(), 2u);
   BOOST_CHECK_EQUAL(config->features.size(), 3u);

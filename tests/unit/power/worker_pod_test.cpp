@@ -47,7 +47,8 @@ template:
 
 struct Fixture {
   Fixture() {
-    auto c = conf::ParseBridgeConfig(kConf, "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
+    auto c =
+        conf::ParseBridgeConfig(kConf, "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
     BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
     config = std::move(*c);
     auto t = power::ParsePodTemplate(kTemplate, "/t.yaml");

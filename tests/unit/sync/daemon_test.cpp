@@ -134,7 +134,8 @@ struct Fixture {
   std::unique_ptr<ks::Daemon> daemon;
 
   Fixture() {
-    auto c = conf::ParseBridgeConfig(kConf, "/etc/slurm/k8sbridge.conf", conf::BuiltinHostlists());
+    auto c =
+        conf::ParseBridgeConfig(kConf, "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
     BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
     config = std::move(*c);
     client = kube::testing::NoRetryClient(transport, clock, log);

@@ -91,7 +91,8 @@ struct Fixture {
   Clock::Wall::time_point wall{std::chrono::seconds(1'800'000'000)};
 
   Fixture() {
-    auto c = conf::ParseBridgeConfig(kConf, "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
+    auto c =
+        conf::ParseBridgeConfig(kConf, "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
     BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
     config = std::move(*c);
     r = std::make_unique<ks::Reconciler>(ks::ReconcileOptions::From(config));

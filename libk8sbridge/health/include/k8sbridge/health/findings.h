@@ -37,7 +37,6 @@ struct Report {
   void Merge(Report other);
 };
 
-
 // "[hardware] k8sbridge-health: GPU 3 XID 79 (GPU has fallen off the bus)"; with
 // several findings the first (hardware before node) leads and the rest are counted.
 std::string DrainReason(const std::vector<Finding>& findings);

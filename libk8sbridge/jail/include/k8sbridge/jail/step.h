@@ -36,7 +36,6 @@ inline constexpr uint32_t kInteractiveStep = 0xfffffffa;
 // errors.
 inline constexpr int kTaskRefusedExitCode = 213;
 
-
 struct StepInfo {
   uint32_t job_id = 0;
   uint32_t step_id = 0;

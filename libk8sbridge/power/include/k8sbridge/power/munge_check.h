@@ -13,7 +13,6 @@
 
 namespace k8sbridge::power {
 
-
 // What the credential says: a worker accepts only one made for its own cluster.
 // One credential serves every pod of a resume call (each pod has its own munged,
 // so decoding it in many pods is no replay), which keeps a 1000-node resume at one

@@ -17,8 +17,6 @@
 
 namespace k8sbridge::power {
 
-
-
 struct WorkerPodRequest {
   std::string node;  // Slurm node name = pod name
   std::string gres;  // the node's Gres as Slurm reports it ("gpu:h100:8"); "" = none

@@ -10,7 +10,6 @@
 
 namespace k8sbridge {
 
-
 // True when a k8sbridge component wrote `reason`.
 bool IsK8sbridgeReason(std::string_view reason);
 

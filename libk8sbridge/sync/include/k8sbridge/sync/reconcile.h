@@ -28,9 +28,9 @@
 #include <string_view>
 #include <vector>
 
-#include "k8sbridge/contract.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/conf/bridge_conf.h"
+#include "k8sbridge/contract.h"
 #include "k8sbridge/kube/object.h"
 #include "k8sbridge/status.h"
 
@@ -65,7 +65,9 @@ struct SlurmNode {
   // "IDLE", "DOWN", ... for metrics.
   std::string_view BaseName() const;
   bool Down() const { return base == Base::kDown; }
-  bool OwnedReason() const { return std::string_view(reason).starts_with(contract::kBridgeReasonPrefix); }
+  bool OwnedReason() const {
+    return std::string_view(reason).starts_with(contract::kBridgeReasonPrefix);
+  }
   // DOWN, DRAIN or FAIL: what node_reason.h's ReasonPolicy calls out of service.
   bool OutOfService() const { return Down() || drain || fail; }
   // Slurm is suspending it or has (POWER_DOWN, POWERING_DOWN or POWERED_DOWN).
