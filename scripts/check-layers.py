@@ -166,6 +166,7 @@ def check_build(build: Path, uses: dict) -> list:
         problems.append(f"a scratch file in layer '{layer}' that includes {undeclared} compiled: "
                         "the build does not enforce layer_uses")
     else:
+        err = re.sub(r"\x1b\[[0-9;]*[mK]", "", err)
         first = next((l for l in err.splitlines() if "error" in l), err.strip())
         print(f"check-layers: as expected, '{layer}' cannot include {undeclared}: {first}")
     ok, err = compiles(build, layer, "k8sbridge/status.h")
