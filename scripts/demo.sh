@@ -13,7 +13,11 @@ build=${K8SBRIDGE_BUILD:-$root/build}
 opts=(-Dslurm_prefix="$K8SBRIDGE_CACHE/slurm-24.11.5/install" -Dslurm_src="$K8SBRIDGE_CACHE/slurm-24.11.5/src")
 if [ -f "$build/build.ninja" ]; then meson setup --reconfigure "$build" "${opts[@]}" >/dev/null
 else meson setup "$build" "${opts[@]}" >/dev/null; fi
-meson compile -C "$build" >/dev/null
+# What the demo runs: the power program, the worker entrypoint, kubesim and its
+# pod runner. ninja shows its progress; a cached build has nothing to do.
+echo "demo: building k8sbridge-power, k8sbridge-worker and kubesim in $build"
+meson compile -C "$build" programs/power/k8sbridge-power programs/worker/k8sbridge-worker \
+  tests/kubesim/kubesim:executable tests/kubesim/kubesim-podrun
 export K8SBRIDGE_BUILD_ROOT="$build"
 export K8SBRIDGE_SLURM_PREFIX="$K8SBRIDGE_CACHE/slurm-24.11.5/install"
 export K8SBRIDGE_RIG_LOGDIR="$build/meson-logs/demo"
