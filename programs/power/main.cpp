@@ -65,13 +65,8 @@ class ProgramLogger final : public Logger {
   void Log(LogLevel level, std::string_view message) override {
     if (level == LogLevel::kDebug)
       return;
-    std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    char when[32];
-    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    std::string line =
-        fmt::format("{} {}[{}]: {}: {}\n", when, name_, getpid(), LevelName(level), message);
+    std::string line = fmt::format("{} {}[{}]: {}: {}\n", UtcTimestamp(), name_, getpid(),
+                                   LevelName(level), message);
     std::lock_guard lock(mu_);
     std::fputs(line.c_str(), stderr);
     if (file_) {

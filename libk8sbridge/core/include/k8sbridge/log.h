@@ -15,6 +15,8 @@ namespace k8sbridge {
 
 enum class LogLevel { kDebug, kInfo, kWarning, kError };
 std::string_view LevelName(LogLevel level);
+// Now, as every program's log line starts: "2026-12-01T15:04:05Z".
+std::string UtcTimestamp();
 
 class Logger {
  public:
