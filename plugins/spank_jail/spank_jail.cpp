@@ -12,11 +12,9 @@
 // The plugin is also loaded by srun and sbatch inside the jail, which may be
 // another Debian release: it is linked with fmt header-only (see meson.build)
 // so it needs nothing beyond the C and C++ runtimes.
-#include <dlfcn.h>
 #include <pwd.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -33,7 +31,7 @@ extern "C" {
 #include "k8sbridge/jail/options.h"
 #include "k8sbridge/jail/step.h"
 #include "k8sbridge/log.h"
-#include "k8sbridge/slurm/node_reason.h"
+#include "k8sbridge/slurm/daemon.h"
 
 // spank.h's SPANK_PLUGIN() gives these internal linkage in C++; Slurm's loader
 // looks them up with dlsym, so they are defined with C linkage by hand.
@@ -47,8 +45,6 @@ extern const unsigned int spank_plugin_version = 1;
 namespace {
 
 using k8sbridge::LogLevel;
-using k8sbridge::ReasonPolicy;
-using k8sbridge::ReasonWrite;
 using k8sbridge::Status;
 namespace jail = k8sbridge::jail;
 
@@ -76,73 +72,12 @@ class SlurmLogger final : public k8sbridge::Logger {
   }
 };
 
-template <typename Fn>
-Fn DaemonSymbol(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
-}
-
-// Whether slurmctld has the node out of service (DOWN, DRAIN or FAIL) with a reason
-// k8sbridge did not write; such a node is left as it is (node_reason.h). A node that
-// cannot be read is drained: a broken jail must not take more jobs.
-bool KeepsForeignReason(const std::string& node, std::string& reason_out) {
-  using LoadFn = int (*)(node_info_msg_t**, char*, uint16_t);
-  using FreeFn = void (*)(node_info_msg_t*);
-  auto load = DaemonSymbol<LoadFn>("slurm_load_node_single");
-  auto free_msg = DaemonSymbol<FreeFn>("slurm_free_node_info_msg");
-  if (load == nullptr || free_msg == nullptr)
-    return false;
-  std::vector<char> name(node.begin(), node.end());
-  name.push_back('\0');
-  node_info_msg_t* msg = nullptr;
-  if (load(&msg, name.data(), SHOW_ALL) != 0 || msg == nullptr)
-    return false;
-  bool keep = false;
-  if (msg->record_count > 0 && msg->node_array[0].name != nullptr) {
-    const node_info_t& info = msg->node_array[0];
-    const uint32_t state = info.node_state;
-    const bool out_of_service = (state & NODE_STATE_BASE) == NODE_STATE_DOWN ||
-                                (state & (NODE_STATE_DRAIN | NODE_STATE_FAIL)) != 0;
-    reason_out = info.reason ? info.reason : "";
-    keep = ReasonPolicy(out_of_service, reason_out) == ReasonWrite::kKeep;
-  }
-  free_msg(msg);
-  return keep;
-}
-
-// Drains through Slurm's public API. The symbols come from the daemon that
-// loaded the plugin (libslurmfull); the plugin does not link libslurm, so they
-// are looked up at run time and their absence is an error, not a load failure.
-Status DrainNode(const std::string& node, const std::string& reason) {
-  using InitFn = void (*)(update_node_msg_t*);
-  using UpdateFn = int (*)(update_node_msg_t*);
-  auto init = DaemonSymbol<InitFn>("slurm_init_update_node_msg");
-  auto update = DaemonSymbol<UpdateFn>("slurm_update_node");
-  if (init == nullptr || update == nullptr) {
-    return Status::Unavailable("slurm_update_node is not available in this process");
-  }
-  if (std::string theirs; KeepsForeignReason(node, theirs)) {
-    return Status::AlreadyExists("the node is already out of service with reason \"" + theirs +
-                                 "\", which is not k8sbridge's: left as it is");
-  }
-  update_node_msg_t msg;
-  init(&msg);
-  std::vector<char> names(node.begin(), node.end());
-  names.push_back('\0');
-  std::vector<char> why(reason.begin(), reason.end());
-  why.push_back('\0');
-  msg.node_names = names.data();
-  msg.reason = why.data();
-  msg.reason_uid = 0;
-  msg.node_state = NODE_STATE_DRAIN;
-  if (update(&msg) != 0) {
-    return Status::Unavailable(std::string("slurm_update_node: ") + slurm_strerror(errno));
-  }
-  return Status::Ok();
-}
-
 struct PluginState {
   SlurmLogger log;
-  jail::RealJailSystem system{&DrainNode};
+  // Drains through the daemon's own Slurm API (the plugin links no libslurm).
+  k8sbridge::Result<std::unique_ptr<k8sbridge::slurm::Slurm>> slurm =
+      k8sbridge::slurm::NewDaemonSlurm();
+  jail::RealJailSystem system{slurm.ok() ? slurm->get() : nullptr, slurm.status()};
   std::optional<jail::JailStep> step;
   std::optional<jail::Options> options;
   bool no_jail_requested = false;  // set by the option callback, before init_post_opt

@@ -25,7 +25,7 @@
 #include "k8sbridge/kube/events.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/program.h"
-#include "slurm_nodes.h"
+#include "k8sbridge/slurm/libslurm.h"
 
 using namespace k8sbridge;
 using namespace k8sbridge::health;
@@ -160,11 +160,11 @@ int main(int argc, char** argv) {
     return kUsage;
   }
 
-  std::optional<LibslurmNodes> slurm;
-  std::optional<SlurmNode> node;
+  std::unique_ptr<slurm::Slurm> slurm;
+  std::optional<slurm::Node> node;
   if (!args.diagnose || !config->gpu_count) {
-    slurm.emplace();
-    auto got = slurm->Get(args.node);
+    slurm = slurm::NewLibslurm();
+    auto got = slurm->LoadNode(args.node);
     if (!got.ok()) {
       // Fail closed: without Slurm's view we can neither drain safely nor resume.
       log.Error("cannot read node {} from Slurm: {}; changing nothing", args.node,

@@ -34,8 +34,8 @@
 #include "k8sbridge/power/resume_file.h"
 #include "k8sbridge/power/setup.h"
 #include "k8sbridge/program.h"
+#include "k8sbridge/slurm/libslurm.h"
 #include "k8sbridge/slurm/libslurm_hostlists.h"
-#include "slurm_nodes.h"
 
 namespace k8sbridge {
 namespace {
@@ -201,13 +201,13 @@ std::unique_ptr<kube::EventRecorder> EventsFor(const std::string& subcommand, ku
 // resume checks the worker's munge key against the munged slurmctld uses.
 std::unique_ptr<power::LibMungeCodec> MungeCodecFor(const std::string& subcommand,
                                                     const conf::BridgeConfig& config,
-                                                    power::LibslurmNodes& libslurm, Logger& log) {
+                                                    slurm::Slurm& libslurm, Logger& log) {
   if (subcommand != "resume" || !config.power.munge_check)
     return nullptr;
   std::string socket = config.power.munge_socket;
   if (socket.empty()) {
     // The munged slurmctld authenticates with, as its configuration names it.
-    auto from_slurm = libslurm.ControllerMungeSocket();
+    auto from_slurm = libslurm.MungeSocket();
     if (from_slurm.ok()) {
       socket = *from_slurm;
     } else {
@@ -261,12 +261,12 @@ int Run(int argc, char** argv) {
     log.Error("HOSTLIST argument: {}", nodes.status().message());
     return kExitUsage;
   }
-  power::LibslurmNodes libslurm;
+  std::unique_ptr<slurm::Slurm> libslurm = slurm::NewLibslurm();
   // slurmscriptd always sets SLURM_CONF; without it (a manual run) libslurm would
   // go looking for a configuration server, so Slurm is left alone.
   const char* slurm_conf = std::getenv("SLURM_CONF");
-  power::SlurmNodes* reachable =
-      slurm_conf != nullptr && access(slurm_conf, R_OK) == 0 ? &libslurm : nullptr;
+  slurm::Slurm* reachable =
+      slurm_conf != nullptr && access(slurm_conf, R_OK) == 0 ? libslurm.get() : nullptr;
   // A resume that cannot even start fails its nodes at once (no pod is touched),
   // so Slurm requeues the jobs now instead of after ResumeTimeout.
   auto give_up = [&](const Status& why) {
@@ -293,8 +293,8 @@ int Run(int argc, char** argv) {
   if (!client.ok())
     return give_up(client.status());
   auto events = EventsFor(inv.subcommand, **client, setup->config);
-  auto munge = MungeCodecFor(inv.subcommand, setup->config, libslurm, log);
-  power::PowerContext ctx{*setup, **client, libslurm, log, events.get(), munge.get()};
+  auto munge = MungeCodecFor(inv.subcommand, setup->config, *libslurm, log);
+  power::PowerContext ctx{*setup, **client, *libslurm, log, events.get(), munge.get()};
   return RunSubcommand(inv, ctx, *nodes, *request, events.get(), log);
 }
 

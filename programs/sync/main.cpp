@@ -29,10 +29,10 @@
 #include "k8sbridge/kube/leader.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/program.h"
+#include "k8sbridge/slurm/libslurm.h"
 #include "k8sbridge/slurm/libslurm_hostlists.h"
 #include "k8sbridge/sync/daemon.h"
 #include "k8sbridge/sync/reconcile.h"
-#include "slurm_control.h"
 
 namespace k8sbridge::sync {
 namespace {
@@ -282,7 +282,7 @@ Result<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
 
 // The daemon: informers, leader election and the loop, until SIGTERM or SIGINT.
 int RunDaemon(const conf::BridgeConfig& config, const std::string& identity, kube::Client& client,
-              SlurmControl& slurm, SyncMetrics& metrics, Logger& log) {
+              slurm::Slurm& slurm, SyncMetrics& metrics, Logger& log) {
   signal(SIGTERM, OnSignal);
   signal(SIGINT, OnSignal);
   // Informers, the Slurm poller and a new lead wake the loop, so a change is acted
@@ -330,17 +330,17 @@ int Run(int argc, char** argv) {
     log.Error("{}", client.status().message());
     return kExitUsage;
   }
-  LibslurmControl slurm;
+  std::unique_ptr<slurm::Slurm> slurm = slurm::NewLibslurm();
   if (flags.once) {
     kube::LeaderElector once_elector(**client, LeaderOptions(config, flags.identity));
-    return RunOnce(config, **client, slurm, log, flags.no_lease ? nullptr : &once_elector);
+    return RunOnce(config, **client, *slurm, log, flags.no_lease ? nullptr : &once_elector);
   }
   auto exposer = ServeMetrics(config, registry);
   if (!exposer.ok()) {
     log.Error("{}", exposer.status().message());
     return kExitUsage;
   }
-  return RunDaemon(config, flags.identity, **client, slurm, metrics, log);
+  return RunDaemon(config, flags.identity, **client, *slurm, metrics, log);
 }
 
 }  // namespace

@@ -11,26 +11,6 @@
 
 namespace k8sbridge::health {
 
-Result<SlurmNode> RecordingSlurmNodes::Get(const std::string& name) {
-  if (name != node_.name)
-    return Status::NotFound(fmt::format("node {} not in Slurm", name));
-  return node_;
-}
-
-Status RecordingSlurmNodes::Drain(const std::string& name, const std::string& reason) {
-  calls_.push_back(fmt::format("drain {}: {}", name, reason));
-  node_.drain = true;
-  node_.reason = reason;
-  return Status::Ok();
-}
-
-Status RecordingSlurmNodes::Resume(const std::string& name) {
-  calls_.push_back(fmt::format("resume {}", name));
-  node_.drain = false;
-  node_.reason.clear();
-  return Status::Ok();
-}
-
 std::string_view ActionName(Action a) {
   switch (a) {
     case Action::kNone:
@@ -47,12 +27,12 @@ std::string_view ActionName(Action a) {
   return "?";
 }
 
-Decision Decide(const SlurmNode& node, const std::vector<Finding>& findings,
+Decision Decide(const slurm::Node& node, const std::vector<Finding>& findings,
                 unsigned clean_runs_before, unsigned resume_after) {
   Decision d;
   // A DOWN node is out of service as much as a drained one: its reason (often
   // Slurm's own, "Not responding") is somebody else's unless it is ours.
-  const bool out_of_service = node.drain || node.down;
+  const bool out_of_service = node.OutOfService();
   const bool ours = out_of_service && IsOwnReason(node.reason);
   if (out_of_service && !ours) {
     d.action = Action::kLeaveForeignDrain;
@@ -90,12 +70,12 @@ Decision Decide(const SlurmNode& node, const std::vector<Finding>& findings,
   return d;
 }
 
-Status Apply(const Decision& d, const std::string& node, SlurmNodes& slurm) {
+Status Apply(const Decision& d, const std::string& node, slurm::Slurm& slurm) {
   switch (d.action) {
     case Action::kDrain:
       return slurm.Drain(node, d.reason);
     case Action::kResume:
-      return slurm.Resume(node);
+      return slurm.Undrain(node);
     default:
       return Status::Ok();
   }
@@ -140,9 +120,9 @@ Status SaveState(const std::string& path, const HealthState& s) {
 }
 
 Outcome DecideAndApply(const std::string& node, const std::vector<Finding>& findings,
-                       unsigned clean_runs_before, unsigned resume_after, SlurmNodes& slurm) {
+                       unsigned clean_runs_before, unsigned resume_after, slurm::Slurm& slurm) {
   Outcome out;
-  auto fresh = slurm.Get(node);
+  auto fresh = slurm.LoadNode(node);
   if (!fresh.ok()) {
     out.decision.clean_runs = clean_runs_before;
     out.decision.explanation = "Slurm could not be read: nothing changed";

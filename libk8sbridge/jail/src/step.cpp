@@ -79,9 +79,9 @@ Status RealJailSystem::CheckUser(const Options& o, uid_t uid, const std::string&
   return CheckUserInJail("/etc/passwd", uid, user, o.jail);
 }
 Status RealJailSystem::Drain(const std::string& node, const std::string& reason) {
-  if (drain_ == nullptr)
-    return Status::Unavailable("no way to drain nodes in this context");
-  return drain_(node, reason);
+  if (slurm_ == nullptr)
+    return why_no_slurm_;
+  return slurm_->Drain(node, reason);
 }
 
 // ---- FakeJailSystem ----------------------------------------------------------

@@ -13,30 +13,6 @@
 
 namespace k8sbridge::power {
 
-// ---- RecordingSlurmNodes ----
-
-Result<std::string> RecordingSlurmNodes::Gres(std::string_view node) {
-  std::lock_guard lock(mu_);
-  auto it = gres_.find(node);
-  return it == gres_.end() ? std::string() : it->second;
-}
-
-Status RecordingSlurmNodes::FailNode(std::string_view node, std::string_view reason) {
-  std::lock_guard lock(mu_);
-  failed_[std::string(node)] = std::string(reason);
-  return Status::Ok();
-}
-
-void RecordingSlurmNodes::SetGres(std::string node, std::string gres) {
-  std::lock_guard lock(mu_);
-  gres_[std::move(node)] = std::move(gres);
-}
-
-std::map<std::string, std::string> RecordingSlurmNodes::failed() const {
-  std::lock_guard lock(mu_);
-  return failed_;
-}
-
 // ---- helpers ----
 
 std::string_view NodeActionName(NodeAction action) {
@@ -280,7 +256,7 @@ NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_p
     std::string reason = NodeReason(status);
     ctx.log.Error("node {}: resume failed: {}; setting it DOWN and POWER_DOWN with reason \"{}\"",
                   node, status.message(), reason);
-    if (Status s = ctx.slurm.FailNode(node, reason); !s.ok())
+    if (Status s = ctx.slurm.Fail(node, reason); !s.ok())
       ctx.log.Error("node {}: could not set it DOWN/POWER_DOWN: {}", node, s.message());
     return NodeOutcome{node, NodeAction::kFailed, std::move(status)};
   };
@@ -294,14 +270,14 @@ NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_p
   pod_request.node = node;
   pod_request.jobs = request.JobsOf(node);
   if (!group->gpus) {
-    auto gres = ctx.slurm.Gres(node);
-    if (!gres.ok()) {
+    auto live = ctx.slurm.LoadNode(node);
+    if (!live.ok()) {
       // Fail closed: a pod without the node's GPUs would register a node that lies.
-      return fail(gres.status().WithContext(
+      return fail(live.status().WithContext(
           fmt::format("reading the Gres of node {} from slurmctld (or set Gpus= on NodeGroup={})",
                       node, group->name)));
     }
-    pod_request.gres = *gres;
+    pod_request.gres = live->gres;
   }
   if (ctx.munge) {
     const auto& credential = call.munge.Get(*ctx.munge, ctx.setup.config.cluster_name);

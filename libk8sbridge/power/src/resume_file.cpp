@@ -162,7 +162,7 @@ Result<std::string> ReadResumeFile(const std::string& path) {
   return text.str();
 }
 
-void FailNodes(SlurmNodes* slurm, const std::vector<std::string>& nodes, const Status& why,
+void FailNodes(slurm::Slurm* slurm, const std::vector<std::string>& nodes, const Status& why,
                Logger& log) {
   if (slurm == nullptr) {
     log.Error(
@@ -173,7 +173,7 @@ void FailNodes(SlurmNodes* slurm, const std::vector<std::string>& nodes, const S
   }
   const std::string reason = NodeReason(why);
   for (const auto& node : nodes) {
-    if (Status s = slurm->FailNode(node, reason); !s.ok())
+    if (Status s = slurm->Fail(node, reason); !s.ok())
       log.Error("node {}: could not set it DOWN/POWER_DOWN: {}", node, s.message());
   }
 }
@@ -181,7 +181,7 @@ void FailNodes(SlurmNodes* slurm, const std::vector<std::string>& nodes, const S
 Result<ResumeRequest> ResumeRequestOrFail(const std::optional<Result<std::string>>& text,
                                           std::string_view path,
                                           const std::vector<std::string>& nodes,
-                                          const Hostlists& hostlists, SlurmNodes* slurm,
+                                          const Hostlists& hostlists, slurm::Slurm* slurm,
                                           Logger& log) {
   if (!text)
     return ResumeRequest{};

@@ -350,7 +350,7 @@ void Daemon::Run(const std::atomic<bool>& stop) {
 
 namespace {
 
-int OnePass(const conf::BridgeConfig& config, kube::Client& client, SlurmControl& slurm,
+int OnePass(const conf::BridgeConfig& config, kube::Client& client, slurm::Slurm& slurm,
             Logger& log, kube::LeaderElector* elector) {
   World world;
   auto nodes = slurm.LoadNodes();
@@ -391,7 +391,7 @@ int OnePass(const conf::BridgeConfig& config, kube::Client& client, SlurmControl
 
 }  // namespace
 
-int RunOnce(const conf::BridgeConfig& config, kube::Client& client, SlurmControl& slurm,
+int RunOnce(const conf::BridgeConfig& config, kube::Client& client, slurm::Slurm& slurm,
             Logger& log, kube::LeaderElector* elector) {
   // The pass holds the Lease like the daemon does (so it never acts beside the
   // leader), unless --no-lease says to.

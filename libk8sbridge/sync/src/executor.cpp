@@ -54,106 +54,9 @@ rapidjson::Value& Spec(rapidjson::Document& doc) {
 
 }  // namespace
 
-// --- RecordingSlurmControl ---------------------------------------------------
-
-Result<std::vector<SlurmNode>> RecordingSlurmControl::LoadNodes() {
-  std::lock_guard lock(mu_);
-  if (fail_loads_)
-    return Status::Unavailable("slurm_load_node: Unable to contact slurm controller (fake)");
-  return nodes_;
-}
-
-Result<SlurmNode> RecordingSlurmControl::LoadNode(std::string_view node) {
-  std::lock_guard lock(mu_);
-  if (fail_loads_)
-    return Status::Unavailable("slurm_load_node_single: Unable to contact slurm controller (fake)");
-  for (const auto& n : nodes_) {
-    if (n.name == node)
-      return n;
-  }
-  return Status::NotFound(fmt::format("Slurm has no node {}", node));
-}
-
-Status RecordingSlurmControl::Apply(std::string call, std::string_view node,
-                                    const std::function<void(SlurmNode&)>& change) {
-  std::lock_guard lock(mu_);
-  calls_.push_back(std::move(call));
-  for (auto& n : nodes_) {
-    if (n.name == node) {
-      change(n);
-      return Status::Ok();
-    }
-  }
-  return Status::NotFound(fmt::format("no node {}", node));
-}
-
-Status RecordingSlurmControl::Drain(std::string_view node, std::string_view reason) {
-  return Apply(fmt::format("drain {} {}", node, reason), node, [&](SlurmNode& n) {
-    n.drain = true;
-    n.reason = reason;
-    n.reason_user = "slurm";
-  });
-}
-
-Status RecordingSlurmControl::Undrain(std::string_view node) {
-  return Apply(fmt::format("undrain {}", node), node, [](SlurmNode& n) {
-    n.drain = false;
-    n.reason.clear();
-    n.reason_user.clear();
-  });
-}
-
-Status RecordingSlurmControl::DownAndPowerDown(std::string_view node, std::string_view reason) {
-  std::string call =
-      reason.empty() ? fmt::format("fail {}", node) : fmt::format("fail {} {}", node, reason);
-  return Apply(std::move(call), node, [&](SlurmNode& n) {
-    n.base = SlurmNode::Base::kDown;
-    n.power_down = true;
-    if (!reason.empty())  // without one, slurmctld keeps the node's reason
-      n.reason = reason;
-  });
-}
-
-Status RecordingSlurmControl::Resume(std::string_view node) {
-  return Apply(fmt::format("resume {}", node), node, [](SlurmNode& n) {
-    if (n.Down())
-      n.base = SlurmNode::Base::kIdle;
-    n.drain = n.fail = false;
-    n.reason.clear();
-    n.reason_user.clear();
-  });
-}
-
-Status RecordingSlurmControl::UpdateFeatures(std::string_view node, std::string_view available,
-                                             std::string_view active) {
-  return Apply(fmt::format("features {} {} {}", node, available, active), node, [&](SlurmNode& n) {
-    n.features = available;
-    n.features_act = active;
-  });
-}
-
-void RecordingSlurmControl::SetNodes(std::vector<SlurmNode> nodes) {
-  std::lock_guard lock(mu_);
-  nodes_ = std::move(nodes);
-}
-
-SlurmNode* RecordingSlurmControl::Find(std::string_view node) {
-  std::lock_guard lock(mu_);
-  for (auto& n : nodes_) {
-    if (n.name == node)
-      return &n;
-  }
-  return nullptr;
-}
-
-std::vector<std::string> RecordingSlurmControl::calls() const {
-  std::lock_guard lock(mu_);
-  return calls_;
-}
-
 // --- Executor -------------------------------------------------------------------
 
-Executor::Executor(kube::Client& client, SlurmControl& slurm, kube::EventRecorder* events,
+Executor::Executor(kube::Client& client, slurm::Slurm& slurm, kube::EventRecorder* events,
                    Logger& log, ExecutorOptions options)
     : client_(client), slurm_(slurm), events_(events), log_(log), options_(std::move(options)) {}
 
@@ -304,7 +207,7 @@ Status Executor::Fail(const Action& action) {
   // An admin's (or Slurm's) reason on a node out of service stays, and so does its
   // author: DOWN without a reason of ours (jobs still requeue at once).
   const bool keep = ReasonPolicy(live->OutOfService(), live->reason) == ReasonWrite::kKeep;
-  Status s = slurm_.DownAndPowerDown(action.target, keep ? "" : action.reason);
+  Status s = slurm_.Fail(action.target, keep ? "" : action.reason);
   if (s.ok() && keep) {
     log_.Info("sync: {} keeps its reason \"{}\" (not k8sbridge's): set DOWN without ours",
               action.target, live->reason);
@@ -351,7 +254,7 @@ void Executor::PodEvent(const Action& action, std::string_view type, std::string
 
 Status Executor::SetFeatures(const Action& action) {
   if (action.update_slurm) {
-    if (Status s = slurm_.UpdateFeatures(action.target, action.features, action.features_act);
+    if (Status s = slurm_.SetFeatures(action.target, action.features, action.features_act);
         !s.ok()) {
       return s;
     }

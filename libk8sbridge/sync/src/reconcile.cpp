@@ -114,26 +114,6 @@ bool HardwareTaint(const Taint& t) {
 
 }  // namespace
 
-std::string_view SlurmNode::BaseName() const {
-  switch (base) {
-    case Base::kDown:
-      return "DOWN";
-    case Base::kIdle:
-      return "IDLE";
-    case Base::kAllocated:
-      return "ALLOCATED";
-    case Base::kError:
-      return "ERROR";
-    case Base::kMixed:
-      return "MIXED";
-    case Base::kFuture:
-      return "FUTURE";
-    case Base::kUnknown:
-      break;
-  }
-  return "UNKNOWN";
-}
-
 std::string_view ActionKindName(ActionKind kind) {
   switch (kind) {
     case ActionKind::kMirrorDrain:

@@ -11,6 +11,7 @@
 #include "k8sbridge/log.h"
 #include "k8sbridge/power/feature_placement.h"
 #include "k8sbridge/power/power_actions.h"
+#include "recording_slurm.h"
 
 namespace conf = k8sbridge::conf;
 namespace kube = k8sbridge::kube;
@@ -120,7 +121,7 @@ struct ResumeFixture {
   k8sbridge::RecordingLogger log;
   std::shared_ptr<FakeTransport> transport = std::make_shared<FakeTransport>();
   std::unique_ptr<kube::Client> client;
-  power::RecordingSlurmNodes slurm;
+  k8sbridge::slurm::RecordingSlurm slurm;
   power::PowerSetup setup;
   std::mutex mu;
   std::vector<std::string> created;

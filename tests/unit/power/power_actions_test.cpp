@@ -1,6 +1,6 @@
 // power::Resume / Suspend / ResumeFail against an in-memory API server (a
 // FakeTransport fallback that keeps pods by name and can be told to fail chosen
-// requests) and RecordingSlurmNodes. Concurrency is on, so the fake answers by
+// requests) and slurm::RecordingSlurm. Concurrency is on, so the fake answers by
 // request, not in order.
 #include <deque>
 #include <map>
@@ -15,6 +15,7 @@
 #include "k8sbridge/log.h"
 #include "k8sbridge/power/power_actions.h"
 #include "k8sbridge/power/worker_pod.h"
+#include "recording_slurm.h"
 
 namespace conf = k8sbridge::conf;
 namespace kube = k8sbridge::kube;
@@ -194,7 +195,7 @@ struct Fixture {
   std::shared_ptr<FakeTransport> transport = std::make_shared<FakeTransport>();
   std::unique_ptr<kube::Client> client;
   FakeApi api;
-  power::RecordingSlurmNodes slurm;
+  k8sbridge::slurm::RecordingSlurm slurm;
   power::PowerSetup setup;
 
   Fixture() {

@@ -6,6 +6,7 @@
 #include "k8sbridge/log.h"
 #include "k8sbridge/power/power_actions.h"
 #include "k8sbridge/power/resume_file.h"
+#include "recording_slurm.h"
 
 namespace power = k8sbridge::power;
 using k8sbridge::BuiltinHostlists;
@@ -105,7 +106,7 @@ BOOST_AUTO_TEST_CASE(an_unusable_resume_file_fails_every_node_at_once) {
   // Without this the nodes would sit POWERING_UP until ResumeTimeout.
   const std::vector<std::string> nodes = {"w-0", "w-1", "w-2"};
   struct Run {
-    power::RecordingSlurmNodes slurm;
+    k8sbridge::slurm::RecordingSlurm slurm;
     k8sbridge::RecordingLogger log;
     k8sbridge::Result<power::ResumeRequest> request = k8sbridge::Status::Internal("not run");
   };

@@ -14,6 +14,7 @@
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/sync/daemon.h"
+#include "recording_slurm.h"
 
 namespace conf = k8sbridge::conf;
 namespace kube = k8sbridge::kube;
@@ -125,7 +126,7 @@ struct Fixture {
   k8sbridge::RecordingLogger log;
   std::shared_ptr<FakeTransport> transport = std::make_shared<FakeTransport>();
   std::unique_ptr<kube::Client> client;
-  ks::RecordingSlurmControl slurm;
+  k8sbridge::slurm::RecordingSlurm slurm;
   SetCaches caches;
   RecordingMetrics metrics;
   ks::Wakeup wakeup;

@@ -1,5 +1,5 @@
 // The Executor against an in-memory API (a FakeTransport fallback keeping nodes and
-// pods by path) and RecordingSlurmControl; and the whole loop (plan, execute,
+// pods by path) and slurm::RecordingSlurm; and the whole loop (plan, execute,
 // read back) including a restart with a fresh Reconciler.
 #include <map>
 #include <mutex>
@@ -16,6 +16,7 @@
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/sync/executor.h"
+#include "recording_slurm.h"
 
 namespace kube = k8sbridge::kube;
 namespace ks = k8sbridge::sync;
@@ -144,7 +145,7 @@ struct Fixture {
   std::shared_ptr<FakeTransport> transport = std::make_shared<FakeTransport>();
   std::unique_ptr<kube::Client> client;
   FakeApi api;
-  ks::RecordingSlurmControl slurm;
+  k8sbridge::slurm::RecordingSlurm slurm;
   std::unique_ptr<kube::EventRecorder> events;
   std::unique_ptr<ks::Executor> exec;
 

@@ -8,45 +8,10 @@
 #include <vector>
 
 #include "k8sbridge/health/findings.h"
+#include "k8sbridge/slurm/port.h"
 #include "k8sbridge/status.h"
 
 namespace k8sbridge::health {
-
-struct SlurmNode {
-  std::string name;
-  bool drain = false;  // DRAIN flag set (draining or drained)
-  std::string reason;
-  std::string gres;   // "gpu:8", for the expected GPU count
-  bool down = false;  // base state DOWN (or the FAIL flag): out of service too
-};
-
-// Slurm as the health program sees it; the real one uses libslurm
-// (programs/health), tests use RecordingSlurmNodes.
-class SlurmNodes {
- public:
-  virtual ~SlurmNodes() = default;
-  virtual Result<SlurmNode> Get(const std::string& name) = 0;
-  virtual Status Drain(const std::string& name, const std::string& reason) = 0;
-  virtual Status Resume(const std::string& name) = 0;
-};
-
-class RecordingSlurmNodes final : public SlurmNodes {
- public:
-  explicit RecordingSlurmNodes(SlurmNode node) : node_(std::move(node)) {}
-  Result<SlurmNode> Get(const std::string& name) override;
-  Status Drain(const std::string& name, const std::string& reason) override;
-  Status Resume(const std::string& name) override;
-  const SlurmNode& node() const { return node_; }
-  // What slurmctld now has for the node, as if someone else had changed it.
-  void Set(SlurmNode node) { node_ = std::move(node); }
-  const std::vector<std::string>& calls() const {
-    return calls_;
-  }  // "drain w-0: <reason>", "resume w-0"
-
- private:
-  SlurmNode node_;
-  std::vector<std::string> calls_;
-};
 
 enum class Action {
   kNone,               // healthy and nothing of ours to undo
@@ -64,11 +29,13 @@ struct Decision {
   std::string explanation;  // for the log and the diagnostic report
 };
 
-Decision Decide(const SlurmNode& node, const std::vector<Finding>& findings,
+Decision Decide(const slurm::Node& node, const std::vector<Finding>& findings,
                 unsigned clean_runs_before, unsigned resume_after_clean_runs);
 
-// Carries the decision out. Returns what Slurm said.
-Status Apply(const Decision& decision, const std::string& node, SlurmNodes& slurm);
+// Carries the decision out through the Slurm port (kDrain: Drain; kResume: Undrain,
+// which clears only the DRAIN flag, so a DOWN set by someone else stays). Returns what
+// Slurm said.
+Status Apply(const Decision& decision, const std::string& node, slurm::Slurm& slurm);
 
 struct Outcome {
   Decision decision;
@@ -80,7 +47,7 @@ struct Outcome {
 // If the node cannot be read, nothing is written and the clean-run count stays.
 Outcome DecideAndApply(const std::string& node, const std::vector<Finding>& findings,
                        unsigned clean_runs_before, unsigned resume_after_clean_runs,
-                       SlurmNodes& slurm);
+                       slurm::Slurm& slurm);
 
 // What one run remembers for the next: consecutive clean runs, and the last
 // kernel-log record read (so XIDs are reported once, "since the last run").

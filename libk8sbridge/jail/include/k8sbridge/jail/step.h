@@ -20,6 +20,7 @@
 #include "k8sbridge/jail/options.h"
 #include "k8sbridge/jail/paths.h"
 #include "k8sbridge/log.h"
+#include "k8sbridge/slurm/port.h"
 #include "k8sbridge/status.h"
 
 namespace k8sbridge::jail {
@@ -71,12 +72,13 @@ class JailSystem {
   virtual Status Drain(const std::string& node, const std::string& reason) = 0;
 };
 
-// The real system; draining goes through `drain` (the plugin passes one that
-// calls Slurm's API, which only exists inside Slurm's daemons).
+// The real system; draining goes through the Slurm port (the plugin passes the
+// daemon's own, slurm/daemon.h). Without one (`slurm` null) a drain fails with
+// `why_no_slurm`.
 class RealJailSystem final : public JailSystem {
  public:
-  using DrainFn = Status (*)(const std::string& node, const std::string& reason);
-  explicit RealJailSystem(DrainFn drain) : drain_(drain) {}
+  RealJailSystem(slurm::Slurm* slurm, Status why_no_slurm)
+      : slurm_(slurm), why_no_slurm_(std::move(why_no_slurm)) {}
   Status Probe(const Options& o) override;
   Status CheckRoot(const Options& o) override;
   Status CheckBinds(const TaskPlan& plan) override;
@@ -93,7 +95,8 @@ class RealJailSystem final : public JailSystem {
   Status Drain(const std::string& node, const std::string& reason) override;
 
  private:
-  DrainFn drain_;
+  slurm::Slurm* slurm_;
+  Status why_no_slurm_;
 };
 
 // Records every call; each step can be told to fail.

@@ -1,7 +1,7 @@
 // Resume with features: before a worker pod whose jobs asked for features is
 // created, is there a Kubernetes node that can take it? When none can (no node has
 // the labels, or every such node's GPUs are taken), the node fails fast through
-// SlurmNodes::FailNode with "k8sbridge: no Kubernetes node offers ...", the job is
+// slurm::Slurm::Fail with "k8sbridge: no Kubernetes node offers ...", the job is
 // requeued and stays pending, and it never runs on other hardware. docs/features.md.
 #pragma once
 

@@ -1,6 +1,7 @@
 // What Slurm's ResumeProgram, SuspendProgram and ResumeFailProgram do, behind
 // interfaces: Kubernetes through kube::Client (kube::FakeTransport in tests), Slurm
-// through SlurmNodes (libslurm in the program, RecordingSlurmNodes in tests).
+// through the Slurm port (slurm::Slurm: libslurm in the program, the recording
+// fake of tests/fakes in tests).
 // Every node is handled on its own: one node's failure never stops the others.
 // docs/power.md describes the behaviour.
 #pragma once
@@ -18,39 +19,15 @@
 #include "k8sbridge/power/munge_check.h"
 #include "k8sbridge/power/resume_file.h"
 #include "k8sbridge/power/setup.h"
+#include "k8sbridge/slurm/port.h"
 #include "k8sbridge/status.h"
 
 namespace k8sbridge::power {
 
-// The Slurm side of the power programs.
-class SlurmNodes {
- public:
-  virtual ~SlurmNodes() = default;
-  // The node's Gres as Slurm reports it ("gpu:h100:8"), "" when it has none.
-  virtual Result<std::string> Gres(std::string_view node) = 0;
-  // Sets the node DOWN, then POWER_DOWN, with `reason`, so its jobs requeue at once
-  // and the node returns to POWERED_DOWN instead of waiting for ResumeTimeout.
-  virtual Status FailNode(std::string_view node, std::string_view reason) = 0;
-};
-
-// In memory, for tests: Gres from a map, failed nodes recorded.
-class RecordingSlurmNodes final : public SlurmNodes {
- public:
-  Result<std::string> Gres(std::string_view node) override;
-  Status FailNode(std::string_view node, std::string_view reason) override;
-  void SetGres(std::string node, std::string gres);
-  std::map<std::string, std::string> failed() const;  // node -> reason
-
- private:
-  mutable std::mutex mu_;
-  std::map<std::string, std::string, std::less<>> gres_;
-  std::map<std::string, std::string> failed_;
-};
-
 struct PowerContext {
   const PowerSetup& setup;
   kube::Client& client;
-  SlurmNodes& slurm;
+  slurm::Slurm& slurm;  // the node's Gres; DOWN + POWER_DOWN of a failed resume
   Logger& log;
   kube::EventRecorder* events = nullptr;  // ResumeFail's pod events; null: log only
   // Resume's munge check credential (MungeCheck=yes); null: pods get none.

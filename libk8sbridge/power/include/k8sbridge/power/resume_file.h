@@ -19,6 +19,7 @@
 
 #include "k8sbridge/hostlist.h"
 #include "k8sbridge/log.h"
+#include "k8sbridge/slurm/port.h"
 #include "k8sbridge/status.h"
 
 namespace k8sbridge::power {
@@ -51,8 +52,6 @@ Result<ResumeRequest> ParseResumeFile(std::string_view json, std::string_view so
 // parse after the file is gone.
 Result<std::string> ReadResumeFile(const std::string& path);
 
-class SlurmNodes;  // power_actions.h
-
 // The request of a resume call from SLURM_RESUME_FILE at `path`: `text` is what
 // ReadResumeFile returned at start, nullopt when the variable is not set (then an
 // empty request). A file that could not be read or does not parse fails every
@@ -62,14 +61,14 @@ class SlurmNodes;  // power_actions.h
 Result<ResumeRequest> ResumeRequestOrFail(const std::optional<Result<std::string>>& text,
                                           std::string_view path,
                                           const std::vector<std::string>& nodes,
-                                          const Hostlists& hostlists, SlurmNodes* slurm,
+                                          const Hostlists& hostlists, slurm::Slurm* slurm,
                                           Logger& log);
 
 // A resume that cannot start: each of `nodes` DOWN then POWER_DOWN with
 // NodeReason(why) ("k8sbridge: ..."). `slurm` null (Slurm cannot be reached, e.g. a
 // manual run without SLURM_CONF): the nodes are named in the log and left for
 // ResumeTimeout.
-void FailNodes(SlurmNodes* slurm, const std::vector<std::string>& nodes, const Status& why,
+void FailNodes(slurm::Slurm* slurm, const std::vector<std::string>& nodes, const Status& why,
                Logger& log);
 
 }  // namespace k8sbridge::power

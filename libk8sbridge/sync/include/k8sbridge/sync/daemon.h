@@ -175,7 +175,7 @@ class Wakeup {
 struct DaemonParts {
   kube::Client& client;
   kube::EventRecorder* events;  // optional
-  SlurmControl& slurm;
+  slurm::Slurm& slurm;
   KubeCaches& kube;
   std::function<bool()> is_leader;
   Clock::Steady::duration renew_deadline;  // of the Lease (LeaderOptions)
@@ -225,7 +225,7 @@ class Daemon {
 // (refused, exit 1, while another daemon holds it) and released at the end.
 // Returns the exit code: 1 if the Lease was held, a side could not be read, an
 // action failed or the mass-action guard held the pass back.
-int RunOnce(const conf::BridgeConfig& config, kube::Client& client, SlurmControl& slurm,
+int RunOnce(const conf::BridgeConfig& config, kube::Client& client, slurm::Slurm& slurm,
             Logger& log, kube::LeaderElector* elector);
 
 }  // namespace k8sbridge::sync

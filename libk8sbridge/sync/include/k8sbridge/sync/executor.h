@@ -1,7 +1,7 @@
 // Carries out the Reconciler's actions: Kubernetes through kube::Client (node
 // updates guarded by resourceVersion, pod deletes by uid precondition), Slurm
-// through the SlurmControl interface (libslurm in the program, a recording fake
-// in tests), Events through an optional EventRecorder.
+// through the Slurm port (slurm::Slurm: libslurm in the program, the recording
+// fake of tests/fakes in tests), Events through an optional EventRecorder.
 #pragma once
 
 #include <functional>
@@ -15,64 +15,11 @@
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/events.h"
 #include "k8sbridge/log.h"
+#include "k8sbridge/slurm/port.h"
 #include "k8sbridge/status.h"
 #include "k8sbridge/sync/reconcile.h"
 
 namespace k8sbridge::sync {
-
-// The Slurm side of the daemon.
-class SlurmControl {
- public:
-  virtual ~SlurmControl() = default;
-  // Every node. The libslurm implementation asks slurmctld for changes since the
-  // last answer and returns its copy when there are none; an error means Slurm
-  // could not be read (nothing destructive may follow).
-  virtual Result<std::vector<SlurmNode>> LoadNodes() = 0;
-  // One node, read live from slurmctld now (never a cached copy): the executor
-  // re-checks every kFail, kDrain and kResume on it. NotFound if Slurm has none.
-  virtual Result<SlurmNode> LoadNode(std::string_view node) = 0;
-  virtual Status Drain(std::string_view node, std::string_view reason) = 0;
-  virtual Status Undrain(std::string_view node) = 0;
-  // DOWN (jobs requeue at once), then POWER_DOWN (Slurm powers it down). An empty
-  // reason sends the state changes without one: the node keeps its own reason and
-  // its author (node_reason.h's ReasonWrite::kKeep).
-  virtual Status DownAndPowerDown(std::string_view node, std::string_view reason) = 0;
-  // RESUME (`scontrol update state=resume`): a DOWN, POWERED_DOWN node becomes
-  // IDLE+POWERED_DOWN, so the next job that needs it resumes it.
-  virtual Status Resume(std::string_view node) = 0;
-  // Available and active features (slurm_update_node features / features_act).
-  virtual Status UpdateFeatures(std::string_view node, std::string_view available,
-                                std::string_view active) = 0;
-};
-
-// In memory: applies the calls to its nodes the way slurmctld would (roughly) and
-// records them ("drain w-0 <reason>", "undrain w-0", "fail w-0 <reason>").
-class RecordingSlurmControl final : public SlurmControl {
- public:
-  Result<std::vector<SlurmNode>> LoadNodes() override;
-  Result<SlurmNode> LoadNode(std::string_view node) override;
-  Status Drain(std::string_view node, std::string_view reason) override;
-  Status Undrain(std::string_view node) override;
-  Status DownAndPowerDown(std::string_view node, std::string_view reason) override;
-  Status Resume(std::string_view node) override;
-  Status UpdateFeatures(std::string_view node, std::string_view available,
-                        std::string_view active) override;
-
-  // The nodes as slurmctld has them now (what LoadNode and LoadNodes answer).
-  void SetNodes(std::vector<SlurmNode> nodes);
-  SlurmNode* Find(std::string_view node);  // nullptr if unknown
-  void FailLoads(bool fail) { fail_loads_ = fail; }
-  std::vector<std::string> calls() const;
-
- private:
-  // Records `call` and applies `change` to `node` (NotFound if there is none).
-  Status Apply(std::string call, std::string_view node,
-               const std::function<void(SlurmNode&)>& change);
-  mutable std::mutex mu_;
-  std::vector<SlurmNode> nodes_;
-  std::vector<std::string> calls_;
-  bool fail_loads_ = false;
-};
 
 struct ExecutorOptions {
   ExecutorOptions() = default;
@@ -104,7 +51,7 @@ struct PassResult {
 
 class Executor {
  public:
-  Executor(kube::Client& client, SlurmControl& slurm, kube::EventRecorder* events, Logger& log,
+  Executor(kube::Client& client, slurm::Slurm& slurm, kube::EventRecorder* events, Logger& log,
            ExecutorOptions options);
   // Carries out one action; a skipped repeat is OK, and so is an action that a
   // live re-read shows is no longer due (logged). Cancelled if not leading.
@@ -138,7 +85,7 @@ class Executor {
                 std::string_view note);
 
   kube::Client& client_;
-  SlurmControl& slurm_;
+  slurm::Slurm& slurm_;
   kube::EventRecorder* events_;
   Logger& log_;
   ExecutorOptions options_;

@@ -32,6 +32,7 @@
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/contract.h"
 #include "k8sbridge/kube/object.h"
+#include "k8sbridge/slurm/port.h"
 #include "k8sbridge/status.h"
 
 namespace k8sbridge::sync {
@@ -43,37 +44,8 @@ inline constexpr std::string_view kBreakerPrefix =
 // Slurm keeps reasons short in its displays; the full text goes to the log.
 inline constexpr size_t kMaxReason = 200;
 
-// A Slurm node as slurm_load_node reports it; the program re-derives the flags from
-// node_state (the IS_NODE_* macros are internal to Slurm).
-struct SlurmNode {
-  enum class Base { kUnknown, kDown, kIdle, kAllocated, kError, kMixed, kFuture };
-  std::string name;
-  Base base = Base::kUnknown;
-  bool drain = false;          // DRAIN flag: drained or draining
-  bool cloud = false;          // CLOUD flag
-  bool powered_down = false;   // ~
-  bool powering_up = false;    // #
-  bool powering_down = false;  // %
-  bool power_down = false;     // ! (power down requested)
-  bool not_responding = false;
-  bool fail = false;  // FAIL flag (failing: DOWN once its jobs end)
-  std::string reason;
-  std::string reason_user;             // "" if unknown
-  int64_t reason_time = 0;             // seconds since the epoch; 0 if none
-  std::string features, features_act;  // available and active, comma-separated
-
-  // "IDLE", "DOWN", ... for metrics.
-  std::string_view BaseName() const;
-  bool Down() const { return base == Base::kDown; }
-  bool OwnedReason() const {
-    return std::string_view(reason).starts_with(contract::kBridgeReasonPrefix);
-  }
-  // DOWN, DRAIN or FAIL: what node_reason.h's ReasonPolicy calls out of service.
-  bool OutOfService() const { return Down() || drain || fail; }
-  // Slurm is suspending it or has (POWER_DOWN, POWERING_DOWN or POWERED_DOWN).
-  bool Suspending() const { return power_down || powering_down || powered_down; }
-  friend bool operator==(const SlurmNode&, const SlurmNode&) = default;
-};
+// A Slurm node as the Slurm port reads it (k8sbridge/slurm/port.h).
+using SlurmNode = slurm::Node;
 
 // One snapshot of both sides. Pods: the worker pods of this cluster (selected by
 // power::OwnedPodsSelector), in any phase; each is checked with IsOwnedWorkerPod

@@ -1,0 +1,98 @@
+// The Slurm port: every read and write of Slurm's nodes that k8sbridge makes goes
+// through slurm::Slurm. Two implementations speak Slurm's API, both in this
+// directory and nowhere else:
+//  - NewLibslurm() (libslurm.h), for programs, which link libslurm;
+//  - NewDaemonSlurm() (daemon.h), for code loaded into a Slurm daemon (spank_jail),
+//    which looks Slurm's symbols up in the daemon at run time and links nothing.
+// Tests use the recording fake in tests/fakes/recording_slurm.h.
+//
+// One rule for every drain and DOWN (ReasonPolicy in node_reason.h): right before
+// it writes, the port reads the node live; a node already out of service with a
+// reason k8sbridge did not write keeps that reason and its author. Slurm records
+// the author itself (the RPC's authenticated user), so no caller sets reason_uid.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "k8sbridge/contract.h"
+#include "k8sbridge/slurm/node_reason.h"
+#include "k8sbridge/status.h"
+
+namespace k8sbridge::slurm {
+
+// A Slurm node as slurm_load_node reports it; the flags are re-derived from
+// node_state (Slurm's IS_NODE_* macros are internal to Slurm).
+struct Node {
+  enum class Base { kUnknown, kDown, kIdle, kAllocated, kError, kMixed, kFuture };
+  std::string name;
+  Base base = Base::kUnknown;
+  bool drain = false;          // DRAIN flag: drained or draining
+  bool cloud = false;          // CLOUD flag
+  bool powered_down = false;   // ~
+  bool powering_up = false;    // #
+  bool powering_down = false;  // %
+  bool power_down = false;     // ! (power down requested)
+  bool not_responding = false;
+  bool fail = false;  // FAIL flag (failing: DOWN once its jobs end)
+  std::string reason;
+  std::string reason_user;             // "" if unknown
+  int64_t reason_time = 0;             // seconds since the epoch; 0 if none
+  std::string features, features_act;  // available and active, comma-separated
+  std::string gres;                    // "gpu:h100:8"; "" when it has none
+
+  // "IDLE", "DOWN", ... for metrics.
+  std::string_view BaseName() const;
+  bool Down() const { return base == Base::kDown; }
+  // The reason is k8sbridge-sync's ("k8sbridge: ...").
+  bool OwnedReason() const {
+    return std::string_view(reason).starts_with(contract::kBridgeReasonPrefix);
+  }
+  // DOWN, DRAIN or FAIL: what ReasonPolicy calls out of service.
+  bool OutOfService() const { return Down() || drain || fail; }
+  // Slurm is suspending it or has (POWER_DOWN, POWERING_DOWN or POWERED_DOWN).
+  bool Suspending() const { return power_down || powering_down || powered_down; }
+  friend bool operator==(const Node&, const Node&) = default;
+};
+
+// What a drain or DOWN sends with its state change, given a live read of the node
+// (or the error reading it). A node that cannot be read gets k8sbridge's reason:
+// leaving a broken node in service is worse than replacing a reason we could not see.
+ReasonWrite ReasonPolicyFor(const Result<Node>& live);
+
+class Slurm {
+ public:
+  virtual ~Slurm() = default;
+  // Every node. The libslurm implementation asks slurmctld for changes since its
+  // last answer and returns its copy when there are none; an error means Slurm
+  // could not be read (nothing destructive may follow).
+  virtual Result<std::vector<Node>> LoadNodes() = 0;
+  // One node, read live from slurmctld now (never a cached copy). NotFound if
+  // Slurm has none of that name.
+  virtual Result<Node> LoadNode(std::string_view node) = 0;
+  // DRAIN with `reason`. A node out of service with a reason that is not
+  // k8sbridge's is left as it is: AlreadyExists, nothing sent.
+  virtual Status Drain(std::string_view node, std::string_view reason) = 0;
+  // UNDRAIN: clears the DRAIN flag only; a node DOWN for another reason stays DOWN.
+  virtual Status Undrain(std::string_view node) = 0;
+  // DOWN (its jobs requeue at once), then POWER_DOWN (Slurm powers it down and the
+  // next resume makes a fresh pod). The state changes are always sent; `reason` goes
+  // with them unless ReasonPolicyFor keeps the node's own, or `reason` is empty.
+  virtual Status Fail(std::string_view node, std::string_view reason) = 0;
+  // RESUME (`scontrol update state=resume`): a DOWN, POWERED_DOWN node becomes
+  // IDLE+POWERED_DOWN, so the next job that needs it resumes it.
+  virtual Status Resume(std::string_view node) = 0;
+  // Available and active features (features / features_act).
+  virtual Status SetFeatures(std::string_view node, std::string_view available,
+                             std::string_view active) = 0;
+  // The munged socket slurmctld uses (AuthInfo=socket=...); "" when it names none
+  // (libmunge's default).
+  virtual Result<std::string> MungeSocket() = 0;
+};
+
+// The message of Drain's AlreadyExists, for the implementations.
+std::string ForeignReasonKept(std::string_view node, std::string_view reason);
+
+}  // namespace k8sbridge::slurm

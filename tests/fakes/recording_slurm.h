@@ -1,0 +1,66 @@
+// The one recording fake of the Slurm port (k8sbridge/slurm/port.h), for the unit
+// tests of every layer that talks to Slurm. It applies each call to its nodes the way
+// slurmctld would (roughly), follows the port's reason rule (ReasonPolicyFor), and
+// records the calls in one format:
+//   "drain w-0 <reason>"  "undrain w-0"  "fail w-0 <reason>" ("fail w-0" without one)
+//   "resume w-0"  "features w-0 <available> <active>"
+// A drain the reason rule refuses is not recorded (nothing reaches Slurm).
+//
+// Which nodes exist: after SetNodes, exactly those (any other name is NotFound, as
+// slurmctld answers). Before it, any name is an IDLE node with no reason, made when
+// first named (tests of programs that act on whatever hostlist Slurm passes).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "k8sbridge/slurm/port.h"
+
+namespace k8sbridge::slurm {
+
+class RecordingSlurm final : public Slurm {
+ public:
+  RecordingSlurm() = default;
+  explicit RecordingSlurm(std::vector<Node> nodes) { SetNodes(std::move(nodes)); }
+
+  Result<std::vector<Node>> LoadNodes() override;
+  Result<Node> LoadNode(std::string_view node) override;
+  Status Drain(std::string_view node, std::string_view reason) override;
+  Status Undrain(std::string_view node) override;
+  Status Fail(std::string_view node, std::string_view reason) override;
+  Status Resume(std::string_view node) override;
+  Status SetFeatures(std::string_view node, std::string_view available,
+                     std::string_view active) override;
+  Result<std::string> MungeSocket() override;
+
+  // The nodes as slurmctld has them now (what LoadNode and LoadNodes answer).
+  void SetNodes(std::vector<Node> nodes);
+  // The node's Gres (made if unknown, even after SetNodes).
+  void SetGres(std::string_view node, std::string gres);
+  void SetMungeSocket(std::string socket) { munge_socket_ = std::move(socket); }
+  // nullptr if unknown. The pointer stays valid until the next SetNodes.
+  Node* Find(std::string_view node);
+  // Every read fails (Unavailable), as when slurmctld does not answer.
+  void FailLoads(bool fail) { fail_loads_ = fail; }
+  std::vector<std::string> calls() const;
+  // node -> reason of each node that got a "fail" call (the last one).
+  std::map<std::string, std::string> failed() const;
+
+ private:
+  Node* FindLocked(std::string_view node);  // mu_ held; makes it if allowed
+  // Records `call` and applies `change` to `node` (NotFound if there is none).
+  Status Apply(std::string call, std::string_view node, const std::function<void(Node&)>& change);
+  mutable std::mutex mu_;
+  std::vector<Node> nodes_;
+  bool fixed_nodes_ = false;  // SetNodes was called
+  std::vector<std::string> calls_;
+  std::map<std::string, std::string> failed_;
+  std::string munge_socket_;
+  bool fail_loads_ = false;
+};
+
+}  // namespace k8sbridge::slurm
