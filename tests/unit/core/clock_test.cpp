@@ -2,6 +2,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "fake_clock.h"
 #include "k8sbridge/clock.h"
 
 using namespace std::chrono_literals;

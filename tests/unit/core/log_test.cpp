@@ -1,6 +1,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "k8sbridge/log.h"
+#include "recording_logger.h"
 
 using k8sbridge::LogLevel;
 using k8sbridge::RecordingLogger;

@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include "../kube/testing.h"
+#include "fake_clock.h"
+#include "fake_transport.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/features/label_reader.h"
@@ -14,6 +16,7 @@
 #include "k8sbridge/hostlist.h"
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/log.h"
+#include "recording_logger.h"
 
 namespace conf = k8sbridge::conf;
 namespace kf = k8sbridge::features;

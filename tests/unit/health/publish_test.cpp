@@ -1,6 +1,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "../kube/testing.h"
+#include "fake_transport.h"
 #include "k8sbridge/health/publish.h"
 
 namespace health = k8sbridge::health;

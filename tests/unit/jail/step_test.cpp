@@ -1,6 +1,8 @@
 #include <boost/test/unit_test.hpp>
 
+#include "fake_jail_system.h"
 #include "k8sbridge/jail/step.h"
+#include "recording_logger.h"
 
 namespace k8sbridge::jail {
 namespace {

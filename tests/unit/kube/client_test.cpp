@@ -4,6 +4,7 @@
 #include <fstream>
 #include <thread>
 
+#include "fake_transport.h"
 #include "testing.h"
 
 namespace k8sbridge::kube {

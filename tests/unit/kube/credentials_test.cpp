@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "fake_clock.h"
 #include "k8sbridge/kube/credentials.h"
 #include "testing.h"
 

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "fake_transport.h"
 #include "k8sbridge/kube/events.h"
 #include "testing.h"
 

@@ -19,6 +19,7 @@
 #include "k8sbridge/kube/events.h"
 #include "k8sbridge/kube/informer.h"
 #include "k8sbridge/kube/leader.h"
+#include "recording_logger.h"
 
 namespace {
 

@@ -1,5 +1,6 @@
 #include <boost/test/unit_test.hpp>
 
+#include "fake_transport.h"
 #include "k8sbridge/kube/leader.h"
 #include "testing.h"
 

@@ -6,9 +6,12 @@
 #include <ostream>
 #include <string>
 
+#include "fake_clock.h"
+#include "fake_transport.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/log.h"
+#include "recording_logger.h"
 
 namespace k8sbridge {
 // So that BOOST_TEST can print a Status code.

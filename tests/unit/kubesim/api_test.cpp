@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "api.h"
+#include "fake_clock.h"
 #include "k8sbridge/clock.h"
 #include "nodes.h"
 #include "store.h"

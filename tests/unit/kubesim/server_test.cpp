@@ -12,6 +12,7 @@
 #include "k8sbridge/clock.h"
 #include "k8sbridge/log.h"
 #include "nodes.h"
+#include "recording_logger.h"
 #include "server.h"
 #include "test_util.h"
 #include "tls.h"

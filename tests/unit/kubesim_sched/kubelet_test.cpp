@@ -11,10 +11,12 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "fake_clock.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/log.h"
 #include "kubelet.h"
 #include "kubelet_net.h"
+#include "recording_logger.h"
 #include "scheduler.h"
 #include "store.h"
 

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 #include <boost/test/unit_test.hpp>
 
+#include "fake_clock.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/log.h"
+#include "recording_logger.h"
 #include "scheduler.h"
 #include "store.h"
 

@@ -5,12 +5,15 @@
 #include <mutex>
 
 #include "../kube/testing.h"
+#include "fake_clock.h"
+#include "fake_transport.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/hostlist.h"
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/power/feature_placement.h"
 #include "k8sbridge/power/power_actions.h"
+#include "recording_logger.h"
 #include "recording_slurm.h"
 
 namespace conf = k8sbridge::conf;

@@ -9,12 +9,15 @@
 #include <boost/test/unit_test.hpp>
 
 #include "../kube/testing.h"
+#include "fake_clock.h"
+#include "fake_transport.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/events.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/power/power_actions.h"
 #include "k8sbridge/power/worker_pod.h"
+#include "recording_logger.h"
 #include "recording_slurm.h"
 
 namespace conf = k8sbridge::conf;

@@ -6,6 +6,7 @@
 #include "k8sbridge/log.h"
 #include "k8sbridge/power/power_actions.h"
 #include "k8sbridge/power/resume_file.h"
+#include "recording_logger.h"
 #include "recording_slurm.h"
 
 namespace power = k8sbridge::power;

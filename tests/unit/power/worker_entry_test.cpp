@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "fake_clock.h"
 #include "k8sbridge/power/worker_entry.h"
+#include "recording_logger.h"
 
 namespace power = k8sbridge::power;
 using k8sbridge::FakeClock;

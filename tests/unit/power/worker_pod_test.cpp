@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "k8sbridge/power/worker_pod.h"
+#include "recording_logger.h"
 
 namespace conf = k8sbridge::conf;
 namespace kube = k8sbridge::kube;

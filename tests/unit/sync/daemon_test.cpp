@@ -10,10 +10,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include "../kube/testing.h"
+#include "fake_clock.h"
+#include "fake_transport.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/sync/daemon.h"
+#include "recording_logger.h"
 #include "recording_slurm.h"
 
 namespace conf = k8sbridge::conf;

@@ -11,11 +11,14 @@
 #include <boost/test/unit_test.hpp>
 
 #include "../kube/testing.h"
+#include "fake_clock.h"
+#include "fake_transport.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/sync/executor.h"
+#include "recording_logger.h"
 #include "recording_slurm.h"
 
 namespace kube = k8sbridge::kube;

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "k8sbridge/topology/model.h"
+#include "recording_logger.h"
 #include "synthetic_fabric.h"
 
 namespace topo = k8sbridge::topology;

@@ -4,6 +4,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include "k8sbridge/topology/refresh.h"
+#include "recording_logger.h"
+#include "recording_reconfigurer.h"
 
 namespace topo = k8sbridge::topology;
 namespace fs = std::filesystem;

@@ -7,7 +7,6 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -52,23 +51,6 @@ class StderrLogger final : public Logger {
   std::mutex mu_;
   std::string prefix_;
   LogLevel min_level_;
-};
-
-// Keeps every line, for tests to assert on.
-class RecordingLogger final : public Logger {
- public:
-  struct Line {
-    LogLevel level;
-    std::string message;
-  };
-  void Log(LogLevel level, std::string_view message) override;
-  std::vector<Line> lines() const;
-  // True if any line at `level` or above contains `needle`.
-  bool Contains(std::string_view needle, LogLevel level = LogLevel::kDebug) const;
-
- private:
-  mutable std::mutex mu_;
-  std::vector<Line> lines_;
 };
 
 // Discards everything.

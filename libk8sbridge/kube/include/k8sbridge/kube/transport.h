@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -91,45 +90,6 @@ class CurlTransport final : public Transport {
   std::string user_agent_;
   std::mutex mu_;
   std::vector<void*> idle_;
-};
-
-// Scripted answers, in order, for tests. Each request pops the next answer; when
-// none is left, `fallback` answers, else the request fails with kCancelled and
-// `on_exhausted` runs (tests use it to stop a loop).
-class FakeTransport final : public Transport {
- public:
-  struct Answer {
-    Status error;  // if not OK, Do returns it
-    int status = 200;
-    std::map<std::string, std::string> headers;
-    std::vector<std::string> chunks;  // body, delivered chunk by chunk
-    std::function<void()> before;     // runs when this answer is taken
-  };
-  struct Recorded {
-    std::string method, url, body;
-    std::vector<std::pair<std::string, std::string>> headers;
-    std::string Header(std::string_view name) const;
-    std::chrono::milliseconds timeout, connect_timeout;
-  };
-
-  static Answer Json(int status, std::string body, std::map<std::string, std::string> headers = {});
-  static Answer Stream(std::vector<std::string> chunks);
-  static Answer Error(Status status);
-
-  void Push(Answer answer);
-  void SetFallback(std::function<Answer(const Recorded&)> fallback);
-  void SetOnExhausted(std::function<void()> fn);
-  std::vector<Recorded> requests() const;
-  size_t pending() const;
-
-  Result<HttpResponse> Do(const HttpRequest& request) override;
-
- private:
-  mutable std::mutex mu_;
-  std::deque<Answer> answers_;
-  std::vector<Recorded> requests_;
-  std::function<Answer(const Recorded&)> fallback_;
-  std::function<void()> on_exhausted_;
 };
 
 }  // namespace k8sbridge::kube

@@ -32,21 +32,6 @@ class ScontrolReconfigurer final : public Reconfigurer {
   std::string scontrol_;
 };
 
-// Counts calls; can be told to fail.
-class RecordingReconfigurer final : public Reconfigurer {
- public:
-  Status Reconfigure() override {
-    ++calls_;
-    return fail_ ? Status::Unavailable("slurmctld is not answering (test)") : Status::Ok();
-  }
-  int calls() const { return calls_; }
-  void set_fail(bool fail) { fail_ = fail; }
-
- private:
-  int calls_ = 0;
-  bool fail_ = false;
-};
-
 // Writes via a temporary file in the same directory, fsync, then rename, so that
 // slurmctld never reads a half-written file.
 Status WriteFileAtomically(const std::string& path, std::string_view content);
