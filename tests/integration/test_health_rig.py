@@ -4,9 +4,11 @@ scripted NVML library and a fake InfiniBand sysfs per node."""
 import json
 import os
 
-from kubesim_harness import KubeSim
-from rigtest import BUILD_ROOT, Rig, RigConfig, RigTestCase, main, wait_for
-from sync_rig import SYNC, Daemon
+from harness.kubesim import KubeSim
+from harness.paths import BUILD_ROOT, SYNC
+from harness.rig import Rig, RigConfig, wait_for
+from harness.sync import Daemon
+from harness.testcase import RigTestCase, main
 
 HEALTH = BUILD_ROOT / "programs" / "health" / "k8sbridge-health"
 FAKE_NVML = BUILD_ROOT / "tests" / "fakes" / "libnvidia-ml.so.1"

@@ -11,14 +11,14 @@ pod appears and stops it when the pod is deleted, as a kubelet would).
 """
 
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import WORKER_TEMPLATE as TEMPLATE, KubeSim  # noqa: E402
-from podcluster import POWER, power_program_lines  # noqa: E402
-from rigtest import Rig, RigTestCase, main, wait_for  # noqa: E402
+from harness.cluster import power_program_lines
+from harness.kubesim import KubeSim, WORKER_TEMPLATE as TEMPLATE
+from harness.paths import POWER
+from harness.rig import Rig, wait_for
+from harness.testcase import RigTestCase, main
 
 
 class PowerRig(RigTestCase):

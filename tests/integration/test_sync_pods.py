@@ -12,11 +12,10 @@
 
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rigtest import main  # noqa: E402
-from sync_rig import SyncRigTestCase, template, wait_for  # noqa: E402
+from harness.rig import wait_for
+from harness.sync import SyncRigTestCase, template
+from harness.testcase import main
 
 GRACE = 10  # SyncUnschedulableGrace and SyncOrphanGrace in SyncRigTestCase.sync_keys
 

@@ -17,16 +17,13 @@ import base64
 import json
 import shutil
 import stat
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import KubeSim  # noqa: E402
-from rigtest import BUILD_ROOT, Rig, RigError, wait_for  # noqa: E402
+from harness.kubesim import KubeSim
+from harness.paths import BUILD_ROOT, POWER, WORKER
+from harness.rig import Rig, RigError, wait_for
 
-POWER = BUILD_ROOT / "programs" / "power" / "k8sbridge-power"
-WORKER = BUILD_ROOT / "programs" / "worker" / "k8sbridge-worker"
 LEAF_LABEL = "network.topology.nvidia.com/leaf"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 

@@ -9,16 +9,17 @@ the pod is gone, it stops.
 
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 import threading
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import WORKER_TEMPLATE as TEMPLATE, KubeSim  # noqa: E402
-from rigtest import BUILD_ROOT, NodeSpec, Rig, RigTestCase, wait_for  # noqa: E402
+from harness.kubesim import WORKER_TEMPLATE as TEMPLATE, KubeSim
+from harness.paths import BUILD_ROOT, POWER
+from harness.rig import RIG_ENV, NodeSpec, Rig, alive, pids_with_env, wait_for
+from harness.testcase import RigTestCase
 
-POWER = BUILD_ROOT / "programs" / "power" / "k8sbridge-power"
 PLUGIN_DIR = BUILD_ROOT / "plugins" / "node_features_k8s"
 SKEWED_PLUGIN_DIR = PLUGIN_DIR / "skewed"
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -157,11 +158,11 @@ class FeaturesRigCase(RigTestCase):
 
     def assertRigGone(self, rig: Rig) -> None:
         """This rig's resources are gone (other engineers' rigs may be running)."""
-        from k8sbridge_rig import RIG_ENV, _alive, _pids_with_env, _run
         def gone():
-            netns = [n for n in _run(["ip", "netns", "list"], check=False).stdout.split()
+            netns = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                               text=True).stdout.split()
                      if n.startswith(f"k8sb-{rig.id}-")]
-            procs = [p for p in _pids_with_env(RIG_ENV, rig.id) if _alive(p)]
+            procs = [p for p in pids_with_env(RIG_ENV, rig.id) if alive(p)]
             return not netns and not procs
         wait_for(gone, 30, f"rig {rig.id}'s namespaces and processes to be gone")
 

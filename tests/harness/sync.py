@@ -15,14 +15,11 @@ import threading
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import KubeSim  # noqa: E402
-from rigtest import (BUILD_ROOT, Rig, RigTestCase, wait_for,  # noqa: E402,F401
-                     wait_for_no_leftovers)
-from k8sbridge_rig import _kill_and_wait, free_tcp_port  # noqa: E402
+from harness.kubesim import KubeSim
+from harness.paths import POWER, SYNC
+from harness.rig import Rig, free_tcp_port, kill_and_wait, wait_for
+from harness.testcase import RigTestCase, wait_for_no_leftovers
 
-POWER = BUILD_ROOT / "programs" / "power" / "k8sbridge-power"
-SYNC = BUILD_ROOT / "programs" / "sync" / "k8sbridge-sync"
 NO_KUBELET = "test.k8sbridge.io/no-kubelet"  # pods our "kubelet" leaves alone
 
 
@@ -286,7 +283,7 @@ class SyncRigTestCase(RigTestCase):
                 continue
             if ns and (ns.st_dev, ns.st_ino) == (netns.st_dev, netns.st_ino):
                 pids.append(int(entry))
-        _kill_and_wait(pids)
+        kill_and_wait(pids)
 
     def power_up(self, rig, names):
         rig.check_output(["scontrol", "update", f"nodename={','.join(names)}",
