@@ -4,7 +4,8 @@
     harness.rig       the test rig: munge, slurmctld and slurmd in namespaces
     harness.testcase  RigTestCase (fails a test whose rigs leave anything behind)
     harness.kubesim   KubeSim: starts the Kubernetes stand-in and talks to it
-    harness.cluster   PodCluster: a rig, kubesim's kubelet running the pods, k8sbridge-power
+    harness.cluster   a rig with kubesim and k8sbridge-power, and the kubelet choice:
+                      none, the test's own (TestKubelet) or kubesim's
     harness.jail      jail fixtures and rigs for spank_jail
     harness.features  the node_features/k8s rig
     harness.sync      k8sbridge-sync daemons and their rig

@@ -4,6 +4,7 @@ scripted NVML library and a fake InfiniBand sysfs per node."""
 import json
 import os
 
+from harness.cluster import report_running
 from harness.kubesim import KubeSim
 from harness.paths import BUILD_ROOT, SYNC
 from harness.rig import Rig, RigConfig, wait_for
@@ -226,9 +227,7 @@ class HealthRigTest(RigTestCase):
                         "containers": [{"name": "slurmd", "image": "x"}]}}
         status, _, body = sim.request("POST", "/api/v1/namespaces/default/pods", pod)
         self.assertEqual(status, 201, body)
-        sim.request("PATCH", "/api/v1/namespaces/default/pods/w-0/status",
-                    {"status": {"phase": "Running"}},
-                    content_type="application/merge-patch+json")
+        report_running(sim, "w-0")  # what its kubelet would report
         (self.health_dir / "worker.yaml").write_text(
             "spec:\n  containers:\n  - {name: slurmd, image: x}\n")
         conf = self.health_dir / "k8sbridge.conf"

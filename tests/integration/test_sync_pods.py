@@ -13,6 +13,7 @@
 import sys
 import time
 
+from harness.cluster import kill_pod_processes
 from harness.rig import wait_for
 from harness.sync import SyncRigTestCase, template
 from harness.testcase import main
@@ -76,7 +77,7 @@ class SyncFailedNodeReturns(SyncRigTestCase):
             old_uid = self.pod("w-0")["metadata"]["uid"]
 
             # The pod's processes die with it (as under an eviction's SIGKILL).
-            self.kill_pod_processes(rig, "w-0")
+            kill_pod_processes(rig, "w-0")
             self.sim.kubectl("delete", "pod", "w-0", "--wait=false")
 
             n = rig.wait_reason("w-0", "k8sbridge: pod", 30,
