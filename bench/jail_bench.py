@@ -19,7 +19,7 @@ free of scheduling noise.
 
     sudo /usr/bin/python3 bench/jail_bench.py [--steps 400] [--build-root BUILD]
 
-Needs root, the rig (tests/rig/), the cached jail (scripts/make-jail.sh) and a
+Needs root, the rig (tests/harness/), the cached jail (scripts/make-jail.sh) and a
 build of spank_jail.so, bench/spank_noop.so and k8sbridge-jail-prepare. Goal (issue 7): spank_jail adds
 under 5 ms at p50 over no plugin, and no more than job_container/tmpfs adds.
 """
@@ -37,8 +37,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "rig"))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests"))  # the harness package
 
 NOOP = "empty SPANK plugin"
 # The same rig and allocation as NOOP, but srun reads an empty plugstack.conf:
@@ -103,7 +102,7 @@ def lowest_mount_ns_cpu():
 def make_tmpfs_rig(**kw):
     """A Rig whose slurmd mount namespaces are made on lowest_mount_ns_cpu(); slurmd
     itself then runs on every CPU again."""
-    from k8sbridge_rig import Rig
+    from harness.rig import Rig
 
     class TmpfsRig(Rig):
         def slurmd_command(self, node):
@@ -119,8 +118,8 @@ def make_tmpfs_rig(**kw):
 
 
 def start_rig(stack, mode, fixture):
-    from jailtest import jail_rig
-    from k8sbridge_rig import NodeSpec, Rig
+    from harness.jail import jail_rig
+    from harness.rig import NodeSpec, Rig
     nodes = [NodeSpec("w-0", cpus=2)]
     if mode == "spank_jail":
         rig = jail_rig(fixture, nodes=nodes)
@@ -224,7 +223,7 @@ def main():
                     default=os.environ.get("K8SBRIDGE_BUILD_ROOT", str(ROOT / "build")))
     args = ap.parse_args()
     os.environ["K8SBRIDGE_BUILD_ROOT"] = args.build_root
-    from jailtest import JailFixture
+    from harness.jail import JailFixture
 
     times = {m: [] for m in MODES}
     with contextlib.ExitStack() as stack:

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests"))  # the harness package
 
 PYTHON_CLIENT = r'''
 import sys
@@ -60,7 +60,7 @@ def main():
     parser.add_argument("--build-root", default=os.environ.get("K8SBRIDGE_BUILD_ROOT", str(ROOT / "build")))
     args = parser.parse_args()
     os.environ.setdefault("K8SBRIDGE_BUILD_ROOT", args.build_root)
-    from kubesim_harness import KubeSim  # noqa: E402  (reads K8SBRIDGE_BUILD_ROOT)
+    from harness.kubesim import KubeSim  # noqa: E402  (reads K8SBRIDGE_BUILD_ROOT)
 
     bench = Path(args.build_root) / "bench" / "kube_pods_bench"
     if not bench.exists():

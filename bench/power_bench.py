@@ -41,7 +41,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests"))  # the harness package
 
 LEAF = "network.topology.nvidia.com/leaf"
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
@@ -199,7 +199,7 @@ def main():
                         default=os.environ.get("K8SBRIDGE_BUILD_ROOT", str(ROOT / "build")))
     args = parser.parse_args()
     os.environ["K8SBRIDGE_BUILD_ROOT"] = args.build_root
-    from kubesim_harness import KUBECTL, KubeSim  # noqa: E402  (reads K8SBRIDGE_BUILD_ROOT)
+    from harness.kubesim import KUBECTL, KubeSim  # noqa: E402  (reads K8SBRIDGE_BUILD_ROOT)
 
     power = Path(args.build_root) / "programs" / "power" / "k8sbridge-power"
     if not power.exists():

@@ -32,8 +32,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-sys.path.insert(0, str(ROOT / "tests" / "rig"))
+sys.path.insert(0, str(ROOT / "tests"))  # the harness package
 
 SLURM_NODES = 1000
 PER_KNODE = 10
@@ -65,8 +64,8 @@ def main():
                                                           str(ROOT / "build")))
     args = ap.parse_args()
     os.environ["K8SBRIDGE_BUILD_ROOT"] = args.build_root
-    from kubesim_harness import KubeSim
-    from k8sbridge_rig import Rig, _free_tcp_port, wait_for
+    from harness.kubesim import KubeSim
+    from harness.rig import Rig, free_tcp_port, wait_for
 
     sync_bin = Path(args.build_root) / "programs" / "sync" / "k8sbridge-sync"
     names = [f"b-{i:04d}" for i in range(SLURM_NODES)]
@@ -87,7 +86,7 @@ def main():
         print(f"set-up: {SLURM_NODES} Slurm nodes, {SLURM_NODES} pods on "
               f"{SLURM_NODES // PER_KNODE} Kubernetes nodes ({time.monotonic() - t:.1f} s)")
 
-        port = _free_tcp_port()
+        port = free_tcp_port()
         conf = rig.workdir / "k8sbridge.conf"
         conf.write_text(f"ClusterName=rig\nKubeconfig={sim.kubeconfig}\nNamespace=default\n"
                         f"SyncMetricsListen=127.0.0.1:{port}\n")

@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
-from podcluster import GPU_PRODUCT, LEAF_LABEL, PodCluster  # noqa: E402
-from rigtest import NodeSpec, leftovers  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the harness package
+from harness.cluster import GPU_PRODUCT, LEAF_LABEL, PodCluster  # noqa: E402
+from harness.rig import NodeSpec, leftovers  # noqa: E402
 
 SUSPEND_TIME = 20
 

@@ -20,10 +20,11 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from jailtest import JailFixture, jail_rig, slurmd_log
-from kubesim_harness import WORKER_TEMPLATE as TEMPLATE, KubeSim
-from podcluster import POWER
-from rigtest import Rig, RigTestCase, main, wait_for
+from harness.jail import JailFixture, jail_rig, slurmd_log
+from harness.kubesim import KubeSim, WORKER_TEMPLATE as TEMPLATE
+from harness.paths import POWER
+from harness.rig import Rig, wait_for
+from harness.testcase import RigTestCase, main
 
 
 class PowerKeepsAdminReasons(RigTestCase):

@@ -8,7 +8,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from rigtest import SOURCE_ROOT
+from harness.paths import SOURCE_ROOT
 
 SLURM_PREFIX = Path(os.environ.get("K8SBRIDGE_SLURM_PREFIX",
                                    "/var/cache/k8sbridge/slurm-24.11.5/install"))

@@ -12,13 +12,10 @@
 
 import re
 import subprocess
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from featurestest import (PLUGIN_DIR, SKEWED_PLUGIN_DIR, FeaturesRigCase,  # noqa: E402
-                          features_of)
-from rigtest import RigError, main  # noqa: E402
+from harness.features import FeaturesRigCase, PLUGIN_DIR, SKEWED_PLUGIN_DIR, features_of
+from harness.rig import RigError
+from harness.testcase import main
 
 
 ABI = {"plugin_name", "plugin_type", "plugin_version", "init", "fini"} | {

@@ -1,6 +1,6 @@
 """One pool of CLOUD nodes w-[0-7] (Features=h100,a100 in slurm.conf) becomes any GPU
 type on demand (node_features/k8s + power_k8s + kubesim with 2 H100 and 2 A100
-nodes, one GPU each; the test plays the kubelet, see featurestest.py):
+nodes, one GPU each; the test plays the kubelet, see harness/features.py):
 
 - `sbatch -N2 -C h100`: two pods on the H100 nodes, and scontrol lists h100 as an
   active feature of both Slurm nodes;
@@ -15,14 +15,11 @@ nodes, one GPU each; the test plays the kubelet, see featurestest.py):
   Slurm node changes that node's features within 5 s, without a reconfigure.
 """
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from featurestest import (A100, H100, KUBE_NODES, FeaturesRigCase,  # noqa: E402
-                          features_of)
-from rigtest import main, wait_for  # noqa: E402
-from sync_rig import SYNC, Daemon  # noqa: E402
+from harness.features import A100, FeaturesRigCase, H100, KUBE_NODES, features_of
+from harness.paths import SYNC
+from harness.rig import wait_for
+from harness.sync import Daemon
+from harness.testcase import main
 
 
 
@@ -138,10 +135,8 @@ class FeaturePool(FeaturesRigCase):
                      lambda: f"the -C h100 job to run; power.log:\n{self.power_log()}")
             [node] = self.job_nodes(rig, job)
             host = self.pod(node)["spec"]["nodeName"]
-            # What a kubelet reports: the pod runs, the nodes are Ready.
-            self.sim.request("PATCH", f"/api/v1/namespaces/default/pods/{node}/status",
-                             {"status": {"phase": "Running"}},
-                             content_type="application/merge-patch+json")
+            # What a kubelet reports: the nodes are Ready (the test's kubelet reported
+            # the pod Running when it started the pod's slurmd).
             for name in KUBE_NODES:
                 self.sim.request("PATCH", f"/api/v1/nodes/{name}/status",
                                  {"status": {"conditions": [{"type": "Ready", "status": "True",

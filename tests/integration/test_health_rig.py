@@ -4,9 +4,12 @@ scripted NVML library and a fake InfiniBand sysfs per node."""
 import json
 import os
 
-from kubesim_harness import KubeSim
-from rigtest import BUILD_ROOT, Rig, RigConfig, RigTestCase, main, wait_for
-from sync_rig import SYNC, Daemon
+from harness.cluster import report_running
+from harness.kubesim import KubeSim
+from harness.paths import BUILD_ROOT, SYNC
+from harness.rig import Rig, RigConfig, wait_for
+from harness.sync import Daemon
+from harness.testcase import RigTestCase, main
 
 HEALTH = BUILD_ROOT / "programs" / "health" / "k8sbridge-health"
 FAKE_NVML = BUILD_ROOT / "tests" / "fakes" / "libnvidia-ml.so.1"
@@ -224,9 +227,7 @@ class HealthRigTest(RigTestCase):
                         "containers": [{"name": "slurmd", "image": "x"}]}}
         status, _, body = sim.request("POST", "/api/v1/namespaces/default/pods", pod)
         self.assertEqual(status, 201, body)
-        sim.request("PATCH", "/api/v1/namespaces/default/pods/w-0/status",
-                    {"status": {"phase": "Running"}},
-                    content_type="application/merge-patch+json")
+        report_running(sim, "w-0")  # what its kubelet would report
         (self.health_dir / "worker.yaml").write_text(
             "spec:\n  containers:\n  - {name: slurmd, image: x}\n")
         conf = self.health_dir / "k8sbridge.conf"

@@ -4,8 +4,9 @@ every step launch, so one rig serves every case; the node is resumed between."""
 
 import os
 
-from jailtest import JailRigTestCase, slurmd_log, wait_for
-from rigtest import main
+from harness.jail import JailRigTestCase, slurmd_log
+from harness.rig import wait_for
+from harness.testcase import main
 
 DRAIN_DEADLINE = 60  # seconds: the probe deadline below plus slurmctld's round trip
 

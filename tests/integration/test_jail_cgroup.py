@@ -8,8 +8,9 @@ import os
 import textwrap
 import unittest
 
-from jailtest import JailFixture, jail_rig, os_release_id
-from rigtest import NodeSpec, RigTestCase, main
+from harness.jail import JailFixture, jail_rig, os_release_id
+from harness.rig import NodeSpec
+from harness.testcase import RigTestCase, main
 
 CGROUP_PLUGINS = "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup\n"
 

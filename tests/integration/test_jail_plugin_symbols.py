@@ -8,7 +8,7 @@ import re
 import subprocess
 import unittest
 
-from jailtest import plugin_path
+from harness.jail import plugin_path
 
 EXPORTED = {"plugin_name", "plugin_type", "plugin_version", "spank_plugin_version",
             "slurm_spank_init", "slurm_spank_init_post_opt", "slurm_spank_task_init_privileged",

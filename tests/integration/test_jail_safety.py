@@ -7,9 +7,10 @@ whose jail set-up failed still never runs on the pod's root."""
 import os
 import textwrap
 
-from jailtest import (HOST_OS_RELEASE, JailRigTestCase, node_pid, os_release_id,
-                      own_mountinfo_lines, slurmd_log, wait_for)
-from rigtest import NodeSpec, main
+from harness.jail import (HOST_OS_RELEASE, JailRigTestCase, node_pid, os_release_id,
+                          own_mountinfo_lines, slurmd_log)
+from harness.rig import NodeSpec, wait_for
+from harness.testcase import main
 
 DEPTH = 20000
 REFUSED_EXIT = 213  # jail::kTaskRefusedExitCode

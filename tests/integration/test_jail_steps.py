@@ -6,9 +6,10 @@ import os
 import pwd
 import textwrap
 
-from jailtest import (HOST_OS_RELEASE, JailRigTestCase, RigError, holders, node_pid,
-                      os_release_id, own_mountinfo_lines, wait_for)
-from rigtest import NodeSpec, main
+from harness.jail import (HOST_OS_RELEASE, JailRigTestCase, holders, node_pid, os_release_id,
+                          own_mountinfo_lines)
+from harness.rig import NodeSpec, RigError, wait_for
+from harness.testcase import main
 
 
 class JailStepsTest(JailRigTestCase):

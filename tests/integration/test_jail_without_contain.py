@@ -6,9 +6,10 @@ import os
 import textwrap
 import unittest
 
-from jailtest import (JailFixture, holders, jail_rig, node_pid, os_release_id,
-                      own_mountinfo_lines, wait_for)
-from rigtest import NodeSpec, RigTestCase, main
+from harness.jail import (JailFixture, holders, jail_rig, node_pid, os_release_id,
+                          own_mountinfo_lines)
+from harness.rig import NodeSpec, wait_for
+from harness.testcase import RigTestCase, main
 
 
 class JailWithoutContainTest(RigTestCase):

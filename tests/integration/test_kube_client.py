@@ -9,12 +9,11 @@ this file starts kubesim, runs each scenario against it and checks what it repor
 
 import os
 import subprocess
-import sys
 import unittest
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import BUILD_ROOT, KubeSim  # noqa: E402
+from harness.kubesim import KubeSim
+from harness.paths import BUILD_ROOT
 
 SCENARIOS = Path(os.environ.get("KUBE_SCENARIOS",
                                 BUILD_ROOT / "tests" / "unit" / "kube" / "kube_scenarios"))

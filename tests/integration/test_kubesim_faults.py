@@ -4,16 +4,13 @@ client, or a plain HTTP connection where the fault is at the connection level.""
 import http.client
 import json
 import socket
-import sys
 import unittest
 import urllib.parse
-from pathlib import Path
 
 import urllib3
 from kubernetes import client, watch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import PythonClientTestCase  # noqa: E402
+from harness.kubesim import PythonClientTestCase
 
 CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}}
 

@@ -8,13 +8,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import unittest
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import KUBECTL, KubeSim, wait_for  # noqa: E402
+from harness.kubesim import KUBECTL, KubeSim, wait_for
 
 POD_YAML = """\
 apiVersion: v1

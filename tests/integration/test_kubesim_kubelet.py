@@ -14,17 +14,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import unittest
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "rig"))
-
-from kubesim_harness import KUBESIM, KubeSim, wait_for  # noqa: E402
-from k8sbridge_rig import claim_slot  # noqa: E402
+from harness.kubesim import KUBESIM, KubeSim, wait_for
+from harness.rig import claim_slot
 
 # Held until the process ends. Claiming needs root, as the test does (it skips without).
 SLOT = claim_slot() if os.geteuid() == 0 else None
@@ -80,20 +76,9 @@ class KubeletKubeSim(KubeSim):
     """KubeSim with the scheduler and the kubelet on this test's own bridge."""
 
     def __init__(self):
-        import kubesim_harness
-        original = kubesim_harness.subprocess.Popen
-
-        def popen(argv, *a, **kw):
-            argv = [x for x in argv if x != "--no-scheduler"]
-            argv += ["--kubelet", "--bridge", BRIDGE, "--pod-network", NETWORK,
-                     "--kubelet-state-dir", str(Path(tempfile.gettempdir()) / f"{BRIDGE}-state"),
-                     "--fake-nodes", "2"]
-            return original(argv, *a, **kw)
-        kubesim_harness.subprocess.Popen = popen
-        try:
-            super().__init__()
-        finally:
-            kubesim_harness.subprocess.Popen = original
+        state = Path(tempfile.gettempdir()) / f"{BRIDGE}-state"
+        super().__init__("--kubelet", "--bridge", BRIDGE, "--pod-network", NETWORK,
+                         "--kubelet-state-dir", str(state), "--fake-nodes", "2", scheduler=True)
 
 
 class KubeletTest(unittest.TestCase):

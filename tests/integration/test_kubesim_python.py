@@ -2,14 +2,11 @@
 watch from the list's resourceVersion, a 410 in the middle of a stream with the
 client's relist, an HTTP 410 for an expired RV, patches, conflicts and leases."""
 
-import sys
 import unittest
-from pathlib import Path
 
 from kubernetes import client, watch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import PythonClientTestCase  # noqa: E402
+from harness.kubesim import PythonClientTestCase
 
 
 def pod(name, labels=None, node=None):

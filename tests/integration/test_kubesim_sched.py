@@ -8,13 +8,9 @@ Pending, which is all the scheduler needs.
 
 import json
 import subprocess
-import sys
 import unittest
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from kubesim_harness import KUBESIM, KubeSim, wait_for  # noqa: E402
+from harness.kubesim import KUBESIM, KubeSim, wait_for
 
 LEAF = "network.topology.nvidia.com/leaf"
 
@@ -23,16 +19,7 @@ class SchedulingKubeSim(KubeSim):
     """KubeSim with its scheduler running (the shared harness turns it off)."""
 
     def __init__(self, *args):
-        import kubesim_harness
-        original = kubesim_harness.subprocess.Popen
-
-        def popen(argv, *a, **kw):
-            return original([x for x in argv if x != "--no-scheduler"], *a, **kw)
-        kubesim_harness.subprocess.Popen = popen
-        try:
-            super().__init__(*args)
-        finally:
-            kubesim_harness.subprocess.Popen = original
+        super().__init__(*args, scheduler=True)
 
 
 def pod(name, gpus=0, node_selector=None, affinity=None, labels=None, tolerations=None):

@@ -1,5 +1,5 @@
 """power_k8s end to end: Slurm's power saving makes worker pods in kubesim, whose
-kubelet runs k8sbridge-worker and real slurmd in them (tests/integration/podcluster.py).
+kubelet runs k8sbridge-worker and real slurmd in them (harness.cluster.PodCluster).
 
 One cluster for the class; the tests run in order and use their own Slurm nodes:
 - w-[0-3]: `sbatch -N4 -C h100` resumes four pods (selectors, GPUs, ownership labels), the
@@ -15,13 +15,12 @@ One cluster for the class; the tests run in order and use their own Slurm nodes:
 """
 
 import os
-import sys
 import unittest
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from podcluster import GPU_PRODUCT, LEAF_LABEL, WORKER, PodCluster  # noqa: E402
-from rigtest import NodeSpec, RigTestCase  # noqa: E402
+from harness.cluster import GPU_PRODUCT, LEAF_LABEL, PodCluster
+from harness.paths import WORKER
+from harness.rig import NodeSpec
+from harness.testcase import RigTestCase
 
 FAST_LABEL = "k8sbridge.test/fast"
 

@@ -12,14 +12,13 @@ program logs the DOWN/POWER_DOWN it tried (the rig tests do it against a real on
 import json
 import os
 import subprocess
-import sys
 import shutil
 import tempfile
 import unittest
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import BUILD_ROOT, KubeSim  # noqa: E402
+from harness.kubesim import KubeSim
+from harness.paths import BUILD_ROOT
 
 POWER = Path(os.environ.get("K8SBRIDGE_POWER",
                             BUILD_ROOT / "programs" / "power" / "k8sbridge-power"))

@@ -1,6 +1,7 @@
 """k8sbridge-power as a real slurmctld's ResumeProgram/SuspendProgram/ResumeFailProgram,
-against kubesim (no kubelet: the test starts a node's slurmd in the rig when its
-pod appears and stops it when the pod is deleted, as a kubelet would).
+against kubesim with its scheduler (no kubelet: the test plays it, TestKubelet, and
+starts a node's slurmd in the rig when its pod is bound and stops it when the pod
+is deleted).
 
 - A job on powered-down CLOUD nodes: the pods appear with ownership labels, the
   slurmd register, the job completes, and after SuspendTime the pods are deleted
@@ -11,14 +12,14 @@ pod appears and stops it when the pod is deleted, as a kubelet would).
 """
 
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import WORKER_TEMPLATE as TEMPLATE, KubeSim  # noqa: E402
-from podcluster import POWER, power_program_lines  # noqa: E402
-from rigtest import Rig, RigTestCase, main, wait_for  # noqa: E402
+from harness.cluster import TestKubelet, power_program_lines
+from harness.kubesim import KubeSim, WORKER_TEMPLATE as TEMPLATE
+from harness.paths import POWER
+from harness.rig import Rig, wait_for
+from harness.testcase import RigTestCase, main
 
 
 class PowerRig(RigTestCase):
@@ -29,7 +30,7 @@ class PowerRig(RigTestCase):
         self.dir = Path(tempfile.mkdtemp(prefix="power-rig-"))
         self.dir.chmod(0o755)
         self.addCleanup(shutil.rmtree, self.dir, True)
-        self.sim = KubeSim("--fake-nodes", "2")
+        self.sim = KubeSim("--fake-nodes", "2", scheduler=True)
         self.addCleanup(self.sim.close)
 
     def programs(self, slurm_conf_path):
@@ -62,16 +63,11 @@ class PowerRig(RigTestCase):
         with self.make_rig(suspend_time=8) as rig:
             out = rig.workdir / "job.out"
             job = rig.sbatch("#!/bin/sh\nsrun hostname\n", ["-N2", "-o", str(out)])
-            # Our "kubelet": a node's slurmd starts when its pod exists.
-            started = set()
-
-            def pods_then_slurmd():
-                for name in ("w-0", "w-1"):
-                    if name not in started and self.pod(name):
-                        rig.start_slurmd(name)
-                        started.add(name)
-                return len(started) == 2
-            wait_for(pods_then_slurmd, 60, lambda: f"both pods; power.log:\n{self.log()}")
+            # Our kubelet: a node's slurmd starts when its pod is bound.
+            kubelet = TestKubelet(self.sim, rig).start()
+            self.addCleanup(kubelet.stop)
+            wait_for(lambda: len(kubelet.started) == 2, 60,
+                     lambda: f"both pods; power.log:\n{self.log()}")
             for name in ("w-0", "w-1"):
                 labels = self.pod(name)["metadata"]["labels"]
                 self.assertEqual(labels["app.kubernetes.io/managed-by"], "k8sbridge")
@@ -84,8 +80,7 @@ class PowerRig(RigTestCase):
             # Idle for SuspendTime: SuspendProgram deletes the pods.
             wait_for(lambda: not self.pod("w-0") and not self.pod("w-1"), 90,
                      lambda: f"the pods to be deleted; power.log:\n{self.log()}")
-            for name in ("w-0", "w-1"):
-                rig.stop_slurmd(name)
+            # The kubelet stops their slurmd.
             wait_for(lambda: all("POWERED_DOWN" in rig.node(n)["State"] for n in ("w-0", "w-1")),
                      60, "the nodes to be POWERED_DOWN")
         self.assertNoLeftovers()

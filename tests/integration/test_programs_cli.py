@@ -6,7 +6,8 @@ import re
 import subprocess
 import unittest
 
-from rigtest import BUILD_ROOT, SOURCE_ROOT, main
+from harness.paths import BUILD_ROOT, SOURCE_ROOT
+from harness.testcase import main
 
 PROGRAMS = {
     "k8sbridge-power": "programs/power/k8sbridge-power",

@@ -1,8 +1,8 @@
 """The rig runs real slurmctld and two slurmd in their own namespaces, and real
 srun and sbatch jobs reach both nodes at their own addresses."""
 
-
-from rigtest import Rig, RigTestCase, main
+from harness.rig import Rig
+from harness.testcase import RigTestCase, main
 
 
 class RigSmokeTest(RigTestCase):

@@ -9,17 +9,15 @@ import sys
 import textwrap
 from pathlib import Path
 
-from rigtest import Rig, RigTestCase, leftovers, main, wait_for
-from k8sbridge_rig import live_processes
-
-HERE = Path(__file__).resolve().parent
+from harness.rig import Rig, leftovers, live_processes, wait_for
+from harness.testcase import RigTestCase, main
 
 # A child test process that starts a rig, starts long jobs on both nodes (so
 # slurmstepd and user tasks exist), then fails or waits to be killed.
+# It finds the harness package on the PYTHONPATH it inherits (meson sets it).
 CHILD = textwrap.dedent("""
-    import sys, time
-    sys.path.insert(0, {rig_dir!r})
-    from k8sbridge_rig import Rig
+    import time
+    from harness.rig import Rig
     with Rig(nodes=2) as rig:
         rig.wait_nodes_idle()
         job = rig.sbatch("#!/bin/sh\\nsrun sleep 300\\n", ["-N2"])
@@ -33,7 +31,7 @@ CHILD = textwrap.dedent("""
 
 class TeardownTest(RigTestCase):
     def run_child(self, mode: str) -> subprocess.Popen:
-        code = CHILD.format(rig_dir=str(HERE.parent / "rig"), mode=mode)
+        code = CHILD.format(mode=mode)
         child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
         self.addCleanup(self.stop_child, child)

@@ -11,12 +11,11 @@ directions.
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rigtest import main  # noqa: E402
-from sync_rig import SYNC, SyncRigTestCase, wait_for  # noqa: E402
+from harness.paths import SYNC
+from harness.rig import wait_for
+from harness.sync import SyncRigTestCase
+from harness.testcase import main
 
 TAINT = "k8sbridge.io/hardware"
 

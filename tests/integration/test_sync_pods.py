@@ -12,11 +12,11 @@
 
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rigtest import main  # noqa: E402
-from sync_rig import SyncRigTestCase, template, wait_for  # noqa: E402
+from harness.cluster import kill_pod_processes
+from harness.rig import wait_for
+from harness.sync import SyncRigTestCase, template
+from harness.testcase import main
 
 GRACE = 10  # SyncUnschedulableGrace and SyncOrphanGrace in SyncRigTestCase.sync_keys
 
@@ -77,7 +77,7 @@ class SyncFailedNodeReturns(SyncRigTestCase):
             old_uid = self.pod("w-0")["metadata"]["uid"]
 
             # The pod's processes die with it (as under an eviction's SIGKILL).
-            self.kill_pod_processes(rig, "w-0")
+            kill_pod_processes(rig, "w-0")
             self.sim.kubectl("delete", "pod", "w-0", "--wait=false")
 
             n = rig.wait_reason("w-0", "k8sbridge: pod", 30,

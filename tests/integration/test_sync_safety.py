@@ -10,11 +10,10 @@
 import signal
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rigtest import main  # noqa: E402
-from sync_rig import SyncRigTestCase, wait_for  # noqa: E402
+from harness.rig import wait_for
+from harness.sync import SyncRigTestCase
+from harness.testcase import main
 
 LEASE = 6  # SyncLeaseDuration in SyncRigTestCase.sync_keys
 RETRY = 1  # the daemons retry the lease every lease/7 s, at least 1 s

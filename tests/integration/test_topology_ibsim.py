@@ -6,14 +6,10 @@ refresh logic (atomic write, reconfigure only on structural change)."""
 
 import json
 import shutil
-import sys
 import unittest
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from topology_fabrics import (PROGRAM, IbSim, add_cpu_hosts, fat_tree,  # noqa: E402
-                              parse_tree_conf, run_program, tempdir)
+from harness.fabrics import (IbSim, PROGRAM, add_cpu_hosts, fat_tree, parse_tree_conf,
+                             run_program, tempdir)
 
 
 def leaves_of(conf: dict) -> dict:

@@ -4,14 +4,10 @@ slurmctld with topology/tree places jobs by it. The same jobs with a hand-writte
 topology.conf land on the same leaves. A changed fabric reaches slurmctld through
 the program's refresh (atomic write + `scontrol reconfigure`)."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from rigtest import Rig, RigError, RigTestCase, main, wait_for  # noqa: E402
-from topology_fabrics import (PROGRAM, IbSim, expand_hostlist, fat_tree,  # noqa: E402
-                              parse_tree_conf, run_program, tempdir)
+from harness.fabrics import (IbSim, PROGRAM, expand_hostlist, fat_tree, parse_tree_conf,
+                             run_program, tempdir)
+from harness.rig import Rig, RigError, wait_for
+from harness.testcase import RigTestCase, main
 
 HAND_WRITTEN = """\
 SwitchName=leaf0 Nodes=w-[0-3]

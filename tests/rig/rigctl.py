@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from k8sbridge_rig import Rig, RigError, cleanup_all, leftovers  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the harness package
+from harness.rig import Rig, RigError, cleanup_all, leftovers  # noqa: E402
 
 
 def smoke(rig: Rig) -> int:

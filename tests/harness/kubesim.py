@@ -15,8 +15,8 @@ import unittest
 import urllib.request
 from pathlib import Path
 
-SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent
-BUILD_ROOT = Path(os.environ.get("K8SBRIDGE_BUILD_ROOT", SOURCE_ROOT / "build"))
+from harness.paths import BUILD_ROOT
+
 KUBESIM = Path(os.environ.get("KUBESIM", BUILD_ROOT / "tests" / "kubesim" / "kubesim"))
 KUBECTL = "/usr/bin/kubectl"
 # The smallest worker pod template k8sbridge-power accepts, for tests whose pods

@@ -1,29 +1,24 @@
 """Shared set-up for the k8sbridge-sync end-to-end tests: a rig (real slurmctld and
 slurmd), kubesim with its scheduler (no kubelet), k8sbridge-power as the power
-programs, and k8sbridge-sync daemons. The test plays the kubelet: a node's slurmd
-starts when its pod is bound and stops when the pod goes (as in test_power_rig).
+programs, and k8sbridge-sync daemons. The test plays the kubelet
+(harness.cluster.TestKubelet): a node's slurmd starts when its pod is bound and
+stops when the pod goes.
 """
 
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
-import threading
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import KubeSim  # noqa: E402
-from rigtest import (BUILD_ROOT, Rig, RigTestCase, wait_for,  # noqa: E402,F401
-                     wait_for_no_leftovers)
-from k8sbridge_rig import _kill_and_wait, free_tcp_port  # noqa: E402
-
-POWER = BUILD_ROOT / "programs" / "power" / "k8sbridge-power"
-SYNC = BUILD_ROOT / "programs" / "sync" / "k8sbridge-sync"
-NO_KUBELET = "test.k8sbridge.io/no-kubelet"  # pods our "kubelet" leaves alone
+from harness.cluster import NO_KUBELET, TestKubelet, power_program_lines
+from harness.kubesim import KubeSim
+from harness.paths import POWER, SYNC
+from harness.rig import Rig, free_tcp_port, wait_for
+from harness.testcase import RigTestCase, wait_for_no_leftovers
 
 
 def template(host=None, gpus=0):
@@ -113,9 +108,6 @@ class SyncRigTestCase(RigTestCase):
         self.addCleanup(self.sim.close)
         self.daemons = []
         self.addCleanup(self._stop_daemons)
-        self._kubelet_stop = threading.Event()
-        self._kubelet_thread = None
-        self.addCleanup(self._stop_kubelet)
 
     def assertNoLeftovers(self):
         """What this test's rigs and daemons left behind."""
@@ -134,11 +126,6 @@ class SyncRigTestCase(RigTestCase):
                 print(f"--- k8sbridge-sync {d.identity} (exit {d.proc.returncode}):\n"
                       f"{d.log()[-6000:]}", file=sys.stderr)
 
-    def _stop_kubelet(self):
-        self._kubelet_stop.set()
-        if self._kubelet_thread:
-            self._kubelet_thread.join(timeout=10)
-
     # ---- configuration --------------------------------------------------------
 
     def write_conf(self, name="k8sbridge.conf", extra=""):
@@ -156,17 +143,8 @@ class SyncRigTestCase(RigTestCase):
         return {"path": str(path), "port": port}
 
     def power_lines(self, slurm_conf_path, conf_path):
-        lines = []
-        for key, sub in (("ResumeProgram", "resume"), ("SuspendProgram", "suspend"),
-                         ("ResumeFailProgram", "resume-fail")):
-            script = self.dir / f"{sub}.sh"
-            script.write_text("#!/bin/sh\n"
-                              f"export SLURM_CONF={slurm_conf_path}\n"
-                              f"exec {POWER} --config {conf_path} {sub} \"$1\"\n")
-            script.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH |
-                         stat.S_IXOTH)
-            lines.append(f"{key}={script}")
-        return "\n".join(lines + ["SuspendTimeout=5", "ResumeTimeout=300"])
+        return "\n".join([power_program_lines(self.dir, conf_path, slurm_conf_path),
+                          "SuspendTimeout=5", "ResumeTimeout=300"])
 
     def make_rig(self, suspend_time=600, nodes=2, short_requeue=False):
         """short_requeue: a requeued job may start again after about 11 s instead of
@@ -238,55 +216,10 @@ class SyncRigTestCase(RigTestCase):
     # ---- the test's kubelet --------------------------------------------------------
 
     def kubelet(self, rig, names=("w-0", "w-1")):
-        """Starts a node's slurmd when its pod is bound, stops it when the pod is gone,
-        terminating or replaced. API errors change nothing (a kubelet keeps running
-        its pods when the API server is away)."""
-        self.started = {}  # node -> pod uid
-
-        def loop():
-            while not self._kubelet_stop.is_set() and not rig._stopped:
-                for name in names:
-                    try:
-                        status, body = self.get(f"/api/v1/namespaces/default/pods/{name}")
-                    except OSError:
-                        continue
-                    if status not in (200, 404):
-                        continue
-                    pod = body if status == 200 else None
-                    alive = (pod and pod["spec"].get("nodeName") and
-                             not pod["metadata"].get("deletionTimestamp") and
-                             NO_KUBELET not in pod["metadata"].get("annotations", {}))
-                    uid = pod["metadata"]["uid"] if pod else None
-                    if name in self.started and (not alive or self.started[name] != uid):
-                        rig.stop_slurmd(name)
-                        self.kill_pod_processes(rig, name)
-                        del self.started[name]
-                    if alive and name not in self.started:
-                        rig.start_slurmd(name)
-                        self.started[name] = uid
-                self._kubelet_stop.wait(0.2)
-        self._kubelet_thread = threading.Thread(target=loop, daemon=True)
-        self._kubelet_thread.start()
-
-    @staticmethod
-    def kill_pod_processes(rig, name):
-        """What the end of a pod does to its processes: every one in the node's
-        network namespace is killed, slurmd and also the slurmstepds and job processes
-        that outlive a stopped slurmd (else a fresh pod's slurmd would find the old
-        job "already running")."""
-        try:
-            netns = os.stat(rig.netns_path(name))
-        except OSError:
-            return
-        pids = []
-        for entry in os.listdir("/proc"):
-            try:
-                ns = os.stat(f"/proc/{entry}/ns/net") if entry.isdigit() else None
-            except OSError:
-                continue
-            if ns and (ns.st_dev, ns.st_ino) == (netns.st_dev, netns.st_ino):
-                pids.append(int(entry))
-        _kill_and_wait(pids)
+        """The test's kubelet (TestKubelet) for the pods of `names`, until the test ends."""
+        kubelet = TestKubelet(self.sim, rig, names).start()
+        self.addCleanup(kubelet.stop)
+        return kubelet
 
     def power_up(self, rig, names):
         rig.check_output(["scontrol", "update", f"nodename={','.join(names)}",

@@ -24,8 +24,9 @@ from typing import Optional
 import os
 import unittest
 
-from rigtest import BUILD_ROOT, SOURCE_ROOT, Rig, RigError, RigTestCase, wait_for  # noqa: F401
-from k8sbridge_rig import live_processes, made_rig_ids, slurm_prefix  # noqa: E402  (rigtest puts tests/rig on sys.path)
+from harness.paths import BUILD_ROOT, SOURCE_ROOT
+from harness.rig import Rig, RigError, live_processes, made_rig_ids, slurm_prefix
+from harness.testcase import RigTestCase
 
 FIXTURE_PREFIX = "/run/k8sbridge-jailtest-"
 HOST_OS_RELEASE = Path("/etc/os-release")

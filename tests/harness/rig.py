@@ -234,7 +234,7 @@ class RigConfig:
     extra_files: dict = field(default_factory=dict)  # name -> text, written to etc/
     start_slurmd: bool = True          # False: the test (or a ResumeProgram) starts them
     # False: the nodes get no namespaces, addresses or munged from the rig; they
-    # run as pods of a kubesim kubelet (tests/integration/podcluster.py).
+    # run as pods of a kubesim kubelet (tests/harness/cluster.py).
     node_namespaces: bool = True
     debug: str = "debug"
 
@@ -344,6 +344,11 @@ class Rig:
                 signal.signal(signal.SIGTERM, self._old_sigterm)
             except ValueError:
                 pass
+
+    @property
+    def stopped(self) -> bool:
+        """True once stop() ran: what runs beside the rig (a test's kubelet) ends."""
+        return self._stopped
 
     # ---- environment for Slurm clients -----------------------------------------
 
@@ -619,11 +624,11 @@ PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partit
         """Kills what the daemons left: slurmstepd and job tasks reparent to init
         and leave the daemons' process groups, but keep the rig's id in their
         environment, or live in the rig's network namespaces."""
-        pids = _pids_with_env(RIG_ENV, self.id)
+        pids = pids_with_env(RIG_ENV, self.id)
         for w in (w for w in self.workers.values() if w.netns):
             r = _run(["ip", "netns", "pids", w.netns], check=False)
             pids += [int(p) for p in r.stdout.split()]
-        _kill_and_wait(pids)
+        kill_and_wait(pids)
 
     def _unmount_all(self) -> None:
         _unmount_under(str(self.workdir))
@@ -733,7 +738,7 @@ class _JobEnded(Exception):
 
 # ---- process and mount helpers shared with cleanup_all() ---------------------------
 
-def _pids_with_env(key: str, value: Optional[str] = None) -> list[int]:
+def pids_with_env(key: str, value: Optional[str] = None) -> list[int]:
     needle = f"{key}={value}".encode() if value else f"{key}=".encode()
     pids = []
     for entry in os.listdir("/proc"):
@@ -760,7 +765,7 @@ def live_processes(*comms: str, rig_ids: Optional[Iterable[str]] = None) -> list
     """Pids of the live (not zombie) processes whose command name is one of `comms`;
     with `rig_ids`, only those of these rigs (see _RigMarks)."""
     pids = [int(e) for e in os.listdir("/proc")
-            if e.isdigit() and _comm(int(e)) in comms and _alive(int(e))]
+            if e.isdigit() and _comm(int(e)) in comms and alive(int(e))]
     if rig_ids is None:
         return pids
     marks = _RigMarks(rig_ids)
@@ -835,7 +840,7 @@ def made_rig_ids() -> list[str]:
 _made_rig_ids: list[str] = []
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """True while pid exists and is not a zombie (a zombie holds nothing)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -844,14 +849,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _kill_and_wait(pids: Iterable[int], timeout: float = 20) -> None:
+def kill_and_wait(pids: Iterable[int], timeout: float = 20) -> None:
     pids = [p for p in set(pids) if p != os.getpid()]
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    wait_for(lambda: not any(_alive(p) for p in pids), timeout,
+    wait_for(lambda: not any(alive(p) for p in pids), timeout,
              f"killed processes {sorted(pids)} to exit")
 
 
@@ -875,7 +880,7 @@ def leftovers(rig_ids: Optional[Iterable[str]] = None) -> dict:
              if n.startswith(ns_prefixes)]
     links = _run(["ip", "-o", "link", "show"], check=False).stdout
     # Rig bridges, and kubesim kubelets' (ksim0 by default, ksimt<slot> in its own
-    # tests, kspc<rig id> for tests/integration/podcluster.py).
+    # tests, kspc<rig id> for tests/harness/cluster.py).
     bridges = sorted(set(re.findall(
         rf"^\d+: ({RESOURCE_PREFIX}[0-9a-f]+|ksim\w+|kspc[0-9a-f]+)[:@]", links, re.M)))
     if ids is not None:
@@ -896,9 +901,9 @@ def leftovers(rig_ids: Optional[Iterable[str]] = None) -> dict:
     mounts = [m for m in points if WORKDIR_PREFIX in m and
               (ids is None or any(f"{WORKDIR_PREFIX}{rid}-" in m for rid in ids))]
     if ids is None:
-        rig_processes = [p for p in _pids_with_env(RIG_ENV) if _alive(p)]
+        rig_processes = [p for p in pids_with_env(RIG_ENV) if alive(p)]
     else:
-        rig_processes = [p for rid in ids for p in _pids_with_env(RIG_ENV, rid) if _alive(p)]
+        rig_processes = [p for rid in ids for p in pids_with_env(RIG_ENV, rid) if alive(p)]
     return {"netns": netns, "bridges": bridges, "daemons": daemons,
             "rig_processes": rig_processes, "mounts": mounts}
 
@@ -913,7 +918,7 @@ def cleanup_all() -> dict:
     pids += [p for p in before["daemons"] if _comm(p) in ("munged", "spank_jail_ns")]
     for ns in before["netns"]:
         pids += [int(p) for p in _run(["ip", "netns", "pids", ns], check=False).stdout.split()]
-    _kill_and_wait(pids)
+    kill_and_wait(pids)
     for root in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
         _unmount_under(str(root))
         shutil.rmtree(root, ignore_errors=True)

@@ -2,23 +2,22 @@
 and slurmd load node_features_k8s.so (NodeFeaturesPlugins=k8s), kubesim with two
 H100 and two A100 nodes served on the rig's bridge address (so slurmd, inside its
 node's network namespace, reaches the API), k8sbridge-power as the power programs,
-and the test as the kubelet: when a worker pod is bound, the node's slurmd starts
-with K8SBRIDGE_HOST_NODE=<spec.nodeName>, as the downward API would set it; when
-the pod is gone, it stops.
+and the test as the kubelet (harness.cluster.TestKubelet): when a worker pod is
+bound, the node's slurmd starts with K8SBRIDGE_HOST_NODE=<spec.nodeName>, as the
+downward API would set it; when the pod is gone, it stops.
 """
 
 import shutil
-import stat
-import sys
+import subprocess
 import tempfile
-import threading
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import WORKER_TEMPLATE as TEMPLATE, KubeSim  # noqa: E402
-from rigtest import BUILD_ROOT, NodeSpec, Rig, RigTestCase, wait_for  # noqa: E402
+from harness.cluster import TestKubelet, power_program_lines
+from harness.kubesim import WORKER_TEMPLATE as TEMPLATE, KubeSim
+from harness.paths import BUILD_ROOT, POWER
+from harness.rig import RIG_ENV, NodeSpec, Rig, alive, pids_with_env, wait_for
+from harness.testcase import RigTestCase
 
-POWER = BUILD_ROOT / "programs" / "power" / "k8sbridge-power"
 PLUGIN_DIR = BUILD_ROOT / "plugins" / "node_features_k8s"
 SKEWED_PLUGIN_DIR = PLUGIN_DIR / "skewed"
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -72,23 +71,10 @@ class FeaturesRigCase(RigTestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.kubeconfig = self.dir / "kubeconfig"
         self.sim = None
-        self.started = {}  # Slurm node -> Kubernetes node its slurmd was started for
-        self.slurmd_env = {}  # Slurm node -> more environment for its next start
-        self._stop = threading.Event()
-        self._kubelet = None
+        self.kubelet = None  # the test's TestKubelet, from start_kubelet()
 
     def power_lines(self, rig: Rig) -> str:
-        lines = []
-        for key, sub in (("ResumeProgram", "resume"), ("SuspendProgram", "suspend"),
-                         ("ResumeFailProgram", "resume-fail")):
-            script = self.dir / f"{sub}.sh"
-            script.write_text(
-                "#!/bin/sh\n"
-                f"export SLURM_CONF={rig.slurm_conf}\n"
-                f"exec {POWER} --config {rig.etc / 'k8sbridge.conf'} {sub} \"$1\"\n")
-            script.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-            lines.append(f"{key}={script}")
-        return "\n".join(lines)
+        return power_program_lines(self.dir, rig.etc / "k8sbridge.conf", rig.slurm_conf)
 
     def make_rig(self, nodes=POOL, power=True, suspend_time=600, plugin_dir=PLUGIN_DIR) -> Rig:
         specs = [NodeSpec(n, features=("h100", "a100")) for n in nodes]
@@ -121,33 +107,12 @@ class FeaturesRigCase(RigTestCase):
         status, _, body = self.sim.request("GET", f"/api/v1/namespaces/default/pods/{name}")
         return body if status == 200 else None
 
-    def kubelet_pass(self, rig: Rig) -> None:
-        for name in rig.workers:
-            pod = self.pod(name)
-            host = (pod or {}).get("spec", {}).get("nodeName")
-            if host and name not in self.started:
-                env = {"K8SBRIDGE_HOST_NODE": host, "K8SBRIDGE_NODE_NAME": name}
-                env.update(self.slurmd_env.get(name, {}))
-                rig.start_slurmd(name, env=env)
-                self.started[name] = host
-            elif not pod and name in self.started:
-                rig.stop_slurmd(name)
-                del self.started[name]
-
     def start_kubelet(self, rig: Rig) -> None:
-        def loop():
-            while not self._stop.wait(0.3):
-                try:
-                    self.kubelet_pass(rig)
-                except Exception as e:  # keep playing kubelet; the test reports
-                    print(f"kubelet pass: {e}", file=sys.stderr)
-        self._kubelet = threading.Thread(target=loop, daemon=True)
-        self._kubelet.start()
+        self.kubelet = TestKubelet(self.sim, rig).start()
 
     def stop_kubelet(self) -> None:
-        self._stop.set()
-        if self._kubelet:
-            self._kubelet.join(timeout=10)
+        if self.kubelet:
+            self.kubelet.stop()
 
     # ---- checks -------------------------------------------------------------------
 
@@ -157,11 +122,11 @@ class FeaturesRigCase(RigTestCase):
 
     def assertRigGone(self, rig: Rig) -> None:
         """This rig's resources are gone (other engineers' rigs may be running)."""
-        from k8sbridge_rig import RIG_ENV, _alive, _pids_with_env, _run
         def gone():
-            netns = [n for n in _run(["ip", "netns", "list"], check=False).stdout.split()
+            netns = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                               text=True).stdout.split()
                      if n.startswith(f"k8sb-{rig.id}-")]
-            procs = [p for p in _pids_with_env(RIG_ENV, rig.id) if _alive(p)]
+            procs = [p for p in pids_with_env(RIG_ENV, rig.id) if alive(p)]
             return not netns and not procs
         wait_for(gone, 30, f"rig {rig.id}'s namespaces and processes to be gone")
 

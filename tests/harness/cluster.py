@@ -1,6 +1,16 @@
-"""The whole main job on one machine: kubesim (API server, scheduler and kubelet)
-whose pods run k8sbridge-worker and real slurmd, a real slurmctld from the rig
-whose power saving runs k8sbridge-power, and munge.
+"""A rig beside kubesim, and who plays the kubelet there.
+
+The kubelet is one choice, `kubelet=`:
+
+- None: nobody runs the pods (they stay as the API server has them);
+- "test": the test plays it (TestKubelet): a node's slurmd starts in the rig, in the
+  node's own namespaces, once its pod is bound, and stops when the pod goes;
+- "kubesim": kubesim's kubelet runs the pods, k8sbridge-worker and real slurmd in
+  them (PodCluster's default).
+
+PodCluster is the whole main job on one machine: kubesim (API server, scheduler and
+kubelet) whose pods run k8sbridge-worker and real slurmd, a real slurmctld from the
+rig whose power saving runs k8sbridge-power, and munge.
 
 Used by the end-to-end tests and by the README's demo (scripts/demo.sh). Nothing
 here is a shortcut the bridge could depend on: the pods are rendered by
@@ -15,20 +25,22 @@ packet leaves the machine: pods get a resolv.conf without name servers.
 
 import base64
 import json
+import os
 import shutil
 import stat
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kubesim_harness import KubeSim  # noqa: E402
-from rigtest import BUILD_ROOT, Rig, RigError, wait_for  # noqa: E402
+from harness.kubesim import KubeSim
+from harness.paths import BUILD_ROOT, POWER, WORKER
+from harness.rig import Rig, RigError, kill_and_wait, wait_for
 
-POWER = BUILD_ROOT / "programs" / "power" / "k8sbridge-power"
-WORKER = BUILD_ROOT / "programs" / "worker" / "k8sbridge-worker"
 LEAF_LABEL = "network.topology.nvidia.com/leaf"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
+KUBELETS = (None, "test", "kubesim")
+NO_KUBELET = "test.k8sbridge.io/no-kubelet"  # pods the test's kubelet leaves alone
 
 
 def power_program_lines(directory: Path, conf: Path, slurm_conf: Path) -> str:
@@ -46,13 +58,118 @@ def power_program_lines(directory: Path, conf: Path, slurm_conf: Path) -> str:
     return "\n".join(lines)
 
 
+def report_running(sim: KubeSim, name: str) -> None:
+    """What a kubelet reports once pod `name`'s containers run: phase Running."""
+    sim.request("PATCH", f"/api/v1/namespaces/default/pods/{name}/status",
+                {"status": {"phase": "Running"}}, content_type="application/merge-patch+json")
+
+
+def kill_pod_processes(rig: Rig, name: str) -> None:
+    """What the end of a pod does to its processes: every one in the node's
+    network namespace is killed, slurmd and also the slurmstepds and job processes
+    that outlive a stopped slurmd (else a fresh pod's slurmd would find the old
+    job "already running")."""
+    try:
+        netns = os.stat(rig.netns_path(name))
+    except OSError:
+        return
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            ns = os.stat(f"/proc/{entry}/ns/net") if entry.isdigit() else None
+        except OSError:
+            continue
+        if ns and (ns.st_dev, ns.st_ino) == (netns.st_dev, netns.st_ino):
+            pids.append(int(entry))
+    kill_and_wait(pids)
+
+
+class TestKubelet:
+    """kubelet="test": the test plays the kubelet of a kubesim that runs none. A
+    thread looks at the pods of `names` (the rig's nodes) every `interval` seconds:
+    once a node's pod is bound it starts the node's slurmd in the rig, with what the
+    downward API would set (K8SBRIDGE_HOST_NODE, K8SBRIDGE_NODE_NAME, and what
+    `slurmd_env` holds for the node), and reports the pod Running; when the pod is
+    gone, terminating or replaced it stops slurmd and kills the pod's processes.
+    API errors change nothing (a kubelet keeps running its pods when the API server
+    is away); pods annotated NO_KUBELET are left alone. Ends with stop(), or when
+    the rig stops."""
+
+    __test__ = False  # not a test case
+
+    def __init__(self, sim: KubeSim, rig: Rig, names=None, interval: float = 0.2):
+        self.sim = sim
+        self.rig = rig
+        self.names = tuple(names) if names is not None else None
+        self.interval = interval
+        self.slurmd_env = {}  # Slurm node -> more environment for its next start
+        self.started = {}  # Slurm node -> uid of the pod its slurmd runs for
+        self._stop = threading.Event()
+        self._thread = None
+
+    def start(self) -> "TestKubelet":
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> "TestKubelet":
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def _loop(self) -> None:
+        while not self._stop.is_set() and not self.rig.stopped:
+            for name in self.names or tuple(self.rig.workers):
+                try:
+                    self.sync_pod(name)
+                except Exception as e:  # keep playing the kubelet; the test reports
+                    print(f"test kubelet, pod {name}: {e}", file=sys.stderr)
+            self._stop.wait(self.interval)
+
+    def sync_pod(self, name: str) -> None:
+        """One look at the pod of Slurm node `name`."""
+        try:
+            status, _, pod = self.sim.request("GET", f"/api/v1/namespaces/default/pods/{name}")
+        except OSError:
+            return
+        if status not in (200, 404):
+            return
+        pod = pod if status == 200 else None
+        host = pod["spec"].get("nodeName") if pod else None
+        alive = bool(host and not pod["metadata"].get("deletionTimestamp") and
+                     NO_KUBELET not in pod["metadata"].get("annotations", {}))
+        uid = pod["metadata"]["uid"] if pod else None
+        if name in self.started and (not alive or self.started[name] != uid):
+            self.rig.stop_slurmd(name)
+            kill_pod_processes(self.rig, name)
+            del self.started[name]
+        if alive and name not in self.started:
+            env = {"K8SBRIDGE_HOST_NODE": host, "K8SBRIDGE_NODE_NAME": name}
+            env.update(self.slurmd_env.get(name, {}))
+            self.rig.start_slurmd(name, env=env)
+            self.started[name] = uid
+        if alive and pod.get("status", {}).get("phase", "Pending") == "Pending":
+            report_running(self.sim, name)
+
+
 class PodCluster:
     """Use as a context manager. Node groups: a list of (name, hostlist, extra keys,
     template overrides) written to k8sbridge.conf; `nodes` are the Slurm NodeSpecs."""
 
     def __init__(self, nodes, groups, *, fake_nodes=4, gpus_per_node=8, ib_leaves=2,
                  suspend_time=600, conf_extra="", slurm_conf_extra="", extra_templates=None,
-                 log_root=None):
+                 log_root=None, kubelet="kubesim"):
+        if kubelet not in KUBELETS:
+            raise ValueError(f"kubelet must be one of {KUBELETS}, not {kubelet!r}")
+        self.kubelet = kubelet
+        self.test_kubelet = None  # the TestKubelet, with kubelet="test"
         self.nodes = nodes
         self.groups = groups
         self.kubesim_args = ["--fake-nodes", str(fake_nodes), "--gpus-per-node",
@@ -87,21 +204,28 @@ class PodCluster:
     def _start(self):
         self.dir = Path(tempfile.mkdtemp(prefix="podcluster-"))
         self.dir.chmod(0o755)
-        self.rig = Rig(nodes=self.nodes, start_slurmd=False, node_namespaces=False,
-                       log_root=self.log_root)
-        # The kubelet's bridge and pod network are the rig's own (its id, its slot).
-        self.sim = KubeSim("--kubelet", "--bridge", f"kspc{self.rig.id}",
-                           "--pod-network", str(self.rig.pod_network),
-                           "--kubelet-state-dir", str(self.dir / "kubelet"),
-                           *self.kubesim_args, scheduler=True)
+        # With kubesim's kubelet the nodes are its pods, with no namespaces of the rig.
+        self.rig = Rig(nodes=self.nodes, start_slurmd=False,
+                       node_namespaces=self.kubelet != "kubesim", log_root=self.log_root)
+        kubelet_args = []
+        if self.kubelet == "kubesim":
+            # The kubelet's bridge and pod network are the rig's own (its id, its slot).
+            kubelet_args = ["--kubelet", "--bridge", f"kspc{self.rig.id}",
+                            "--pod-network", str(self.rig.pod_network),
+                            "--kubelet-state-dir", str(self.dir / "kubelet")]
+        self.sim = KubeSim(*kubelet_args, *self.kubesim_args, scheduler=True)
         self.rig.config.slurm_conf_extra = (self._power_programs() + "\n" +
                                             self.slurm_conf_extra)
         self._write_k8sbridge_conf()
         self.rig.start()
         self.create_munge_secret("munge-key", self.rig.munge_key.read_bytes())
+        if self.kubelet == "test":
+            self.test_kubelet = TestKubelet(self.sim, self.rig).start()
 
     def close(self):
         # Pods first (their slurmd talk to slurmctld), then Slurm.
+        if self.test_kubelet is not None:
+            self.test_kubelet.stop()
         if self.sim is not None:
             self.sim.close()
         if self.rig is not None:

@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.paths import BUILD_ROOT
+
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
-SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent
-BUILD_ROOT = Path(os.environ.get("K8SBRIDGE_BUILD_ROOT", SOURCE_ROOT / "build"))
 PROGRAM = Path(os.environ.get("K8SBRIDGE_TOPOLOGY",
                               BUILD_ROOT / "programs" / "topology" / "k8sbridge-topology"))
 

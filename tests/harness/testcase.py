@@ -1,17 +1,9 @@
-"""Shared set-up for integration tests: imports the rig and checks leftovers."""
+"""The integration tests' test case: needs root and checks leftovers."""
 
 import os
-import sys
 import unittest
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "rig"))
-
-from k8sbridge_rig import (NodeSpec, Rig, RigConfig, RigError, cleanup_all,  # noqa: E402,F401
-                           leftovers, made_rig_ids, wait_for)
-
-SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent
-BUILD_ROOT = Path(os.environ.get("K8SBRIDGE_BUILD_ROOT", SOURCE_ROOT / "build"))
+from harness.rig import RigError, leftovers, made_rig_ids, wait_for
 
 
 def require_root(test: unittest.TestCase) -> None:

@@ -1,0 +1,16 @@
+"""The helpers of the integration tests, the demo and the benchmarks.
+
+    harness.paths     the source and build roots, the built programs
+    harness.rig       the test rig: munge, slurmctld and slurmd in namespaces
+    harness.testcase  RigTestCase (fails a test whose rigs leave anything behind)
+    harness.kubesim   KubeSim: starts the Kubernetes stand-in and talks to it
+    harness.cluster   a rig with kubesim and k8sbridge-power, and the kubelet choice:
+                      none, the test's own (TestKubelet) or kubesim's
+    harness.jail      jail fixtures and rigs for spank_jail
+    harness.features  the node_features/k8s rig
+    harness.sync      k8sbridge-sync daemons and their rig
+    harness.fabrics   ibsim fabrics for the topology tests
+
+meson puts tests/ on PYTHONPATH for the tests (tests/integration/meson.build);
+scripts run by hand add it to sys.path themselves.
+"""

@@ -1,0 +1,11 @@
+"""Where the source and the build are, and the built programs the helpers start
+(K8SBRIDGE_BUILD_ROOT, which meson sets, names the build; else ./build)."""
+
+import os
+from pathlib import Path
+
+SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent
+BUILD_ROOT = Path(os.environ.get("K8SBRIDGE_BUILD_ROOT", SOURCE_ROOT / "build"))
+POWER = BUILD_ROOT / "programs" / "power" / "k8sbridge-power"
+WORKER = BUILD_ROOT / "programs" / "worker" / "k8sbridge-worker"
+SYNC = BUILD_ROOT / "programs" / "sync" / "k8sbridge-sync"
