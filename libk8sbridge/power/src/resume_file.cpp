@@ -1,5 +1,6 @@
 #include "k8sbridge/power/resume_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 
+#include "k8sbridge/kube/api_error.h"
 #include "k8sbridge/power/power_actions.h"
 
 namespace k8sbridge::power {
@@ -160,6 +162,20 @@ Result<std::string> ReadResumeFile(const std::string& path) {
         fmt::format("reading SLURM_RESUME_FILE {} failed: {}", path, std::strerror(errno)));
   }
   return text.str();
+}
+
+std::string NodeReason(const Status& status) {
+  std::string text = status.message();
+  if (const ApiError* api = status.api_error(); api && !api->message.empty())
+    text = api->message;
+  // slurm.conf reasons are one line; sinfo shows the start.
+  std::replace_if(
+      text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  std::string reason = "k8sbridge: " + text;
+  constexpr size_t kMax = 200;
+  if (reason.size() > kMax)
+    reason = reason.substr(0, kMax - 3) + "...";
+  return reason;
 }
 
 void FailNodes(slurm::Slurm* slurm, const std::vector<std::string>& nodes, const Status& why,
