@@ -1,45 +1,74 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target with clang and ASan, outside meson so that the
-# gcc build stays clean:
+# gcc build stays clean. One target per parser of untrusted input:
 #   ibnetdiscover_fuzz   the ibnetdiscover parser and topology model (also UBSan)
 #   fuzz_kubeconfig      the kubeconfig parser
 #   fuzz_watch_stream    the watch-stream decoder
 #   fuzz_status          the Status (API error) parser
+#   fuzz_hostlist        hostlist expressions; checks that compress/expand round-trips
+#   fuzz_resume_file     SLURM_RESUME_FILE (ResumeProgram's JSON)
+#   fuzz_kmsg            /dev/kmsg records (GPU XIDs) and their judgement
+#   fuzz_bridge_conf     k8sbridge.conf
+#   fuzz_pod_template    worker pod templates (YAML)
 # RapidJSON 1.1 trips UBSan's pointer-overflow check inside the library on the
-# first input, so the JSON-based targets run under ASan alone.
+# first input, so the targets built from the library objects run under ASan alone.
 #
 #   fuzz/build.sh [OUT_DIR]          (default /tmp/k8sbridge-fuzz)
-# then, for 10 minutes each (seed corpora in fuzz/corpus/<name>/):
-#   OUT/ibnetdiscover_fuzz -max_total_time=600 -rss_limit_mb=2048 OUT/corpus/ibnetdiscover fuzz/corpus/ibnetdiscover
-#   OUT/fuzz_kubeconfig    -max_total_time=600 -rss_limit_mb=2048 OUT/corpus/kubeconfig fuzz/corpus/kubeconfig
-#   OUT/fuzz_watch_stream  -max_total_time=600 -rss_limit_mb=2048 OUT/corpus/watch_stream fuzz/corpus/watch_stream
-#   OUT/fuzz_status        -max_total_time=600 -rss_limit_mb=2048 OUT/corpus/status fuzz/corpus/status
+# prints the targets' paths. fuzz/run.sh builds and runs them all briefly (CI);
+# for a longer run, e.g. 10 minutes, of one target (seed corpus in fuzz/corpus/<name>/):
+#   OUT/fuzz_hostlist -max_total_time=600 -rss_limit_mb=2048 OUT/corpus/hostlist fuzz/corpus/hostlist
+# Sources compile $FUZZ_JOBS (default 2) at a time, at $FUZZ_OPT (default -O1, for
+# fast fuzzing; fuzz/run.sh's short runs use -O0, which compiles three times faster).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 out=${1:-/tmp/k8sbridge-fuzz}
-mkdir -p "$out/obj" "$out/corpus"/{ibnetdiscover,kubeconfig,watch_stream,status}
+jobs=${FUZZ_JOBS:-2}
+opt=${FUZZ_OPT:--O1}
+mkdir -p "$out/obj"
+for corpus in "$here"/corpus/*/; do mkdir -p "$out/corpus/$(basename "$corpus")"; done
 lib=$root/libk8sbridge
-common=(-std=c++20 -g -O1 -fno-omit-frame-pointer)
+common=(-std=c++20 -g "$opt" -fno-omit-frame-pointer)
 for layer in "$lib"/*/include; do common+=(-I"$layer"); done
 libs=(-lfmt -lyaml-cpp -lcurl -lssl -lcrypto -pthread)
 
-clang++ "${common[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+# Runs a command in the background once fewer than $jobs run; a failed one fails
+# the build (set -e) at the next wait.
+spawn() {
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+  "$@" &
+}
+wait_all() {
+  for pid in $(jobs -p); do wait "$pid"; done
+}
+
+spawn clang++ "${common[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   "$here/ibnetdiscover_fuzz.cpp" \
   "$lib/topology/src/fabric.cpp" "$lib/topology/src/builder.cpp" "$lib/core/src/hostlist.cpp" \
   "$lib/topology/src/render.cpp" "$lib/core/src/status.cpp" "$lib/core/src/log.cpp" \
   "$lib/core/src/text.cpp" \
   -lfmt -lyaml-cpp -o "$out/ibnetdiscover_fuzz"
 
-# The Kubernetes client's sources, once, instrumented for the fuzzer.
+# The library sources the other targets reach, once, instrumented for the fuzzer,
+# in an archive so that each target links only the objects it needs.
+sources=("$lib"/core/src/{status,log,clock,text,hostlist}.cpp "$lib"/kube/src/*.cpp
+  "$lib"/conf/src/*.cpp "$lib"/power/src/{pod_template,resume_file}.cpp
+  "$lib"/health/src/{checks,findings}.cpp)
 objs=()
-for f in "$lib"/core/src/{status,log,clock,text}.cpp "$lib"/kube/src/*.cpp; do
-  o="$out/obj/$(basename "$(dirname "$f")")_$(basename "${f%.cpp}").o"
-  clang++ "${common[@]}" -fsanitize=fuzzer-no-link,address -c "$f" -o "$o"
+for f in "${sources[@]}"; do
+  o="$out/obj/$(basename "$(dirname "$(dirname "$f")")")_$(basename "${f%.cpp}").o"
+  spawn clang++ "${common[@]}" -fsanitize=fuzzer-no-link,address -c "$f" -o "$o"
   objs+=("$o")
 done
-for target in fuzz_kubeconfig fuzz_watch_stream fuzz_status; do
-  clang++ "${common[@]}" -fsanitize=fuzzer,address "$here/$target.cpp" "${objs[@]}" "${libs[@]}" \
-    -o "$out/$target"
+wait_all
+rm -f "$out/obj/libk8sbridge-fuzz.a"
+ar rcs "$out/obj/libk8sbridge-fuzz.a" "${objs[@]}"
+
+targets=(fuzz_kubeconfig fuzz_watch_stream fuzz_status fuzz_hostlist fuzz_resume_file fuzz_kmsg
+  fuzz_bridge_conf fuzz_pod_template)
+for target in "${targets[@]}"; do
+  spawn clang++ "${common[@]}" -fsanitize=fuzzer,address "$here/$target.cpp" \
+    "$out/obj/libk8sbridge-fuzz.a" "${libs[@]}" -o "$out/$target"
 done
-ls "$out"/ibnetdiscover_fuzz "$out"/fuzz_*
+wait_all
+ls "$out"/ibnetdiscover_fuzz "${targets[@]/#/$out/}"

@@ -17,6 +17,9 @@ fi
 packages=(
   # build
   build-essential meson ninja-build pkg-config clang clang-format clang-tidy
+  # fuzz/: libFuzzer and the sanitizer runtimes, only recommended by clang (and so
+  # left out by --no-install-recommends)
+  libclang-rt-14-dev
   # libraries
   libcurl4-openssl-dev libssl-dev rapidjson-dev libfmt-dev libyaml-cpp-dev libboost-dev
   libboost-test-dev libmunge-dev libibnetdisc-dev libibmad-dev libibumad-dev

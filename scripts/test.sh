@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every k8sbridge test, as root: set-up (idempotent), the build with
 # warnings as errors, unit and integration suites, the unit suite again under
-# ASan/UBSan, the style checks (scripts/check-style.sh), and a final check that
-# no rig left anything behind.
+# ASan/UBSan, the style checks (scripts/check-style.sh), a short run of every
+# fuzz target (fuzz/run.sh), and a final check that no rig left anything behind.
 # Ends with the line "N passed, N failed, N skipped".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,6 +57,12 @@ if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
   style_log="$build/meson-logs/check-style.log"
   nice -n 15 bash scripts/check-style.sh "$build" >"$style_log" 2>&1 &
   style_pid=$!
+  # Every fuzz target, 15 s each on its seed corpus (fuzz/run.sh); clang, outside
+  # meson, so it needs nothing from the build and also runs beside the waiting
+  # integration tests.
+  fuzz_log="$build/meson-logs/fuzz.log"
+  nice -n 15 bash fuzz/run.sh "$build/fuzz" 15 >"$fuzz_log" 2>&1 &
+  fuzz_pid=$!
   # The integration tests run in parallel: each rig has its own names, addresses,
   # ports and leftover check (docs/architecture.md, "The test rig"), and their
   # daemons mostly sleep, so four at a time fit two cores.
@@ -65,14 +71,21 @@ else
   failed_steps+=("build")
   asan_pid=""
   style_pid=""
+  fuzz_pid=""
 fi
 
-if [ -n "$style_pid" ] && wait "$style_pid"; then
-  cat "$style_log"
-else
-  [ -n "$style_pid" ] && cat "$style_log"
-  failed_steps+=("style checks")
-fi
+# A step run in the background: shows its log; it failed when it did not start
+# (pid "") or exited non-zero.
+finish_step() {  # pid log name
+  if [ -n "$1" ] && wait "$1"; then
+    cat "$2"
+  else
+    [ -n "$1" ] && cat "$2"
+    failed_steps+=("$3")
+  fi
+}
+finish_step "$style_pid" "${style_log:-}" "style checks"
+finish_step "$fuzz_pid" "${fuzz_log:-}" "fuzzing"
 
 if [ -n "$asan_pid" ] && wait "$asan_pid"; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

@@ -115,89 +115,109 @@ std::string CompressHostlist(std::vector<std::string> names) {
   return out;
 }
 
-Result<std::vector<std::string>> ExpandHostlist(std::string_view expression, size_t max_names) {
-  std::vector<std::string> out;
-  auto error = [&](size_t pos, std::string_view expected) {
+namespace {
+
+// A host name is a DNS name, at most 255 characters. Without this bound the limit
+// on the number of names would not bound memory: a 3000-character prefix before
+// "[0-999999]" is 3 GB of names.
+constexpr size_t kMaxNameLength = 255;
+
+// The state of one ExpandHostlist call.
+struct Expansion {
+  std::string_view expression;
+  size_t max_names;
+  std::vector<std::string> names;
+
+  Status Error(size_t pos, std::string_view expected) const {
     return Status::InvalidArgument(
         fmt::format("hostlist \"{}\" at character {}: expected {}", expression, pos + 1, expected));
-  };
+  }
+  // Room for `count` more names of up to `length` characters, or why not.
+  Status Fits(size_t pos, uint64_t count, size_t length) const {
+    if (length > kMaxNameLength)
+      return Error(pos, fmt::format("names of at most {} characters", kMaxNameLength));
+    if (count > max_names || names.size() + count > max_names)
+      return Error(pos, fmt::format("at most {} names", max_names));
+    return Status::Ok();
+  }
+};
+
+// At most 18 digits, as a name's number (SplitName).
+bool ParseRangeNumber(std::string_view text, uint64_t& value) {
+  auto n = text::ParseInt<uint64_t>(text, 0, 999'999'999'999'999'999);
+  if (!n.ok())
+    return false;
+  value = *n;
+  return true;
+}
+
+// Appends prefix + N + suffix for each N of `ranges` ("0-3,7"), which starts at
+// character `at` of the expression.
+Status ExpandRanges(Expansion& e, const std::string& prefix, std::string_view ranges, size_t at,
+                    const std::string& suffix) {
+  for (size_t r = 0; r <= ranges.size();) {
+    size_t comma = std::min(ranges.find(',', r), ranges.size());
+    std::string_view range = ranges.substr(r, comma - r);
+    size_t dash = range.find('-');
+    std::string_view lo_text = range.substr(0, dash);
+    std::string_view hi_text = dash == std::string_view::npos ? lo_text : range.substr(dash + 1);
+    uint64_t lo = 0, hi = 0;
+    if (!ParseRangeNumber(lo_text, lo) || !ParseRangeNumber(hi_text, hi) || hi < lo)
+      return e.Error(at + r, "a number or an ascending range N-M inside the brackets");
+    size_t width = (lo_text.size() > 1 && lo_text[0] == '0') ? lo_text.size() : 0;
+    size_t digits = std::max(width, fmt::formatted_size("{}", hi));
+    if (Status s = e.Fits(at + r, hi - lo + 1, prefix.size() + digits + suffix.size()); !s.ok())
+      return s;
+    for (uint64_t n = lo; n <= hi; ++n)
+      e.names.push_back(prefix + FormatNumber(n, width) + suffix);
+    r = comma + 1;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ExpandHostlist(std::string_view expression, size_t max_names) {
+  Expansion e{expression, max_names, {}};
   size_t pos = 0;
   while (pos < expression.size()) {
     // One item: prefix, optional [ranges], optional suffix, up to a top-level comma.
     size_t item_start = pos;
     std::string prefix;
     while (pos < expression.size() && expression[pos] != ',' && expression[pos] != '[') {
-      if (expression[pos] == ']') {
-        return error(pos, "no ']' without a matching '['");
-      }
+      if (expression[pos] == ']')
+        return e.Error(pos, "no ']' without a matching '['");
       prefix += expression[pos++];
     }
     if (pos < expression.size() && expression[pos] == '[') {
       size_t close = expression.find(']', pos);
-      if (close == std::string_view::npos) {
-        return error(pos, "a closing ']'");
-      }
-      std::string_view ranges = expression.substr(pos + 1, close - pos - 1);
+      if (close == std::string_view::npos)
+        return e.Error(pos, "a closing ']'");
       std::string suffix;
       size_t after = close + 1;
       while (after < expression.size() && expression[after] != ',') {
-        if (expression[after] == '[' || expression[after] == ']') {
-          return error(after, "at most one bracketed range per name");
-        }
+        if (expression[after] == '[' || expression[after] == ']')
+          return e.Error(after, "at most one bracketed range per name");
         suffix += expression[after++];
       }
-      size_t r = 0;
-      while (r <= ranges.size()) {
-        size_t comma = ranges.find(',', r);
-        if (comma == std::string_view::npos) {
-          comma = ranges.size();
-        }
-        std::string_view range = ranges.substr(r, comma - r);
-        size_t dash = range.find('-');
-        std::string_view lo_text = range.substr(0, dash);
-        std::string_view hi_text =
-            dash == std::string_view::npos ? lo_text : range.substr(dash + 1);
-        uint64_t lo = 0, hi = 0;
-        // At most 18 digits, as a name's number (SplitName).
-        auto parse = [](std::string_view t, uint64_t& v) {
-          auto n = text::ParseInt<uint64_t>(t, 0, 999'999'999'999'999'999);
-          if (!n.ok())
-            return false;
-          v = *n;
-          return true;
-        };
-        if (!parse(lo_text, lo) || !parse(hi_text, hi) || hi < lo) {
-          return error(pos + 1 + r, "a number or an ascending range N-M inside the brackets");
-        }
-        size_t width = (lo_text.size() > 1 && lo_text[0] == '0') ? lo_text.size() : 0;
-        if (hi - lo >= max_names || out.size() + (hi - lo + 1) > max_names) {
-          return error(pos + 1 + r, fmt::format("at most {} names", max_names));
-        }
-        for (uint64_t n = lo; n <= hi; ++n) {
-          out.push_back(prefix + FormatNumber(n, width) + suffix);
-        }
-        r = comma + 1;
-        if (comma == ranges.size()) {
-          break;
-        }
-      }
+      std::string_view ranges = expression.substr(pos + 1, close - pos - 1);
+      if (Status s = ExpandRanges(e, prefix, ranges, pos + 1, suffix); !s.ok())
+        return s;
       pos = after;
     } else if (!prefix.empty()) {
-      if (out.size() + 1 > max_names) {
-        return error(item_start, fmt::format("at most {} names", max_names));
-      }
-      out.push_back(prefix);
+      if (Status s = e.Fits(item_start, 1, prefix.size()); !s.ok())
+        return s;
+      e.names.push_back(prefix);
     } else if (pos < expression.size()) {
-      return error(pos, "a name before ','");
+      return e.Error(pos, "a name before ','");
     }
     if (pos < expression.size() && expression[pos] == ',') {
       ++pos;
-      if (pos == expression.size()) {
-        return error(pos - 1, "a name after ','");
-      }
+      if (pos == expression.size())
+        return e.Error(pos - 1, "a name after ','");
     }
   }
-  return out;
+  return std::move(e.names);
 }
 
 // A node list in k8sbridge.conf or from Slurm is at most a few hundred thousand

@@ -39,20 +39,6 @@ size_t PowerReport::Failed() const {
   }));
 }
 
-std::string NodeReason(const Status& status) {
-  std::string text = status.message();
-  if (const ApiError* api = status.api_error(); api && !api->message.empty())
-    text = api->message;
-  // slurm.conf reasons are one line; sinfo shows the start.
-  std::replace_if(
-      text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
-  std::string reason = "k8sbridge: " + text;
-  constexpr size_t kMax = 200;
-  if (reason.size() > kMax)
-    reason = reason.substr(0, kMax - 3) + "...";
-  return reason;
-}
-
 namespace {
 
 std::string MemberString(const rapidjson::Value& v, const char* name) {

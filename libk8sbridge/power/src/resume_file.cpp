@@ -1,5 +1,6 @@
 #include "k8sbridge/power/resume_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 
+#include "k8sbridge/kube/api_error.h"
 #include "k8sbridge/power/power_actions.h"
 
 namespace k8sbridge::power {
@@ -48,6 +50,80 @@ Result<std::string> OptionalString(const rapidjson::Value& object, const char* f
   return std::string(it->value.GetString(), it->value.GetStringLength());
 }
 
+Status Fail(std::string_view source, std::string_view message) {
+  return Status::InvalidArgument(fmt::format("resume file {}: {}", source, message));
+}
+
+// slurmctld names each node a few times (all_nodes_resume, then nodes_alloc and
+// nodes_resume of each job on it). Each hostlist is bounded by the expander; this
+// bounds a file of many jobs, which could otherwise take gigabytes.
+constexpr size_t kMaxNamesPerFile = 2'000'000;
+
+// Expands the file's hostlists, all of them together within kMaxNamesPerFile.
+struct FileExpander {
+  const Hostlists& hostlists;
+  std::string_view source;
+  size_t names = 0;
+
+  Result<std::vector<std::string>> operator()(const std::string& expression,
+                                              std::string_view where) {
+    if (expression.empty())
+      return std::vector<std::string>{};
+    auto expanded = hostlists.Expand(expression);
+    if (!expanded.ok())
+      return Fail(source, fmt::format("{}: {}", where, expanded.status().message()));
+    names += expanded->size();
+    if (names > kMaxNamesPerFile) {
+      return Fail(source, fmt::format("{}: more than {} node names in the file: not a resume "
+                                      "file that slurmctld wrote",
+                                      where, kMaxNamesPerFile));
+    }
+    return expanded;
+  }
+};
+
+// jobs[i] of the file.
+Result<ResumeJob> ParseJob(const rapidjson::Value& entry, rapidjson::SizeType i,
+                           FileExpander& expand) {
+  std::string where = fmt::format("jobs[{}]", i);
+  if (!entry.IsObject())
+    return Fail(expand.source, fmt::format("{} is {}, expected an object", where, TypeName(entry)));
+  ResumeJob job;
+  auto id = entry.FindMember("job_id");
+  if (id == entry.MemberEnd() || !id->value.IsUint() || id->value.GetUint() == 0) {
+    return Fail(expand.source,
+                fmt::format("{}.job_id is {}, expected a positive job id", where,
+                            id == entry.MemberEnd() ? "missing" : TypeName(id->value)));
+  }
+  job.job_id = id->value.GetUint();
+  where = fmt::format("jobs[{}] (job {})", i, job.job_id);
+  struct Field {
+    const char* name;
+    std::string* out;
+  } fields[] = {{"features", &job.features},
+                {"partition", &job.partition},
+                {"reservation", &job.reservation},
+                {"extra", &job.extra},
+                {"oversubscribe", &job.oversubscribe}};
+  for (const Field& field : fields) {
+    auto value = OptionalString(entry, field.name, where);
+    if (!value.ok())
+      return Fail(expand.source, value.status().message());
+    *field.out = std::move(*value);
+  }
+  for (auto [name, out] :
+       {std::pair{"nodes_alloc", &job.nodes_alloc}, std::pair{"nodes_resume", &job.nodes_resume}}) {
+    auto value = OptionalString(entry, name, where);
+    if (!value.ok())
+      return Fail(expand.source, value.status().message());
+    auto names = expand(*value, fmt::format("{}.{}", where, name));
+    if (!names.ok())
+      return names.status();
+    *out = std::move(*names);
+  }
+  return job;
+}
+
 }  // namespace
 
 std::vector<const ResumeJob*> ResumeRequest::JobsOf(std::string_view node) const {
@@ -65,32 +141,20 @@ std::vector<const ResumeJob*> ResumeRequest::JobsOf(std::string_view node) const
 
 Result<ResumeRequest> ParseResumeFile(std::string_view json, std::string_view source,
                                       const Hostlists& hostlists) {
-  auto fail = [&](std::string message) {
-    return Status::InvalidArgument(fmt::format("resume file {}: {}", source, message));
-  };
   rapidjson::Document doc;
   doc.Parse(json.data(), json.size());
   if (doc.HasParseError()) {
-    return fail(fmt::format("not valid JSON at byte {}: {}", doc.GetErrorOffset(),
-                            rapidjson::GetParseError_En(doc.GetParseError())));
+    return Fail(source, fmt::format("not valid JSON at byte {}: {}", doc.GetErrorOffset(),
+                                    rapidjson::GetParseError_En(doc.GetParseError())));
   }
   if (!doc.IsObject())
-    return fail(fmt::format("the top level is {}, expected an object", TypeName(doc)));
+    return Fail(source, fmt::format("the top level is {}, expected an object", TypeName(doc)));
 
-  auto expand = [&](const std::string& expression,
-                    std::string_view where) -> Result<std::vector<std::string>> {
-    if (expression.empty())
-      return std::vector<std::string>{};
-    auto names = hostlists.Expand(expression);
-    if (!names.ok())
-      return fail(fmt::format("{}: {}", where, names.status().message()));
-    return names;
-  };
-
+  FileExpander expand{hostlists, source};
   ResumeRequest request;
   auto all = OptionalString(doc, "all_nodes_resume", "");
   if (!all.ok())
-    return fail(all.status().message().substr(1));  // drop the leading '.'
+    return Fail(source, all.status().message().substr(1));  // drop the leading '.'
   auto all_nodes = expand(*all, "all_nodes_resume");
   if (!all_nodes.ok())
     return all_nodes.status();
@@ -99,48 +163,13 @@ Result<ResumeRequest> ParseResumeFile(std::string_view json, std::string_view so
   auto jobs = doc.FindMember("jobs");
   if (jobs == doc.MemberEnd() || jobs->value.IsNull())
     return request;
-  if (!jobs->value.IsArray()) {
-    return fail(fmt::format("jobs is {}, expected an array", TypeName(jobs->value)));
-  }
+  if (!jobs->value.IsArray())
+    return Fail(source, fmt::format("jobs is {}, expected an array", TypeName(jobs->value)));
   for (rapidjson::SizeType i = 0; i < jobs->value.Size(); ++i) {
-    const rapidjson::Value& entry = jobs->value[i];
-    std::string where = fmt::format("jobs[{}]", i);
-    if (!entry.IsObject()) {
-      return fail(fmt::format("{} is {}, expected an object", where, TypeName(entry)));
-    }
-    ResumeJob job;
-    auto id = entry.FindMember("job_id");
-    if (id == entry.MemberEnd() || !id->value.IsUint() || id->value.GetUint() == 0) {
-      return fail(fmt::format("{}.job_id is {}, expected a positive job id", where,
-                              id == entry.MemberEnd() ? "missing" : TypeName(id->value)));
-    }
-    job.job_id = id->value.GetUint();
-    where = fmt::format("jobs[{}] (job {})", i, job.job_id);
-    struct Field {
-      const char* name;
-      std::string* out;
-    } fields[] = {{"features", &job.features},
-                  {"partition", &job.partition},
-                  {"reservation", &job.reservation},
-                  {"extra", &job.extra},
-                  {"oversubscribe", &job.oversubscribe}};
-    for (const Field& field : fields) {
-      auto value = OptionalString(entry, field.name, where);
-      if (!value.ok())
-        return fail(value.status().message());
-      *field.out = std::move(*value);
-    }
-    for (auto [name, out] : {std::pair{"nodes_alloc", &job.nodes_alloc},
-                             std::pair{"nodes_resume", &job.nodes_resume}}) {
-      auto value = OptionalString(entry, name, where);
-      if (!value.ok())
-        return fail(value.status().message());
-      auto names = expand(*value, fmt::format("{}.{}", where, name));
-      if (!names.ok())
-        return names.status();
-      *out = std::move(*names);
-    }
-    request.jobs.push_back(std::move(job));
+    auto job = ParseJob(jobs->value[i], i, expand);
+    if (!job.ok())
+      return job.status();
+    request.jobs.push_back(std::move(*job));
   }
   return request;
 }
@@ -160,6 +189,20 @@ Result<std::string> ReadResumeFile(const std::string& path) {
         fmt::format("reading SLURM_RESUME_FILE {} failed: {}", path, std::strerror(errno)));
   }
   return text.str();
+}
+
+std::string NodeReason(const Status& status) {
+  std::string text = status.message();
+  if (const ApiError* api = status.api_error(); api && !api->message.empty())
+    text = api->message;
+  // slurm.conf reasons are one line; sinfo shows the start.
+  std::replace_if(
+      text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  std::string reason = "k8sbridge: " + text;
+  constexpr size_t kMax = 200;
+  if (reason.size() > kMax)
+    reason = reason.substr(0, kMax - 3) + "...";
+  return reason;
 }
 
 void FailNodes(slurm::Slurm* slurm, const std::vector<std::string>& nodes, const Status& why,

@@ -31,4 +31,21 @@ BOOST_AUTO_TEST_CASE(rejects_bad_expressions) {
   BOOST_CHECK(!core::ExpandHostlist("w-[0-999999]", 1000).ok());
 }
 
+// Reproduced with fuzz/fuzz_resume_file: the limit on the number of names did not bound
+// memory, since a long prefix made each name long (3 GB for 3000 characters before
+// "[0-999999]"; fuzz/corpus/hostlist/long-prefix.txt).
+BOOST_AUTO_TEST_CASE(rejects_names_longer_than_host_names) {
+  std::string long_prefix(3000, 'w');
+  auto r = core::ExpandHostlist(long_prefix + "[0-999999]");
+  BOOST_REQUIRE(!r.ok());
+  BOOST_CHECK_EQUAL(r.status().message(), "hostlist \"" + long_prefix +
+                                              "[0-999999]\" at character 3002: expected names "
+                                              "of at most 255 characters");
+  BOOST_CHECK(!core::ExpandHostlist(std::string(256, 'w')).ok());
+  BOOST_CHECK(!core::ExpandHostlist("w[0-1]" + std::string(254, 's')).ok());
+  auto longest = core::ExpandHostlist(std::string(252, 'w') + "[098-100]");
+  BOOST_REQUIRE_MESSAGE(longest.ok(), longest.status().ToString());
+  BOOST_CHECK_EQUAL(longest->back().size(), 255u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -94,6 +94,24 @@ BOOST_AUTO_TEST_CASE(errors_name_the_file_and_field) {
       bad_list.starts_with("resume file /proc/77/fd/3: jobs[0] (job 5).nodes_alloc: "), bad_list);
 }
 
+// Reproduced with fuzz/fuzz_resume_file: each hostlist is bounded, but a file of many jobs,
+// each naming a million nodes, took gigabytes (fuzz/corpus/resume_file/many-jobs.json).
+BOOST_AUTO_TEST_CASE(bounds_the_names_of_the_whole_file) {
+  struct MillionNames final : k8sbridge::Hostlists {
+    k8sbridge::Result<std::vector<std::string>> Expand(std::string_view) const override {
+      return std::vector<std::string>(1'000'000, "w");
+    }
+    std::string Compress(const std::vector<std::string>&) const override { return ""; }
+  };
+  auto r = power::ParseResumeFile(
+      R"({"all_nodes_resume":"w","jobs":[{"job_id":1,"nodes_alloc":"w","nodes_resume":"w"}]})",
+      "/proc/77/fd/3", MillionNames());
+  BOOST_REQUIRE(!r.ok());
+  BOOST_CHECK_EQUAL(r.status().message(),
+                    "resume file /proc/77/fd/3: jobs[0] (job 1).nodes_resume: more than 2000000 "
+                    "node names in the file: not a resume file that slurmctld wrote");
+}
+
 BOOST_AUTO_TEST_CASE(reads_the_file_whole_and_names_a_missing_one) {
   auto missing = power::ReadResumeFile("/proc/self/fd/987654");
   BOOST_REQUIRE(!missing.ok());

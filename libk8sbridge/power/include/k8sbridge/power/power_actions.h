@@ -70,11 +70,6 @@ PowerReport Suspend(const PowerContext& ctx, const std::vector<std::string>& nod
 // conditions and container states) in the log and as a Warning Event on the pod.
 PowerReport ResumeFail(const PowerContext& ctx, const std::vector<std::string>& nodes);
 
-// The Slurm node reason for a failure: "k8sbridge: " and the Kubernetes message
-// (Status.message) when there is one, else the Status message; one line, at most
-// 200 bytes.
-std::string NodeReason(const Status& status);
-
 // Why a pod is not running, from its status, for logs and events ("phase Pending;
 // PodScheduled=False Unschedulable: 0/4 nodes are available ...").
 std::string DescribePodState(const kube::Object& pod);

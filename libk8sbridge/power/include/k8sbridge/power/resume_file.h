@@ -52,6 +52,11 @@ Result<ResumeRequest> ParseResumeFile(std::string_view json, std::string_view so
 // parse after the file is gone.
 Result<std::string> ReadResumeFile(const std::string& path);
 
+// The Slurm node reason for a failure: "k8sbridge: " and the Kubernetes message
+// (Status.message) when there is one, else the Status message; one line, at most
+// 200 bytes.
+std::string NodeReason(const Status& status);
+
 // The request of a resume call from SLURM_RESUME_FILE at `path`: `text` is what
 // ReadResumeFile returned at start, nullopt when the variable is not set (then an
 // empty request). A file that could not be read or does not parse fails every

@@ -1,0 +1,27 @@
+// libFuzzer target: /dev/kmsg records, which carry text any driver or module (and,
+// through /dev/kmsg writes, any root process) put in the kernel log. Each line is
+// one record; the XIDs found are then judged against one GPU, as a health run does.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "k8sbridge/health/checks.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view records(reinterpret_cast<const char*>(data), size);
+  std::vector<k8sbridge::health::KernelXid> xids;
+  while (!records.empty()) {
+    size_t end = records.find('\n');
+    if (auto xid = k8sbridge::health::ParseKmsgXid(records.substr(0, end)))
+      xids.push_back(*xid);
+    records.remove_prefix(end == std::string_view::npos ? records.size() : end + 1);
+  }
+  k8sbridge::health::GpuInventory inventory;
+  inventory.driver_present = true;
+  inventory.count = 1;
+  inventory.gpus.push_back({.index = 0, .pci_bus_id = "0000:3b:00.0"});
+  k8sbridge::health::HealthConfig config;
+  (void)k8sbridge::health::EvaluateGpus(inventory, 1, xids, config);
+  return 0;
+}
