@@ -115,12 +115,86 @@ std::string CompressHostlist(std::vector<std::string> names) {
   return out;
 }
 
+namespace {
+
+Status HostlistError(std::string_view expression, size_t pos, std::string_view expected) {
+  return Status::InvalidArgument(
+      fmt::format("hostlist \"{}\" at character {}: expected {}", expression, pos + 1, expected));
+}
+
+// At most 18 digits, as a name's number (SplitName).
+bool ParseRangeBound(std::string_view text, uint64_t& value) {
+  auto n = text::ParseInt<uint64_t>(text, 0, 999'999'999'999'999'999);
+  if (!n.ok())
+    return false;
+  value = *n;
+  return true;
+}
+
+// Appends prefix + N + suffix for every N in the comma-separated ranges between
+// the '[' at open and its ']'; error positions count from the expression's start.
+Status ExpandBracketedRanges(std::string_view expression, size_t open, std::string_view ranges,
+                             const std::string& prefix, const std::string& suffix, size_t max_names,
+                             std::vector<std::string>& out) {
+  size_t r = 0;
+  while (r <= ranges.size()) {
+    size_t comma = ranges.find(',', r);
+    if (comma == std::string_view::npos) {
+      comma = ranges.size();
+    }
+    std::string_view range = ranges.substr(r, comma - r);
+    size_t dash = range.find('-');
+    std::string_view lo_text = range.substr(0, dash);
+    std::string_view hi_text = dash == std::string_view::npos ? lo_text : range.substr(dash + 1);
+    uint64_t lo = 0, hi = 0;
+    if (!ParseRangeBound(lo_text, lo) || !ParseRangeBound(hi_text, hi) || hi < lo) {
+      return HostlistError(expression, open + 1 + r,
+                           "a number or an ascending range N-M inside the brackets");
+    }
+    size_t width = (lo_text.size() > 1 && lo_text[0] == '0') ? lo_text.size() : 0;
+    if (hi - lo >= max_names || out.size() + (hi - lo + 1) > max_names) {
+      return HostlistError(expression, open + 1 + r, fmt::format("at most {} names", max_names));
+    }
+    for (uint64_t n = lo; n <= hi; ++n) {
+      out.push_back(prefix + FormatNumber(n, width) + suffix);
+    }
+    r = comma + 1;
+    if (comma == ranges.size()) {
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
+// Expands the item whose '[' is at open: its ranges and the suffix after ']'.
+// Returns the position after the suffix (the item's ',' or the end).
+Result<size_t> ExpandBracketedItem(std::string_view expression, size_t open,
+                                   const std::string& prefix, size_t max_names,
+                                   std::vector<std::string>& out) {
+  size_t close = expression.find(']', open);
+  if (close == std::string_view::npos) {
+    return HostlistError(expression, open, "a closing ']'");
+  }
+  std::string_view ranges = expression.substr(open + 1, close - open - 1);
+  std::string suffix;
+  size_t after = close + 1;
+  while (after < expression.size() && expression[after] != ',') {
+    if (expression[after] == '[' || expression[after] == ']') {
+      return HostlistError(expression, after, "at most one bracketed range per name");
+    }
+    suffix += expression[after++];
+  }
+  Status expanded = ExpandBracketedRanges(expression, open, ranges, prefix, suffix, max_names, out);
+  if (!expanded.ok()) {
+    return expanded;
+  }
+  return after;
+}
+
+}  // namespace
+
 Result<std::vector<std::string>> ExpandHostlist(std::string_view expression, size_t max_names) {
   std::vector<std::string> out;
-  auto error = [&](size_t pos, std::string_view expected) {
-    return Status::InvalidArgument(
-        fmt::format("hostlist \"{}\" at character {}: expected {}", expression, pos + 1, expected));
-  };
   size_t pos = 0;
   while (pos < expression.size()) {
     // One item: prefix, optional [ranges], optional suffix, up to a top-level comma.
@@ -128,72 +202,28 @@ Result<std::vector<std::string>> ExpandHostlist(std::string_view expression, siz
     std::string prefix;
     while (pos < expression.size() && expression[pos] != ',' && expression[pos] != '[') {
       if (expression[pos] == ']') {
-        return error(pos, "no ']' without a matching '['");
+        return HostlistError(expression, pos, "no ']' without a matching '['");
       }
       prefix += expression[pos++];
     }
     if (pos < expression.size() && expression[pos] == '[') {
-      size_t close = expression.find(']', pos);
-      if (close == std::string_view::npos) {
-        return error(pos, "a closing ']'");
+      auto after = ExpandBracketedItem(expression, pos, prefix, max_names, out);
+      if (!after.ok()) {
+        return after.status();
       }
-      std::string_view ranges = expression.substr(pos + 1, close - pos - 1);
-      std::string suffix;
-      size_t after = close + 1;
-      while (after < expression.size() && expression[after] != ',') {
-        if (expression[after] == '[' || expression[after] == ']') {
-          return error(after, "at most one bracketed range per name");
-        }
-        suffix += expression[after++];
-      }
-      size_t r = 0;
-      while (r <= ranges.size()) {
-        size_t comma = ranges.find(',', r);
-        if (comma == std::string_view::npos) {
-          comma = ranges.size();
-        }
-        std::string_view range = ranges.substr(r, comma - r);
-        size_t dash = range.find('-');
-        std::string_view lo_text = range.substr(0, dash);
-        std::string_view hi_text =
-            dash == std::string_view::npos ? lo_text : range.substr(dash + 1);
-        uint64_t lo = 0, hi = 0;
-        // At most 18 digits, as a name's number (SplitName).
-        auto parse = [](std::string_view t, uint64_t& v) {
-          auto n = text::ParseInt<uint64_t>(t, 0, 999'999'999'999'999'999);
-          if (!n.ok())
-            return false;
-          v = *n;
-          return true;
-        };
-        if (!parse(lo_text, lo) || !parse(hi_text, hi) || hi < lo) {
-          return error(pos + 1 + r, "a number or an ascending range N-M inside the brackets");
-        }
-        size_t width = (lo_text.size() > 1 && lo_text[0] == '0') ? lo_text.size() : 0;
-        if (hi - lo >= max_names || out.size() + (hi - lo + 1) > max_names) {
-          return error(pos + 1 + r, fmt::format("at most {} names", max_names));
-        }
-        for (uint64_t n = lo; n <= hi; ++n) {
-          out.push_back(prefix + FormatNumber(n, width) + suffix);
-        }
-        r = comma + 1;
-        if (comma == ranges.size()) {
-          break;
-        }
-      }
-      pos = after;
+      pos = *after;
     } else if (!prefix.empty()) {
       if (out.size() + 1 > max_names) {
-        return error(item_start, fmt::format("at most {} names", max_names));
+        return HostlistError(expression, item_start, fmt::format("at most {} names", max_names));
       }
       out.push_back(prefix);
     } else if (pos < expression.size()) {
-      return error(pos, "a name before ','");
+      return HostlistError(expression, pos, "a name before ','");
     }
     if (pos < expression.size() && expression[pos] == ',') {
       ++pos;
       if (pos == expression.size()) {
-        return error(pos - 1, "a name after ','");
+        return HostlistError(expression, pos - 1, "a name after ','");
       }
     }
   }
