@@ -336,6 +336,24 @@ Result<HolderEndpoints> CreateHolderEndpoints(const SocketName& name,
   return out;
 }
 
+// Waits until the holder's end `fd` is readable: false once `deadline` has passed.
+Result<bool> AwaitReadable(int fd, std::chrono::steady_clock::time_point deadline) {
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return false;
+    struct pollfd p {
+      fd, POLLIN, 0
+    };
+    int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno != EINTR)
+      return SysError("poll the job namespace holder", errno);
+    if (n > 0)
+      return true;
+  }
+}
+
 // The holder's report up to its '\0' (empty when it exited without one).
 // Setting up touches the jail, which may hang: waits only until the deadline.
 Result<std::string> AwaitHolderReport(int report_fd, const std::string& jail,
@@ -343,22 +361,13 @@ Result<std::string> AwaitHolderReport(int report_fd, const std::string& jail,
   std::string report;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
+    auto readable = AwaitReadable(report_fd, deadline);
+    if (!readable.ok())
+      return readable.status();
+    if (!*readable) {
       return Status::Timeout(fmt::format(
           "the job namespace holder did not enter jail {} within {} ms", jail, timeout.count()));
     }
-    struct pollfd p {
-      report_fd, POLLIN, 0
-    };
-    int n = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return SysError("poll the job namespace holder", errno);
-    if (n == 0)
-      continue;
     char buf[1024];
     ssize_t got = ::read(report_fd, buf, sizeof buf);
     if (got < 0 && errno == EINTR)
@@ -464,22 +473,12 @@ Result<UniqueFd> OpenJobNamespace(const JobNamespacePaths& paths, const std::str
   }
   if (Status s = CheckPeerIsOurs(sock.get(), socket_path); !s.ok())
     return s;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      return Status::Timeout(fmt::format(
-          "jail {} did not answer within {} ms (is its file server hung?)", jail, timeout.count()));
-    }
-    struct pollfd p {
-      sock.get(), POLLIN, 0
-    };
-    int n = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (n < 0 && errno != EINTR)
-      return SysError("poll the job namespace holder", errno);
-    if (n > 0)
-      break;
+  auto readable = AwaitReadable(sock.get(), std::chrono::steady_clock::now() + timeout);
+  if (!readable.ok())
+    return readable.status();
+  if (!*readable) {
+    return Status::Timeout(fmt::format(
+        "jail {} did not answer within {} ms (is its file server hung?)", jail, timeout.count()));
   }
   ProbeReport report{};
   iovec iov{&report, sizeof report};
