@@ -4,10 +4,9 @@
 #    C/C++ file: a file it would change is an offender;
 #  - clang-tidy 14 with only readability-function-size (.clang-tidy: no function
 #    over 80 lines) over the C++ of libk8sbridge, programs and plugins, from the
-#    build's compile_commands.json. The functions named in
-#    scripts/function-size-debt.txt (the ones issue 16 has not split yet) are
-#    reported but tolerated; any other offender fails, and so does a listed one
-#    that no longer offends (take it off the list);
+#    build's compile_commands.json. Any offender fails. Issue 16 split every
+#    long function, so scripts/function-size-debt.txt, whose lines would be
+#    tolerated, stays empty; a listed one that no longer offends fails too;
 #  - scripts/check-layers.py: the layers' includes, the docs' layer and contract
 #    tables, and a scratch include that must not compile.
 # Exits non-zero and names every offender. Usage: check-style.sh [BUILD_DIR]
@@ -72,13 +71,26 @@ if [ -n "$paid" ]; then
   sed 's/^/  /' <<<"$paid"
   failed=1
 fi
+# clang parses a tree that GCC builds: two of its C++20 complaints are errors to
+# clang alone (rapidjson's member iterators compared with != and ==, and a string
+# literal glued to a macro argument in Slurm's slurm_protocol_defs.h). The build
+# with -Werror judges the code; clang-tidy here only measures functions, which it
+# still does in those files. They are recognised here rather than switched off:
+# clang-tidy 14 keeps the literal one an error under -Wno-reserved-user-defined-literal.
+known_clang_only='\[clang-diagnostic-(ambiguous-reversed-operator|reserved-user-defined-literal)\]'
+tidy_errors=$(grep -E 'error:|Compile command not found|compilation database' <<<"$tidy_out")
+unexplained=$(grep -vE "$known_clang_only" <<<"$tidy_errors" | sed '/^$/d')
 if [ -n "$tidy_offenders" ]; then
   :
-elif [ "$tidy_rc" -ne 0 ]; then
-  # No function offends, yet clang-tidy failed: say why (a missing compile command,
-  # a header it cannot find) instead of passing.
+elif [ "$tidy_rc" -ne 0 ] && { [ -z "$tidy_errors" ] || [ -n "$unexplained" ]; }; then
+  # No function offends, yet clang-tidy failed for another reason (a missing
+  # compile command, a header it cannot find, a crash): say why instead of passing.
   echo "check-style: clang-tidy failed:"
-  grep -E 'error|Error' <<<"$tidy_out" | sort -u | head -n 20
+  if [ -n "$unexplained" ]; then
+    sort -u <<<"$unexplained" | head -n 20
+  else
+    tail -n 20 <<<"$tidy_out"
+  fi
   failed=1
 else
   echo "check-style: clang-tidy: ${#tidy_files[@]} files, no function over 80 lines"

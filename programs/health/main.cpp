@@ -117,12 +117,8 @@ void Publish(const HealthConfig& config, const Report& report, Logger& log) {
            published->status, published->changed ? " (changed)" : "");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (auto answered = AnswerHelpOrVersion(argc, argv, "k8sbridge-health", kUsageText))
-    return *answered;
-  Args args;
+// false (having said why) on an argument it does not know.
+bool ParseArgs(int argc, char** argv, Args& args) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if ((a == "--config" || a == "--node") && i + 1 < argc) {
@@ -132,19 +128,53 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "k8sbridge-health: unknown argument '%s'\n", a.c_str());
       Usage(stderr);
-      return kUsage;
+      return false;
     }
   }
+  return true;
+}
+
+// $SLURMD_NODENAME (slurmd sets it for HealthCheckProgram), else the short hostname.
+std::string DefaultNodeName() {
+  if (const char* n = std::getenv("SLURMD_NODENAME"); n && *n)
+    return n;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return std::string(host).substr(0, std::string(host).find('.'));
+}
+
+// Drains or resumes the node on the checks' findings, and keeps the clean-run count.
+int ApplyVerdict(const std::string& node, const HealthConfig& config, const Report& report,
+                 HealthState& state, const std::string& state_path, slurm::Slurm& slurm,
+                 Logger& log) {
+  auto [d, applied] = DecideAndApply(node, report.findings, state.clean_runs,
+                                     config.resume_after_clean_runs, slurm);
+  state.clean_runs = d.clean_runs;
+  if (Status saved = SaveState(state_path, state); !saved.ok())
+    log.Warning("{}; the clean-run count will restart", saved.message());
+  if (!applied.ok()) {
+    log.Error("node {}: {} failed: {}", node, ActionName(d.action), applied.message());
+    return kSlurmUnreadable;
+  }
+  for (const auto& f : report.findings)
+    log.Error("{}: {} {}", f.check, f.subject, f.message);
+  log.Info("node {}: {} ({})", node, ActionName(d.action), d.explanation);
+  if (config.kube_publish)
+    Publish(config, report, log);
+  return report.findings.empty() ? kHealthy : kUnhealthy;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (auto answered = AnswerHelpOrVersion(argc, argv, "k8sbridge-health", kUsageText))
+    return *answered;
+  Args args;
+  if (!ParseArgs(argc, argv, args))
+    return kUsage;
   StderrLogger log("k8sbridge-health");
-  if (args.node.empty()) {
-    if (const char* n = std::getenv("SLURMD_NODENAME"))
-      args.node = n;
-  }
-  if (args.node.empty()) {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    args.node = std::string(host).substr(0, std::string(host).find('.'));
-  }
+  if (args.node.empty())
+    args.node = DefaultNodeName();
   auto config = LoadHealthConfig(args.config);
   if (!config.ok()) {
     log.Error("{}", config.status().message());
@@ -184,20 +214,5 @@ int main(int argc, char** argv) {
     PrintDiagnosis(report, args.node);
     return report.findings.empty() ? kHealthy : kUnhealthy;
   }
-
-  auto [d, applied] = DecideAndApply(args.node, report.findings, state->clean_runs,
-                                     config->resume_after_clean_runs, *slurm);
-  state->clean_runs = d.clean_runs;
-  if (Status saved = SaveState(state_path, *state); !saved.ok())
-    log.Warning("{}; the clean-run count will restart", saved.message());
-  if (!applied.ok()) {
-    log.Error("node {}: {} failed: {}", args.node, ActionName(d.action), applied.message());
-    return kSlurmUnreadable;
-  }
-  for (const auto& f : report.findings)
-    log.Error("{}: {} {}", f.check, f.subject, f.message);
-  log.Info("node {}: {} ({})", args.node, ActionName(d.action), d.explanation);
-  if (config->kube_publish)
-    Publish(*config, report, log);
-  return report.findings.empty() ? kHealthy : kUnhealthy;
+  return ApplyVerdict(args.node, *config, report, *state, state_path, *slurm, log);
 }

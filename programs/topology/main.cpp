@@ -74,6 +74,46 @@ struct Args {
   topo::BuildOptions build;
 };
 
+// The options that only set a string of Args; nullptr for any other.
+std::string* StringOption(Args& args, std::string_view arg) {
+  const std::pair<std::string_view, std::string*> options[] = {
+      {"--labels", &args.labels},
+      {"--format", &args.format},
+      {"--output", &args.output},
+      {"--state", &args.state},
+      {"--scontrol", &args.scontrol},
+      {"--dump-graph", &args.dump_graph},
+      {"--host-regex", &args.build.host_regex},
+      {"--nodes", &args.nodes},
+      {"--cpu-only-regex", &args.build.cpu_only_regex},
+      {"--cpu-only-switch", &args.build.cpu_only_switch},
+      {"--switch-prefix", &args.build.switch_prefix},
+      {"--label-prefix", &args.label_prefix},
+      {"--label-tiers", &args.label_tiers},
+  };
+  for (const auto& [name, field] : options) {
+    if (arg == name)
+      return field;
+  }
+  return nullptr;
+}
+
+// What the options say together: a known format, and one kind of source.
+Status CheckArgs(const Args& args) {
+  if (args.format != "tree" && args.format != "block" && args.format != "yaml") {
+    return Status::InvalidArgument(
+        fmt::format("--format {}: expected tree, block or yaml", args.format));
+  }
+  if (args.dumps.empty() && args.live.empty() && args.labels.empty()) {
+    return Status::InvalidArgument(
+        "no fabric source: give --ibnetdiscover FILE, --live or --labels FILE");
+  }
+  if (!args.labels.empty() && (!args.dumps.empty() || !args.live.empty())) {
+    return Status::InvalidArgument("--labels cannot be combined with fabric sources");
+  }
+  return Status::Ok();
+}
+
 Status ParseArgs(int argc, char** argv, Args& args) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -97,29 +137,13 @@ Status ParseArgs(int argc, char** argv, Args& args) {
     };
     Status s;
     std::string tmp;
-    if (arg == "--ibnetdiscover") {
+    if (std::string* field = StringOption(args, arg)) {
+      s = next(*field);
+    } else if (arg == "--ibnetdiscover") {
       s = next(tmp);
       args.dumps.push_back(tmp);
     } else if (arg == "--live") {
       args.live.push_back(has_inline ? value : "");
-    } else if (arg == "--labels") {
-      s = next(args.labels);
-    } else if (arg == "--format") {
-      s = next(args.format);
-    } else if (arg == "--output") {
-      s = next(args.output);
-    } else if (arg == "--state") {
-      s = next(args.state);
-    } else if (arg == "--scontrol") {
-      s = next(args.scontrol);
-    } else if (arg == "--dump-graph") {
-      s = next(args.dump_graph);
-    } else if (arg == "--host-regex") {
-      s = next(args.build.host_regex);
-    } else if (arg == "--nodes") {
-      s = next(args.nodes);
-    } else if (arg == "--cpu-only-regex") {
-      s = next(args.build.cpu_only_regex);
     } else if (arg == "--cpu-only") {
       s = next(tmp);
       if (tmp == "own-root") {
@@ -130,14 +154,6 @@ Status ParseArgs(int argc, char** argv, Args& args) {
         s = Status::InvalidArgument(
             fmt::format("--cpu-only {}: expected own-root or exclude", tmp));
       }
-    } else if (arg == "--cpu-only-switch") {
-      s = next(args.build.cpu_only_switch);
-    } else if (arg == "--switch-prefix") {
-      s = next(args.build.switch_prefix);
-    } else if (arg == "--label-prefix") {
-      s = next(args.label_prefix);
-    } else if (arg == "--label-tiers") {
-      s = next(args.label_tiers);
     } else if (arg == "--no-reconfigure") {
       args.reconfigure = false;
     } else if (arg == "-v" || arg == "--verbose") {
@@ -149,18 +165,7 @@ Status ParseArgs(int argc, char** argv, Args& args) {
       return s;
     }
   }
-  if (args.format != "tree" && args.format != "block" && args.format != "yaml") {
-    return Status::InvalidArgument(
-        fmt::format("--format {}: expected tree, block or yaml", args.format));
-  }
-  if (args.dumps.empty() && args.live.empty() && args.labels.empty()) {
-    return Status::InvalidArgument(
-        "no fabric source: give --ibnetdiscover FILE, --live or --labels FILE");
-  }
-  if (!args.labels.empty() && (!args.dumps.empty() || !args.live.empty())) {
-    return Status::InvalidArgument("--labels cannot be combined with fabric sources");
-  }
-  return Status::Ok();
+  return CheckArgs(args);
 }
 
 Status LoadFabric(const Args& args, topo::FabricGraph& graph) {
@@ -201,6 +206,74 @@ Status LoadFabric(const Args& args, topo::FabricGraph& graph) {
   return Status::Ok();
 }
 
+// --label-tiers a,b,c: the tiers' label names from the leaf up.
+std::vector<std::string> SplitTiers(const std::string& tiers) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; pos <= tiers.size();) {
+    size_t comma = std::min(tiers.find(',', pos), tiers.size());
+    if (comma > pos) {
+      out.push_back(tiers.substr(pos, comma - pos));
+    }
+    pos = comma + 1;
+  }
+  return out;
+}
+
+k8sbridge::Result<topo::Topology> TopologyFromLabelFile(const Args& args) {
+  auto text = topo::ReadFile(args.labels);
+  if (!text.ok()) {
+    return text.status();
+  }
+  auto nodes = topo::ParseNodeListJson(*text, args.labels);
+  if (!nodes.ok()) {
+    return nodes.status();
+  }
+  topo::LabelOptions label_options;
+  label_options.prefix = args.label_prefix;
+  label_options.tiers = SplitTiers(args.label_tiers);
+  label_options.cpu_only = args.build.cpu_only;
+  label_options.cpu_only_switch = args.build.cpu_only_switch;
+  return topo::TopologyFromLabels(*nodes, label_options);
+}
+
+// --dump-graph: "-" is stdout.
+Status DumpGraph(const topo::FabricGraph& graph, const std::string& path) {
+  std::string dump = graph.CanonicalDump();
+  if (path == "-") {
+    std::cout << dump;
+    return Status::Ok();
+  }
+  return topo::WriteFileAtomically(path, dump);
+}
+
+// Builds from the fabric sources; the state file (when there is one) says
+// where hosts were last seen.
+k8sbridge::Result<topo::Topology> TopologyFromFabric(Args& args, const std::string& state_path,
+                                                     k8sbridge::Logger& logger) {
+  topo::FabricGraph graph;
+  if (Status s = LoadFabric(args, graph); !s.ok()) {
+    return s;
+  }
+  if (!args.dump_graph.empty()) {
+    if (Status s = DumpGraph(graph, args.dump_graph); !s.ok()) {
+      return s;
+    }
+  }
+  if (!state_path.empty()) {
+    auto state = topo::ReadFile(state_path);
+    if (state.ok()) {
+      auto remembered = topo::ParseAttachments(*state, state_path);
+      if (!remembered.ok()) {
+        return remembered.status();
+      }
+      args.build.remembered = std::move(*remembered);
+    } else if (state.status().code() != Status::Code::kNotFound) {
+      return state.status();
+    }
+  }
+  return topo::BuildTopology(graph, args.build, logger);
+}
+
 int Run(int argc, char** argv) {
   if (auto answered = AnswerHelpOrVersion(argc, argv, "k8sbridge-topology", kUsage))
     return *answered;
@@ -225,64 +298,12 @@ int Run(int argc, char** argv) {
   std::string state_path =
       args.state.empty() && !args.output.empty() ? args.output + ".state" : args.state;
 
-  topo::Topology topology;
-  if (!args.labels.empty()) {
-    auto text = topo::ReadFile(args.labels);
-    if (!text.ok()) {
-      return fail(text.status());
-    }
-    auto nodes = topo::ParseNodeListJson(*text, args.labels);
-    if (!nodes.ok()) {
-      return fail(nodes.status());
-    }
-    topo::LabelOptions label_options;
-    label_options.prefix = args.label_prefix;
-    label_options.tiers.clear();
-    for (size_t pos = 0; pos <= args.label_tiers.size();) {
-      size_t comma = std::min(args.label_tiers.find(',', pos), args.label_tiers.size());
-      if (comma > pos) {
-        label_options.tiers.push_back(args.label_tiers.substr(pos, comma - pos));
-      }
-      pos = comma + 1;
-    }
-    label_options.cpu_only = args.build.cpu_only;
-    label_options.cpu_only_switch = args.build.cpu_only_switch;
-    auto built = topo::TopologyFromLabels(*nodes, label_options);
-    if (!built.ok()) {
-      return fail(built.status());
-    }
-    topology = std::move(*built);
-  } else {
-    topo::FabricGraph graph;
-    if (Status s = LoadFabric(args, graph); !s.ok()) {
-      return fail(s);
-    }
-    if (!args.dump_graph.empty()) {
-      std::string dump = graph.CanonicalDump();
-      if (args.dump_graph == "-") {
-        std::cout << dump;
-      } else if (Status s = topo::WriteFileAtomically(args.dump_graph, dump); !s.ok()) {
-        return fail(s);
-      }
-    }
-    if (!state_path.empty()) {
-      auto state = topo::ReadFile(state_path);
-      if (state.ok()) {
-        auto remembered = topo::ParseAttachments(*state, state_path);
-        if (!remembered.ok()) {
-          return fail(remembered.status());
-        }
-        args.build.remembered = std::move(*remembered);
-      } else if (state.status().code() != Status::Code::kNotFound) {
-        return fail(state.status());
-      }
-    }
-    auto built = topo::BuildTopology(graph, args.build, logger);
-    if (!built.ok()) {
-      return fail(built.status());
-    }
-    topology = std::move(*built);
+  auto built = args.labels.empty() ? TopologyFromFabric(args, state_path, logger)
+                                   : TopologyFromLabelFile(args);
+  if (!built.ok()) {
+    return fail(built.status());
   }
+  const topo::Topology& topology = *built;
 
   std::string rendered = args.format == "tree"    ? topo::RenderTreeConf(topology)
                          : args.format == "block" ? topo::RenderBlockConf(topology)

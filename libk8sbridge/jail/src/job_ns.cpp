@@ -301,6 +301,92 @@ JobNamespacePaths JobNamespacePathsFor(const std::string& tmp_base, const std::s
           fmt::format("{}/{}/job{}.ns", tmp_base, node, job_id)};
 }
 
+namespace {
+
+// What the holder inherits: the socket it answers on and the state file it
+// writes through its descriptor.
+struct HolderEndpoints {
+  UniqueFd listener;
+  UniqueFd state;
+};
+
+Result<HolderEndpoints> CreateHolderEndpoints(const SocketName& name,
+                                              const JobNamespacePaths& paths) {
+  auto remove = [&] { (void)RemoveJobNamespace(paths); };
+  HolderEndpoints out;
+  out.listener = UniqueFd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!out.listener.valid())
+    return SysError("socket", errno);
+  if (::bind(out.listener.get(), reinterpret_cast<const sockaddr*>(&name.addr), name.len) != 0)
+    return SysError(fmt::format("bind {}", paths.socket), errno);
+  if (::listen(out.listener.get(), SOMAXCONN) != 0) {
+    int err = errno;
+    remove();
+    return SysError(fmt::format("listen on {}", paths.socket), err);
+  }
+  // Created here, in the host's view; the holder writes it through the
+  // descriptor it inherits.
+  out.state = UniqueFd(
+      ::open(paths.state.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!out.state.valid()) {
+    int err = errno;
+    remove();
+    return SysError(fmt::format("create {}", paths.state), err);
+  }
+  return out;
+}
+
+// Waits until the holder's end `fd` is readable: false once `deadline` has passed.
+Result<bool> AwaitReadable(int fd, std::chrono::steady_clock::time_point deadline) {
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return false;
+    struct pollfd p {
+      fd, POLLIN, 0
+    };
+    int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno != EINTR)
+      return SysError("poll the job namespace holder", errno);
+    if (n > 0)
+      return true;
+  }
+}
+
+// The holder's report up to its '\0' (empty when it exited without one).
+// Setting up touches the jail, which may hang: waits only until the deadline.
+Result<std::string> AwaitHolderReport(int report_fd, const std::string& jail,
+                                      std::chrono::milliseconds timeout) {
+  std::string report;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    auto readable = AwaitReadable(report_fd, deadline);
+    if (!readable.ok())
+      return readable.status();
+    if (!*readable) {
+      return Status::Timeout(fmt::format(
+          "the job namespace holder did not enter jail {} within {} ms", jail, timeout.count()));
+    }
+    char buf[1024];
+    ssize_t got = ::read(report_fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      break;
+    report.append(buf, static_cast<size_t>(got));
+    // Ends at the '\0', not at EOF: a copy of the pipe that another thread's
+    // fork took along may keep the write end open.
+    if (size_t end = report.find('\0'); end != std::string::npos) {
+      report.resize(end);
+      break;
+    }
+  }
+  return report;
+}
+
+}  // namespace
+
 Status StartJobNamespace(const TaskPlan& plan, const std::string& probe_rel,
                          const JobNamespacePaths& paths, std::chrono::milliseconds timeout) {
   auto name = NameSocket(paths.socket);
@@ -308,25 +394,11 @@ Status StartJobNamespace(const TaskPlan& plan, const std::string& probe_rel,
     return name.status();
   (void)RemoveJobNamespace(paths);  // left by an earlier job with this id
   auto remove = [&] { (void)RemoveJobNamespace(paths); };
-  UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (!listener.valid())
-    return SysError("socket", errno);
-  if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&name->addr), name->len) != 0)
-    return SysError(fmt::format("bind {}", paths.socket), errno);
-  if (::listen(listener.get(), SOMAXCONN) != 0) {
-    int err = errno;
-    remove();
-    return SysError(fmt::format("listen on {}", paths.socket), err);
-  }
-  // Created here, in the host's view; the holder writes it through the
-  // descriptor it inherits.
-  UniqueFd state(
-      ::open(paths.state.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!state.valid()) {
-    int err = errno;
-    remove();
-    return SysError(fmt::format("create {}", paths.state), err);
-  }
+  auto endpoints = CreateHolderEndpoints(*name, paths);
+  if (!endpoints.ok())
+    return endpoints.status();
+  UniqueFd listener = std::move(endpoints->listener);
+  UniqueFd state = std::move(endpoints->state);
 
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
@@ -359,45 +431,13 @@ Status StartJobNamespace(const TaskPlan& plan, const std::string& probe_rel,
     remove();
     return why;
   };
-  // Setting up touches the jail, which may hang: wait only until the deadline.
-  std::string report;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      return fail(
-          Status::Timeout(fmt::format("the job namespace holder did not enter jail {} within {} ms",
-                                      plan.jail, timeout.count())));
-    }
-    struct pollfd p {
-      report_fd.get(), POLLIN, 0
-    };
-    int n = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return fail(SysError("poll the job namespace holder", errno));
-    if (n == 0)
-      continue;
-    char buf[1024];
-    ssize_t got = ::read(report_fd.get(), buf, sizeof buf);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0)
-      break;
-    report.append(buf, static_cast<size_t>(got));
-    // Ends at the '\0', not at EOF: a copy of the pipe that another thread's
-    // fork took along may keep the write end open.
-    if (size_t end = report.find('\0'); end != std::string::npos) {
-      report.resize(end);
-      break;
-    }
-  }
-  if (report.empty())
+  auto report = AwaitHolderReport(report_fd.get(), plan.jail, timeout);
+  if (!report.ok())
+    return fail(report.status());
+  if (report->empty())
     return fail(Status::Internal("the job namespace holder exited without a report"));
-  if (report != "0")
-    return fail(Status::IoError(report.substr(1)));
+  if (*report != "0")
+    return fail(Status::IoError(report->substr(1)));
   return Status::Ok();
 }
 
@@ -433,22 +473,12 @@ Result<UniqueFd> OpenJobNamespace(const JobNamespacePaths& paths, const std::str
   }
   if (Status s = CheckPeerIsOurs(sock.get(), socket_path); !s.ok())
     return s;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      return Status::Timeout(fmt::format(
-          "jail {} did not answer within {} ms (is its file server hung?)", jail, timeout.count()));
-    }
-    struct pollfd p {
-      sock.get(), POLLIN, 0
-    };
-    int n = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (n < 0 && errno != EINTR)
-      return SysError("poll the job namespace holder", errno);
-    if (n > 0)
-      break;
+  auto readable = AwaitReadable(sock.get(), std::chrono::steady_clock::now() + timeout);
+  if (!readable.ok())
+    return readable.status();
+  if (!*readable) {
+    return Status::Timeout(fmt::format(
+        "jail {} did not answer within {} ms (is its file server hung?)", jail, timeout.count()));
   }
   ProbeReport report{};
   iovec iov{&report, sizeof report};

@@ -215,6 +215,91 @@ std::vector<PrepareMount> BuildPreparePlan(const PrepareConfig& c) {
   return plan;
 }
 
+namespace {
+
+// The mount points a state file records, one a line.
+std::vector<std::string> RecordedMounts(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty())
+      lines.push_back(line);
+  }
+  return lines;
+}
+
+// Binds one planned mount below the jail, adding its target to `recorded`;
+// skips an optional source this host lacks and a target an earlier run bound.
+Status BindPlannedMount(const PrepareConfig& c, const PrepareMount& m, int jail_fd,
+                        std::vector<std::string>& recorded, Logger& log) {
+  auto source = RealPath(m.bind.source);
+  if (!source.ok()) {
+    if (m.optional && source.status().code() == Status::Code::kNotFound) {
+      log.Info("skipping {}: not on this host", m.bind.source);
+      return Status::Ok();
+    }
+    return source.status().WithContext("bind source");
+  }
+  struct stat st {};
+  if (::stat(source->c_str(), &st) != 0) {
+    return Status::IoError(fmt::format("cannot stat {}: {}", *source, std::strerror(errno)));
+  }
+  auto target = MakePathBeneath(jail_fd, m.bind.target, !S_ISDIR(st.st_mode), c.jail);
+  if (!target.ok())
+    return target.status().WithContext("bind target");
+  // Where the target really is on the host (below the jail, by construction).
+  auto target_real = RealPath(target->ProcPath());
+  if (!target_real.ok())
+    return target_real.status();
+  auto points = MountPoints();
+  if (!points.ok())
+    return points.status();
+  if (std::find(points->begin(), points->end(), *target_real) != points->end()) {
+    // Reused only when this pod's own earlier run made it (its state file, in
+    // the pod's /run, lists it). Any other mount there is somebody else's: with
+    // Bidirectional propagation another pod's binds show up here, and its munge
+    // socket or /dev are not this pod's.
+    if (std::find(recorded.begin(), recorded.end(), *target_real) == recorded.end()) {
+      return Status::InvalidArgument(fmt::format(
+          "{} is already a mount point, and not one this pod's k8sbridge-jail-prepare "
+          "made (its state file {} does not list it): refusing to use it. Unmount it; if "
+          "it came from another pod, drop mountPropagation: Bidirectional from the jail's "
+          "volume mount",
+          *target_real, c.state_file));
+    }
+    log.Info("{} is already mounted by an earlier run: leaving it", *target_real);
+    return Status::Ok();
+  }
+  // Mounted from a descriptor of the resolved source, opened without
+  // following any symlink: nothing can be swapped in after realpath.
+  auto source_fd = OpenHostPath(*source, "bind source");
+  if (!source_fd.ok())
+    return source_fd.status();
+  if (Status s = BindTree(source_fd->get(), target->get(), m.recursive, m.bind.read_only);
+      !s.ok()) {
+    return s.WithContext(fmt::format("bind {} onto {}{}", *source, *target_real,
+                                     m.bind.read_only ? " (read-only)" : ""));
+  }
+  recorded.push_back(*target_real);
+  log.Info("bound {} onto {}{}", *source, *target_real, m.bind.read_only ? " (read-only)" : "");
+  return Status::Ok();
+}
+
+Status WriteStateFile(const std::string& state_file, const std::vector<std::string>& recorded) {
+  std::string record;
+  for (const std::string& r : recorded)
+    record += r + "\n";
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(state_file).parent_path(), ec);
+  if (ec) {
+    return Status::IoError(
+        fmt::format("cannot create the directory of {}: {}", state_file, ec.message()));
+  }
+  return WriteFileAtomic(state_file, record, 0644);
+}
+
+}  // namespace
+
 Status PrepareJail(const PrepareConfig& c, Logger& log) {
   if (Status s = CheckJailRoot(c.jail, 0); !s.ok())
     return s;
@@ -229,75 +314,13 @@ Status PrepareJail(const PrepareConfig& c, Logger& log) {
     return jail_fd.status();
 
   std::vector<std::string> recorded;
-  if (auto old = ReadFile(c.state_file); old.ok()) {
-    std::istringstream in(*old);
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty())
-        recorded.push_back(line);
-    }
-  }
+  if (auto old = ReadFile(c.state_file); old.ok())
+    recorded = RecordedMounts(*old);
   for (const PrepareMount& m : BuildPreparePlan(c)) {
-    auto source = RealPath(m.bind.source);
-    if (!source.ok()) {
-      if (m.optional && source.status().code() == Status::Code::kNotFound) {
-        log.Info("skipping {}: not on this host", m.bind.source);
-        continue;
-      }
-      return source.status().WithContext("bind source");
-    }
-    struct stat st {};
-    if (::stat(source->c_str(), &st) != 0) {
-      return Status::IoError(fmt::format("cannot stat {}: {}", *source, std::strerror(errno)));
-    }
-    auto target = MakePathBeneath(jail_fd->get(), m.bind.target, !S_ISDIR(st.st_mode), c.jail);
-    if (!target.ok())
-      return target.status().WithContext("bind target");
-    // Where the target really is on the host (below the jail, by construction).
-    auto target_real = RealPath(target->ProcPath());
-    if (!target_real.ok())
-      return target_real.status();
-    auto points = MountPoints();
-    if (!points.ok())
-      return points.status();
-    if (std::find(points->begin(), points->end(), *target_real) != points->end()) {
-      // Reused only when this pod's own earlier run made it (its state file, in
-      // the pod's /run, lists it). Any other mount there is somebody else's: with
-      // Bidirectional propagation another pod's binds show up here, and its munge
-      // socket or /dev are not this pod's.
-      if (std::find(recorded.begin(), recorded.end(), *target_real) == recorded.end()) {
-        return Status::InvalidArgument(fmt::format(
-            "{} is already a mount point, and not one this pod's k8sbridge-jail-prepare "
-            "made (its state file {} does not list it): refusing to use it. Unmount it; if "
-            "it came from another pod, drop mountPropagation: Bidirectional from the jail's "
-            "volume mount",
-            *target_real, c.state_file));
-      }
-      log.Info("{} is already mounted by an earlier run: leaving it", *target_real);
-      continue;
-    }
-    // Mounted from a descriptor of the resolved source, opened without
-    // following any symlink: nothing can be swapped in after realpath.
-    auto source_fd = OpenHostPath(*source, "bind source");
-    if (!source_fd.ok())
-      return source_fd.status();
-    if (Status s = BindTree(source_fd->get(), target->get(), m.recursive, m.bind.read_only);
-        !s.ok()) {
-      return s.WithContext(fmt::format("bind {} onto {}{}", *source, *target_real,
-                                       m.bind.read_only ? " (read-only)" : ""));
-    }
-    recorded.push_back(*target_real);
-    log.Info("bound {} onto {}{}", *source, *target_real, m.bind.read_only ? " (read-only)" : "");
+    if (Status s = BindPlannedMount(c, m, jail_fd->get(), recorded, log); !s.ok())
+      return s;
   }
-  std::string record;
-  for (const std::string& r : recorded)
-    record += r + "\n";
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(c.state_file).parent_path(), ec);
-  if (ec) {
-    return Status::IoError(
-        fmt::format("cannot create the directory of {}: {}", c.state_file, ec.message()));
-  }
-  return WriteFileAtomic(c.state_file, record, 0644);
+  return WriteStateFile(c.state_file, recorded);
 }
 
 Status UndoPrepare(const PrepareConfig& c, Logger& log) {
@@ -307,12 +330,7 @@ Status UndoPrepare(const PrepareConfig& c, Logger& log) {
       return Status::Ok();
     return text.status();
   }
-  std::vector<std::string> targets;
-  std::istringstream in(*text);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty())
-      targets.push_back(line);
-  }
+  std::vector<std::string> targets = RecordedMounts(*text);
   Status result;
   for (auto it = targets.rbegin(); it != targets.rend(); ++it) {
     // UMOUNT_NOFOLLOW: a recorded path that has become a symlink since (the

@@ -137,19 +137,12 @@ Status ProbeResult(const std::string& jail, const std::string& probe_path, Probe
   }
 }
 
-Status ProbeJail(const std::string& jail, const std::string& probe_rel,
-                 std::chrono::milliseconds timeout) {
-  const std::string probe_path = jail + "/" + probe_rel;
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    return Status::IoError(fmt::format("jail probe: pipe: {}", std::strerror(errno)));
-  }
-  // The prober shares our memory (CLONE_VM: no page tables to copy, a single
-  // scheduling hop) but is a process of its own, not one of our threads: if it
-  // hangs in the kernel on a dead file server, we stop waiting for it and it can
-  // never hold up slurmstepd's exit. Its exit signal is 0, so slurmstepd's own
-  // wait for its tasks never sees it.
-  ReapAbandoned();
+namespace {
+
+// Clones the prober that writes its ProbeReport to fds[1]. On failure frees
+// what it made and closes both ends of the pipe.
+Result<Prober*> StartProber(const std::string& jail, const std::string& probe_path,
+                            const int fds[2]) {
   auto* prober = new Prober();
   prober->jail = jail;
   prober->probe_path = probe_path;
@@ -173,50 +166,60 @@ Status ProbeJail(const std::string& jail, const std::string& probe_rel,
     ::close(fds[1]);
     return Status::IoError(fmt::format("jail probe: clone: {}", std::strerror(err)));
   }
-  ::close(fds[1]);
+  return prober;
+}
 
+struct ProbeAnswer {
+  Status result;
+  bool decided = false;  // the prober answered: it is about to exit, worth reaping
+};
+
+ProbeAnswer AwaitProbeAnswer(int read_fd, const std::string& jail, const std::string& probe_path,
+                             std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   ProbeReport report{};
   size_t got = 0;
-  Status result;
-  bool decided = false;
-  while (!decided) {
+  ProbeAnswer answer;
+  while (!answer.decided) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      result = Status::Timeout(fmt::format(
+      answer.result = Status::Timeout(fmt::format(
           "jail {} did not answer within {} ms (is its file server hung?)", jail, timeout.count()));
       break;
     }
     struct pollfd p {
-      fds[0], POLLIN, 0
+      read_fd, POLLIN, 0
     };
     int n = ::poll(&p, 1, static_cast<int>(left.count()));
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0) {
-      result = Status::IoError(fmt::format("jail probe: poll: {}", std::strerror(errno)));
+      answer.result = Status::IoError(fmt::format("jail probe: poll: {}", std::strerror(errno)));
       break;
     }
     if (n == 0)
       continue;  // the deadline check above ends the loop
-    ssize_t r = ::read(fds[0], reinterpret_cast<char*>(&report) + got, sizeof report - got);
+    ssize_t r = ::read(read_fd, reinterpret_cast<char*>(&report) + got, sizeof report - got);
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0) {
-      result = Status::Internal(
+      answer.result = Status::Internal(
           fmt::format("jail probe of {} ended without an answer (could not fork?)", jail));
       break;
     }
     got += static_cast<size_t>(r);
     if (got < sizeof report)
       continue;
-    decided = true;
-    result = ProbeResult(jail, probe_path, report);
+    answer.decided = true;
+    answer.result = ProbeResult(jail, probe_path, report);
   }
-  ::close(fds[0]);
-  // Free the prober once it has exited; one that is hung (or not yet gone) is
-  // kept for a later probe to reap.
+  return answer;
+}
+
+// Frees the prober once it has exited; one that is hung (or not yet gone) is
+// kept for a later probe to reap.
+void ReleaseProber(Prober* prober, bool decided) {
   bool reaped = false;
   if (decided) {
     auto reap_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
@@ -230,7 +233,31 @@ Status ProbeJail(const std::string& jail, const std::string& probe_rel,
     std::lock_guard lock(abandoned_mu);
     abandoned->push_back(prober);
   }
-  return result;
+}
+
+}  // namespace
+
+Status ProbeJail(const std::string& jail, const std::string& probe_rel,
+                 std::chrono::milliseconds timeout) {
+  const std::string probe_path = jail + "/" + probe_rel;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    return Status::IoError(fmt::format("jail probe: pipe: {}", std::strerror(errno)));
+  }
+  // The prober shares our memory (CLONE_VM: no page tables to copy, a single
+  // scheduling hop) but is a process of its own, not one of our threads: if it
+  // hangs in the kernel on a dead file server, we stop waiting for it and it can
+  // never hold up slurmstepd's exit. Its exit signal is 0, so slurmstepd's own
+  // wait for its tasks never sees it.
+  ReapAbandoned();
+  auto prober = StartProber(jail, probe_path, fds);
+  if (!prober.ok())
+    return prober.status();
+  ::close(fds[1]);
+  ProbeAnswer answer = AwaitProbeAnswer(fds[0], jail, probe_path, timeout);
+  ::close(fds[0]);
+  ReleaseProber(*prober, answer.decided);
+  return answer.result;
 }
 
 }  // namespace k8sbridge::jail

@@ -136,6 +136,85 @@ Status ParseExec(const YAML::Node& exec, const std::string& where, const std::st
   return Status::Ok();
 }
 
+// Decodes the base64 scalar `key` of `node` into `out`; leaves `out` alone when unset.
+Status Base64Field(const YAML::Node& node, const char* key, const std::string& where,
+                   std::string& out) {
+  std::string data;
+  K8SB_RETURN_IF_ERROR(Scalar(node, key, where, data));
+  if (data.empty())
+    return Status::Ok();
+  auto decoded = DecodeBase64(data, where + "." + key);
+  if (!decoded.ok())
+    return decoded.status();
+  out = *decoded;
+  return Status::Ok();
+}
+
+Result<KubeconfigFile::Cluster> ParseCluster(const YAML::Node& c, const std::string& where,
+                                             const std::string& file) {
+  KubeconfigFile::Cluster cl;
+  K8SB_RETURN_IF_ERROR(Scalar(c, "server", where, cl.server));
+  K8SB_RETURN_IF_ERROR(Scalar(c, "certificate-authority", where, cl.ca_file));
+  K8SB_RETURN_IF_ERROR(Base64Field(c, "certificate-authority-data", where, cl.ca_pem));
+  K8SB_RETURN_IF_ERROR(Scalar(c, "tls-server-name", where, cl.tls_server_name));
+  K8SB_RETURN_IF_ERROR(BoolField(c, "insecure-skip-tls-verify", where, cl.insecure));
+  cl.ca_file = ResolveAgainst(file, cl.ca_file);
+  return cl;
+}
+
+Result<KubeconfigFile::User> ParseUser(const YAML::Node& u, const std::string& where,
+                                       const std::string& file) {
+  KubeconfigFile::User us;
+  K8SB_RETURN_IF_ERROR(Scalar(u, "client-certificate", where, us.cert_file));
+  K8SB_RETURN_IF_ERROR(Scalar(u, "client-key", where, us.key_file));
+  K8SB_RETURN_IF_ERROR(Base64Field(u, "client-certificate-data", where, us.cert_pem));
+  K8SB_RETURN_IF_ERROR(Base64Field(u, "client-key-data", where, us.key_pem));
+  K8SB_RETURN_IF_ERROR(Scalar(u, "token", where, us.token));
+  K8SB_RETURN_IF_ERROR(Scalar(u, "tokenFile", where, us.token_file));
+  us.cert_file = ResolveAgainst(file, us.cert_file);
+  us.key_file = ResolveAgainst(file, us.key_file);
+  us.token_file = ResolveAgainst(file, us.token_file);
+  if (YAML::Node exec = u["exec"]; exec && !exec.IsNull()) {
+    if (!exec.IsMap())
+      return Status::InvalidArgument(where + ".exec: must be a mapping");
+    K8SB_RETURN_IF_ERROR(ParseExec(exec, where + ".exec", file, us.exec));
+  }
+  bool has_cert = !us.cert_file.empty() || !us.cert_pem.empty();
+  bool has_key = !us.key_file.empty() || !us.key_pem.empty();
+  if (has_cert != has_key) {
+    return Status::InvalidArgument(
+        fmt::format("{}: {} is set without {}; give both or neither", where,
+                    has_cert ? "client-certificate(-data)" : "client-key(-data)",
+                    has_cert ? "client-key(-data)" : "client-certificate(-data)"));
+  }
+  return us;
+}
+
+Result<KubeconfigFile::Context> ParseContext(const YAML::Node& c, const std::string& where) {
+  KubeconfigFile::Context ctx;
+  K8SB_RETURN_IF_ERROR(Scalar(c, "cluster", where, ctx.cluster));
+  K8SB_RETURN_IF_ERROR(Scalar(c, "user", where, ctx.user));
+  K8SB_RETURN_IF_ERROR(Scalar(c, "namespace", where, ctx.namespace_));
+  if (ctx.cluster.empty())
+    return Status::InvalidArgument(where + ".cluster: missing");
+  return ctx;
+}
+
+// Parses each entry of the named list with `parse` into the map `into`.
+template <typename Entry, typename Parse>
+Status ParseNamedList(const YAML::Node& root, const char* list, const char* inner,
+                      const std::string& file, std::map<std::string, Entry>& into, Parse parse) {
+  return ForEachNamed(
+      root, list, inner, file,
+      [&](const std::string& name, const YAML::Node& body, const std::string& where) -> Status {
+        Result<Entry> entry = parse(body, where);
+        if (!entry.ok())
+          return entry.status();
+        into.emplace(name, std::move(*entry));
+        return Status::Ok();
+      });
+}
+
 Result<KubeconfigFile> ParseUnsafe(std::string_view yaml, std::string_view file_view) {
   KubeconfigFile out;
   out.file = std::string(file_view);
@@ -149,84 +228,14 @@ Result<KubeconfigFile> ParseUnsafe(std::string_view yaml, std::string_view file_
     return Status::InvalidArgument(file + ": kind: must be Config");
   }
   K8SB_RETURN_IF_ERROR(Scalar(root, "current-context", file, out.current_context));
-
-  K8SB_RETURN_IF_ERROR(ForEachNamed(
-      root, "clusters", "cluster", file,
-      [&](const std::string& name, const YAML::Node& c, const std::string& where) -> Status {
-        KubeconfigFile::Cluster cl;
-        K8SB_RETURN_IF_ERROR(Scalar(c, "server", where, cl.server));
-        K8SB_RETURN_IF_ERROR(Scalar(c, "certificate-authority", where, cl.ca_file));
-        std::string data;
-        K8SB_RETURN_IF_ERROR(Scalar(c, "certificate-authority-data", where, data));
-        if (!data.empty()) {
-          auto pem = DecodeBase64(data, where + ".certificate-authority-data");
-          if (!pem.ok())
-            return pem.status();
-          cl.ca_pem = *pem;
-        }
-        K8SB_RETURN_IF_ERROR(Scalar(c, "tls-server-name", where, cl.tls_server_name));
-        K8SB_RETURN_IF_ERROR(BoolField(c, "insecure-skip-tls-verify", where, cl.insecure));
-        cl.ca_file = ResolveAgainst(file, cl.ca_file);
-        out.clusters.emplace(name, std::move(cl));
-        return Status::Ok();
-      }));
-
-  K8SB_RETURN_IF_ERROR(ForEachNamed(
-      root, "users", "user", file,
-      [&](const std::string& name, const YAML::Node& u, const std::string& where) -> Status {
-        KubeconfigFile::User us;
-        K8SB_RETURN_IF_ERROR(Scalar(u, "client-certificate", where, us.cert_file));
-        K8SB_RETURN_IF_ERROR(Scalar(u, "client-key", where, us.key_file));
-        std::string data;
-        K8SB_RETURN_IF_ERROR(Scalar(u, "client-certificate-data", where, data));
-        if (!data.empty()) {
-          auto pem = DecodeBase64(data, where + ".client-certificate-data");
-          if (!pem.ok())
-            return pem.status();
-          us.cert_pem = *pem;
-        }
-        data.clear();
-        K8SB_RETURN_IF_ERROR(Scalar(u, "client-key-data", where, data));
-        if (!data.empty()) {
-          auto pem = DecodeBase64(data, where + ".client-key-data");
-          if (!pem.ok())
-            return pem.status();
-          us.key_pem = *pem;
-        }
-        K8SB_RETURN_IF_ERROR(Scalar(u, "token", where, us.token));
-        K8SB_RETURN_IF_ERROR(Scalar(u, "tokenFile", where, us.token_file));
-        us.cert_file = ResolveAgainst(file, us.cert_file);
-        us.key_file = ResolveAgainst(file, us.key_file);
-        us.token_file = ResolveAgainst(file, us.token_file);
-        if (YAML::Node exec = u["exec"]; exec && !exec.IsNull()) {
-          if (!exec.IsMap())
-            return Status::InvalidArgument(where + ".exec: must be a mapping");
-          K8SB_RETURN_IF_ERROR(ParseExec(exec, where + ".exec", file, us.exec));
-        }
-        bool has_cert = !us.cert_file.empty() || !us.cert_pem.empty();
-        bool has_key = !us.key_file.empty() || !us.key_pem.empty();
-        if (has_cert != has_key) {
-          return Status::InvalidArgument(
-              fmt::format("{}: {} is set without {}; give both or neither", where,
-                          has_cert ? "client-certificate(-data)" : "client-key(-data)",
-                          has_cert ? "client-key(-data)" : "client-certificate(-data)"));
-        }
-        out.users.emplace(name, std::move(us));
-        return Status::Ok();
-      }));
-
-  K8SB_RETURN_IF_ERROR(ForEachNamed(
-      root, "contexts", "context", file,
-      [&](const std::string& name, const YAML::Node& c, const std::string& where) -> Status {
-        KubeconfigFile::Context ctx;
-        K8SB_RETURN_IF_ERROR(Scalar(c, "cluster", where, ctx.cluster));
-        K8SB_RETURN_IF_ERROR(Scalar(c, "user", where, ctx.user));
-        K8SB_RETURN_IF_ERROR(Scalar(c, "namespace", where, ctx.namespace_));
-        if (ctx.cluster.empty())
-          return Status::InvalidArgument(where + ".cluster: missing");
-        out.contexts.emplace(name, std::move(ctx));
-        return Status::Ok();
-      }));
+  K8SB_RETURN_IF_ERROR(ParseNamedList(
+      root, "clusters", "cluster", file, out.clusters,
+      [&](const YAML::Node& c, const std::string& where) { return ParseCluster(c, where, file); }));
+  K8SB_RETURN_IF_ERROR(ParseNamedList(
+      root, "users", "user", file, out.users,
+      [&](const YAML::Node& u, const std::string& where) { return ParseUser(u, where, file); }));
+  K8SB_RETURN_IF_ERROR(
+      ParseNamedList(root, "contexts", "context", file, out.contexts, ParseContext));
   return out;
 }
 
@@ -257,9 +266,11 @@ std::vector<std::string> SplitKubeconfigEnv(std::string_view value) {
   return out;
 }
 
-Result<Config> LoadKubeconfig(const std::vector<std::string>& files_in, std::string_view context,
-                              bool allow_insecure_http) {
-  std::vector<std::string> files = files_in;
+namespace {
+
+// The files to read: those given, else $KUBECONFIG's, else ~/.kube/config.
+std::vector<std::string> KubeconfigFiles(const std::vector<std::string>& given) {
+  std::vector<std::string> files = given;
   if (files.empty()) {
     if (const char* env = std::getenv("KUBECONFIG"); env && *env) {
       files = SplitKubeconfigEnv(env);
@@ -267,9 +278,10 @@ Result<Config> LoadKubeconfig(const std::vector<std::string>& files_in, std::str
       files.push_back(std::string(home) + "/.kube/config");
     }
   }
-  if (files.empty()) {
-    return Status::InvalidArgument("no kubeconfig: set KUBECONFIG or create ~/.kube/config");
-  }
+  return files;
+}
+
+Result<std::vector<KubeconfigFile>> ReadKubeconfigs(const std::vector<std::string>& files) {
   std::vector<KubeconfigFile> parsed;
   for (const auto& f : files) {
     auto text = ReadFile(f, "kubeconfig");
@@ -284,9 +296,68 @@ Result<Config> LoadKubeconfig(const std::vector<std::string>& files_in, std::str
       return kc.status();
     parsed.push_back(std::move(*kc));
   }
+  return parsed;
+}
+
+// The first file to define a name wins.
+template <typename Entry>
+const Entry* FindNamed(const std::vector<KubeconfigFile>& parsed,
+                       std::map<std::string, Entry> KubeconfigFile::*member,
+                       const std::string& name) {
+  for (const auto& kc : parsed) {
+    auto it = (kc.*member).find(name);
+    if (it != (kc.*member).end())
+      return &it->second;
+  }
+  return nullptr;
+}
+
+// `all` names the files, for the messages.
+Status CheckServer(const std::string& all, const std::string& cluster_name,
+                   const KubeconfigFile::Cluster& cluster, bool allow_insecure_http) {
+  if (cluster.server.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: clusters[{}].cluster.server: missing", all, cluster_name));
+  }
+  if (cluster.server.rfind("https://", 0) != 0 && cluster.server.rfind("http://", 0) != 0) {
+    return Status::InvalidArgument(
+        fmt::format("{}: clusters[{}].cluster.server: {:?} must start with https:// or http://",
+                    all, cluster_name, cluster.server));
+  }
+  if (cluster.server.rfind("http://", 0) == 0 && !allow_insecure_http) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: clusters[{}].cluster.server: {:?} is plain HTTP: the bearer token and every "
+        "request would travel in clear; use https://, or set AllowInsecureHttp=yes in "
+        "k8sbridge.conf for a test API server",
+        all, cluster_name, cluster.server));
+  }
+  return Status::Ok();
+}
+
+void ApplyUser(const KubeconfigFile::User& user, Config& config) {
+  config.client_cert_file = user.cert_file;
+  config.client_cert_pem = user.cert_pem;
+  config.client_key_file = user.key_file;
+  config.client_key_pem = user.key_pem;
+  config.token = user.token;
+  config.token_file = user.token_file;
+  config.exec = user.exec;
+}
+
+}  // namespace
+
+Result<Config> LoadKubeconfig(const std::vector<std::string>& files_in, std::string_view context,
+                              bool allow_insecure_http) {
+  std::vector<std::string> files = KubeconfigFiles(files_in);
+  if (files.empty()) {
+    return Status::InvalidArgument("no kubeconfig: set KUBECONFIG or create ~/.kube/config");
+  }
+  auto parsed = ReadKubeconfigs(files);
+  if (!parsed.ok())
+    return parsed.status();
   std::string ctx_name(context);
   std::string ctx_source = "the context argument";
-  for (const auto& kc : parsed) {
+  for (const auto& kc : *parsed) {
     if (!ctx_name.empty())
       break;
     if (!kc.current_context.empty()) {
@@ -299,43 +370,20 @@ Result<Config> LoadKubeconfig(const std::vector<std::string>& files_in, std::str
     return Status::InvalidArgument(
         fmt::format("{}: current-context: missing; set it or pass a context", all));
   }
-  // First file to define a name wins.
-  auto find = [&](auto member,
-                  const std::string& name) -> decltype(&(parsed[0].*member).begin()->second) {
-    for (auto& kc : parsed) {
-      auto it = (kc.*member).find(name);
-      if (it != (kc.*member).end())
-        return &it->second;
-    }
-    return nullptr;
-  };
-  const KubeconfigFile::Context* ctx = find(&KubeconfigFile::contexts, ctx_name);
+  const KubeconfigFile::Context* ctx = FindNamed(*parsed, &KubeconfigFile::contexts, ctx_name);
   if (!ctx) {
     return Status::InvalidArgument(fmt::format(
         "{}: context {:?} (from {}) is not defined in contexts", all, ctx_name, ctx_source));
   }
-  const KubeconfigFile::Cluster* cluster = find(&KubeconfigFile::clusters, ctx->cluster);
+  const KubeconfigFile::Cluster* cluster =
+      FindNamed(*parsed, &KubeconfigFile::clusters, ctx->cluster);
   if (!cluster) {
     return Status::InvalidArgument(
         fmt::format("{}: contexts[{}].context.cluster: cluster {:?} is not defined in clusters",
                     all, ctx_name, ctx->cluster));
   }
-  if (cluster->server.empty()) {
-    return Status::InvalidArgument(
-        fmt::format("{}: clusters[{}].cluster.server: missing", all, ctx->cluster));
-  }
-  if (cluster->server.rfind("https://", 0) != 0 && cluster->server.rfind("http://", 0) != 0) {
-    return Status::InvalidArgument(
-        fmt::format("{}: clusters[{}].cluster.server: {:?} must start with https:// or http://",
-                    all, ctx->cluster, cluster->server));
-  }
-  if (cluster->server.rfind("http://", 0) == 0 && !allow_insecure_http) {
-    return Status::InvalidArgument(fmt::format(
-        "{}: clusters[{}].cluster.server: {:?} is plain HTTP: the bearer token and every "
-        "request would travel in clear; use https://, or set AllowInsecureHttp=yes in "
-        "k8sbridge.conf for a test API server",
-        all, ctx->cluster, cluster->server));
-  }
+  if (Status s = CheckServer(all, ctx->cluster, *cluster, allow_insecure_http); !s.ok())
+    return s;
   Config config;
   config.source = fmt::format("kubeconfig {} context {}", all, ctx_name);
   config.server = cluster->server;
@@ -352,19 +400,13 @@ Result<Config> LoadKubeconfig(const std::vector<std::string>& files_in, std::str
         all, ctx->cluster));
   }
   if (!ctx->user.empty()) {
-    const KubeconfigFile::User* user = find(&KubeconfigFile::users, ctx->user);
+    const KubeconfigFile::User* user = FindNamed(*parsed, &KubeconfigFile::users, ctx->user);
     if (!user) {
       return Status::InvalidArgument(
           fmt::format("{}: contexts[{}].context.user: user {:?} is not defined in users", all,
                       ctx_name, ctx->user));
     }
-    config.client_cert_file = user->cert_file;
-    config.client_cert_pem = user->cert_pem;
-    config.client_key_file = user->key_file;
-    config.client_key_pem = user->key_pem;
-    config.token = user->token;
-    config.token_file = user->token_file;
-    config.exec = user->exec;
+    ApplyUser(*user, config);
   }
   if (!ctx->namespace_.empty())
     config.namespace_ = ctx->namespace_;

@@ -129,16 +129,11 @@ RealCommandRunner& RealCommandRunner::Instance() {
   return runner;
 }
 
-Result<std::string> RealCommandRunner::Run(const ExecConfig& exec,
-                                           std::chrono::milliseconds timeout) {
-  int out_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0)
-    return Status::IoError("pipe: " + std::string(strerror(errno)));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+namespace {
 
+// Ours, less what exec.env sets, plus exec.env and the KUBERNETES_EXEC_INFO the
+// client.authentication.k8s.io protocol hands the plugin.
+std::vector<std::string> PluginEnvironment(const ExecConfig& exec) {
   std::vector<std::string> env_strings;
   for (char** e = environ; e && *e; ++e) {
     std::string_view kv(*e);
@@ -153,6 +148,59 @@ Result<std::string> RealCommandRunner::Run(const ExecConfig& exec,
   env_strings.push_back(fmt::format(
       R"(KUBERNETES_EXEC_INFO={{"apiVersion":"{}","kind":"ExecCredential","spec":{{"interactive":false}}}})",
       exec.api_version));
+  return env_strings;
+}
+
+struct PluginOutput {
+  std::string text;
+  bool timed_out = false;
+};
+
+// Reads the plugin's stdout until EOF, past 1 MiB, or the deadline.
+PluginOutput ReadPluginOutput(int fd, std::chrono::milliseconds timeout) {
+  PluginOutput output;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      output.timed_out = true;
+      break;
+    }
+    pollfd pfd{fd, POLLIN, 0};
+    int pr = poll(&pfd, 1, static_cast<int>(left.count()));
+    if (pr < 0 && errno == EINTR)
+      continue;
+    if (pr <= 0) {
+      output.timed_out = pr == 0;
+      break;
+    }
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    output.text.append(buf, static_cast<size_t>(n));
+    if (output.text.size() > (1u << 20))
+      break;
+  }
+  return output;
+}
+
+}  // namespace
+
+Result<std::string> RealCommandRunner::Run(const ExecConfig& exec,
+                                           std::chrono::milliseconds timeout) {
+  int out_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0)
+    return Status::IoError("pipe: " + std::string(strerror(errno)));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+
+  std::vector<std::string> env_strings = PluginEnvironment(exec);
   std::vector<char*> envp, argv;
   for (auto& s : env_strings)
     envp.push_back(s.data());
@@ -173,41 +221,14 @@ Result<std::string> RealCommandRunner::Run(const ExecConfig& exec,
     return Status::Unauthenticated(
         fmt::format("{}.command: cannot run {:?}: {}", exec.source, exec.command, strerror(rc)));
   }
-  std::string output;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool timed_out = false;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd pfd{out_pipe[0], POLLIN, 0};
-    int pr = poll(&pfd, 1, static_cast<int>(left.count()));
-    if (pr < 0 && errno == EINTR)
-      continue;
-    if (pr <= 0) {
-      timed_out = pr == 0;
-      break;
-    }
-    char buf[4096];
-    ssize_t n = read(out_pipe[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    output.append(buf, static_cast<size_t>(n));
-    if (output.size() > (1u << 20))
-      break;
-  }
+  PluginOutput output = ReadPluginOutput(out_pipe[0], timeout);
   close(out_pipe[0]);
-  if (timed_out)
+  if (output.timed_out)
     kill(pid, SIGKILL);
   int wstatus = 0;
   while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
-  if (timed_out) {
+  if (output.timed_out) {
     return Status::Unauthenticated(fmt::format("{}: plugin {:?} did not finish within {} ms",
                                                exec.source, exec.command, timeout.count()));
   }
@@ -215,7 +236,7 @@ Result<std::string> RealCommandRunner::Run(const ExecConfig& exec,
     return Status::Unauthenticated(
         fmt::format("{}: plugin {:?} failed (wait status {})", exec.source, exec.command, wstatus));
   }
-  return output;
+  return std::move(output.text);
 }
 
 Credentials::Credentials(const Config& config, Clock& clock, Logger& logger, CommandRunner& runner,

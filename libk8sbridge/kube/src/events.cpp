@@ -94,49 +94,31 @@ void EventRecorder::Flush(std::chrono::milliseconds timeout) {
   idle_cv_.wait_for(lock, timeout, [this] { return queue_.empty() && !busy_; });
 }
 
-void EventRecorder::Send(const Pending& p) {
-  const std::string ns =
-      p.regarding.namespace_.empty() ? options_.default_namespace : p.regarding.namespace_;
-  const std::string key =
-      fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", p.regarding.kind, ns,
-                  p.regarding.name, p.regarding.uid, p.type, p.reason, p.action, p.note);
-  const auto now = client_.clock().Now();
-  const std::string when = FormatRfc3339(p.when, /*micros=*/true);
-
+bool EventRecorder::ContinueSeries(const std::string& key, const std::string& when,
+                                   Clock::Steady::time_point now) {
   auto it = series_.find(key);
-  if (it != series_.end() && now - it->second.last < options_.series_window) {
-    Series& s = it->second;
-    s.count += 1;
-    s.last = now;
-    std::string patch =
-        fmt::format(R"({{"series":{{"count":{},"lastObservedTime":"{}"}}}})", s.count, when);
-    auto r = client_.Patch(kEvents, s.namespace_, s.name, PatchType::kMerge, patch);
-    if (r.ok())
-      return;
-    if (r.status().code() != Status::Code::kNotFound) {
-      std::lock_guard lock(mu_);
-      ++failed_;
-      client_.logger().Debug("kube: event {} not updated: {}", s.name, r.status().ToString());
-      return;
-    }
-    series_.erase(it);  // someone deleted it: start a new one
-  }
-
-  // Drop series that ended long ago so the map stays small.
-  for (auto s = series_.begin(); s != series_.end();) {
-    s = (now - s->second.last >= options_.series_window) ? series_.erase(s) : std::next(s);
-  }
-
-  uint64_t seq;
-  {
+  if (it == series_.end() || now - it->second.last >= options_.series_window)
+    return false;
+  Series& s = it->second;
+  s.count += 1;
+  s.last = now;
+  std::string patch =
+      fmt::format(R"({{"series":{{"count":{},"lastObservedTime":"{}"}}}})", s.count, when);
+  auto r = client_.Patch(kEvents, s.namespace_, s.name, PatchType::kMerge, patch);
+  if (r.ok())
+    return true;
+  if (r.status().code() != Status::Code::kNotFound) {
     std::lock_guard lock(mu_);
-    seq = ++sequence_;
+    ++failed_;
+    client_.logger().Debug("kube: event {} not updated: {}", s.name, r.status().ToString());
+    return true;
   }
-  const std::string name = fmt::format(
-      "{}.{:x}{:04x}", p.regarding.name.empty() ? "k8sbridge" : p.regarding.name,
-      std::chrono::duration_cast<std::chrono::microseconds>(p.when.time_since_epoch()).count(),
-      seq & 0xffff);
+  series_.erase(it);  // someone deleted it: start a new one
+  return false;
+}
 
+std::string EventRecorder::EventJson(const Pending& p, const std::string& name,
+                                     const std::string& ns, const std::string& when) const {
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
   auto str = [&](const char* k, const std::string& v) {
@@ -170,7 +152,35 @@ void EventRecorder::Send(const Pending& p) {
     str("uid", p.regarding.uid);
   w.EndObject();
   w.EndObject();
-  auto obj = Object::Parse(std::string_view(buffer.GetString(), buffer.GetSize()));
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+void EventRecorder::Send(const Pending& p) {
+  const std::string ns =
+      p.regarding.namespace_.empty() ? options_.default_namespace : p.regarding.namespace_;
+  const std::string key =
+      fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", p.regarding.kind, ns,
+                  p.regarding.name, p.regarding.uid, p.type, p.reason, p.action, p.note);
+  const auto now = client_.clock().Now();
+  const std::string when = FormatRfc3339(p.when, /*micros=*/true);
+  if (ContinueSeries(key, when, now))
+    return;
+
+  // Drop series that ended long ago so the map stays small.
+  for (auto s = series_.begin(); s != series_.end();) {
+    s = (now - s->second.last >= options_.series_window) ? series_.erase(s) : std::next(s);
+  }
+
+  uint64_t seq;
+  {
+    std::lock_guard lock(mu_);
+    seq = ++sequence_;
+  }
+  const std::string name = fmt::format(
+      "{}.{:x}{:04x}", p.regarding.name.empty() ? "k8sbridge" : p.regarding.name,
+      std::chrono::duration_cast<std::chrono::microseconds>(p.when.time_since_epoch()).count(),
+      seq & 0xffff);
+  auto obj = Object::Parse(EventJson(p, name, ns, when));
   auto r = client_.Create(kEvents, ns, *obj);
   if (!r.ok()) {
     std::lock_guard lock(mu_);

@@ -17,6 +17,54 @@ std::string Reflector::last_resource_version() const {
   return last_rv_;
 }
 
+Status Reflector::ListAndReplace(std::string& rv, const CallOptions& call) {
+  ListOptions lo;
+  lo.label_selector = options_.label_selector;
+  lo.field_selector = options_.field_selector;
+  lo.page_size = options_.page_size;
+  auto list = client_.List(resource_, options_.namespace_, lo, call);
+  if (!list.ok())
+    return list.status();
+  rv = list->resource_version;
+  sink_.Replace(std::move(list->items), rv);
+  sink_.Healthy(true);
+  {
+    std::lock_guard lock(mu_);
+    last_rv_ = rv;
+  }
+  return Status::Ok();
+}
+
+Result<WatchEnd> Reflector::WatchFrom(std::string& rv, const CancelToken& cancel,
+                                      const CallOptions& call) {
+  WatchOptions wo;
+  wo.resource_version = rv;
+  wo.label_selector = options_.label_selector;
+  wo.field_selector = options_.field_selector;
+  wo.timeout_seconds = options_.watch_timeout_seconds;
+  wo.slack = options_.watch_slack;
+  return client_.Watch(
+      resource_, options_.namespace_, wo,
+      [&](const WatchEvent& ev) {
+        if (ev.type != EventType::kBookmark)
+          sink_.Apply(ev);
+        sink_.Healthy(true);
+        std::string new_rv = ev.object.ResourceVersion();
+        if (!new_rv.empty()) {
+          rv = new_rv;
+          std::lock_guard lock(mu_);
+          last_rv_ = rv;
+        }
+        return !cancel.cancelled();
+      },
+      call);
+}
+
+void Reflector::CountRestart(std::string_view reason) {
+  if (metrics_)
+    metrics_->WatchRestarted(resource_.plural, reason);
+}
+
 void Reflector::Run(const CancelToken& cancel) {
   Clock& clock = client_.clock();
   Logger& log = client_.logger();
@@ -36,65 +84,30 @@ void Reflector::Run(const CancelToken& cancel) {
     }
     backoff = std::min(backoff * 2, options_.max_backoff);
   };
-  auto restarted = [&](std::string_view reason) {
-    if (metrics_)
-      metrics_->WatchRestarted(what, reason);
-  };
 
   while (!cancel.cancelled()) {
     if (need_list) {
-      ListOptions lo;
-      lo.label_selector = options_.label_selector;
-      lo.field_selector = options_.field_selector;
-      lo.page_size = options_.page_size;
-      auto list = client_.List(resource_, options_.namespace_, lo, call);
-      if (!list.ok()) {
+      Status listed = ListAndReplace(rv, call);
+      if (!listed.ok()) {
         if (cancel.cancelled())
           break;
-        log.Warning("kube: list {}: {}; retrying in {} ms", what, list.status().ToString(),
+        log.Warning("kube: list {}: {}; retrying in {} ms", what, listed.ToString(),
                     backoff.count());
         sink_.Healthy(false);
         back_off();
         continue;
       }
-      rv = list->resource_version;
-      sink_.Replace(std::move(list->items), rv);
-      sink_.Healthy(true);
-      {
-        std::lock_guard lock(mu_);
-        last_rv_ = rv;
-      }
       need_list = false;
     }
 
-    WatchOptions wo;
-    wo.resource_version = rv;
-    wo.label_selector = options_.label_selector;
-    wo.field_selector = options_.field_selector;
-    wo.timeout_seconds = options_.watch_timeout_seconds;
-    wo.slack = options_.watch_slack;
     const auto started = clock.Now();
-    auto end = client_.Watch(
-        resource_, options_.namespace_, wo,
-        [&](const WatchEvent& ev) {
-          if (ev.type != EventType::kBookmark)
-            sink_.Apply(ev);
-          sink_.Healthy(true);
-          std::string new_rv = ev.object.ResourceVersion();
-          if (!new_rv.empty()) {
-            rv = new_rv;
-            std::lock_guard lock(mu_);
-            last_rv_ = rv;
-          }
-          return !cancel.cancelled();
-        },
-        call);
+    auto end = WatchFrom(rv, cancel, call);
     if (cancel.cancelled())
       break;
     if (end.ok()) {
       if (end->events > 0) {
         backoff = options_.initial_backoff;  // progress: start back-off afresh
-        restarted("closed");
+        CountRestart("closed");
         continue;  // resume from the last resourceVersion
       }
       if (clock.Now() - started < options_.instant_close) {
@@ -102,25 +115,25 @@ void Reflector::Run(const CancelToken& cancel) {
         // our resourceVersion without saying 410. Relist.
         log.Info("kube: watch {} closed at once with no events; relisting in {} ms", what,
                  backoff.count());
-        restarted("empty-stream");
+        CountRestart("empty-stream");
         need_list = true;
         back_off();
         continue;
       }
-      restarted("closed");
+      CountRestart("closed");
       continue;  // a quiet stream timed out: watch again from the same version
     }
     const Status& s = end.status();
     if (s.code() == Status::Code::kExpired) {
       log.Info("kube: watch {} from resourceVersion {}: {}; relisting", what, rv, s.message());
-      restarted("expired");
+      CountRestart("expired");
       need_list = true;
       back_off();
       continue;
     }
     log.Warning("kube: watch {}: {}; watching again in {} ms", what, s.ToString(), backoff.count());
     sink_.Healthy(false);
-    restarted("error");
+    CountRestart("error");
     back_off();
   }
 }

@@ -26,76 +26,41 @@ std::string LeaderElector::ObservedLeader() const {
   return observed_holder_;
 }
 
-bool LeaderElector::TryAcquireOrRenew() {
-  Clock& clock = client_.clock();
-  const std::string now_wall = FormatRfc3339(clock.WallNow(), /*micros=*/true);
-  auto current = client_.Get(kLeases, options_.namespace_, options_.name);
-  std::string previous_holder;
-  {
-    std::lock_guard lock(mu_);
-    previous_holder = observed_holder_;
-  }
-  auto note_leader = [&](const std::string& holder) {
-    if (holder != previous_holder && options_.on_new_leader)
-      options_.on_new_leader(holder);
-  };
+void LeaderElector::NoteLeader(const std::string& holder, const std::string& previous_holder) {
+  if (holder != previous_holder && options_.on_new_leader)
+    options_.on_new_leader(holder);
+}
 
-  if (!current.ok()) {
-    if (current.status().code() != Status::Code::kNotFound) {
-      client_.logger().Warning("kube: leader election: reading lease {}/{}: {}",
-                               options_.namespace_, options_.name, current.status().ToString());
-      return false;
-    }
-    Object lease;
-    lease.SetString("/apiVersion", "coordination.k8s.io/v1");
-    lease.SetString("/kind", "Lease");
-    lease.SetString("/metadata/name", options_.name);
-    lease.SetString("/metadata/namespace", options_.namespace_);
-    lease.SetString("/spec/holderIdentity", options_.identity);
-    lease.SetInt("/spec/leaseDurationSeconds", options_.lease_duration.count());
-    lease.SetString("/spec/acquireTime", now_wall);
-    lease.SetString("/spec/renewTime", now_wall);
-    lease.SetInt("/spec/leaseTransitions", 0);
-    auto created = client_.Create(kLeases, options_.namespace_, lease);
-    if (!created.ok())
-      return false;  // someone else created it first
-    std::lock_guard lock(mu_);
-    lease_ = *created;
-    observed_record_ = RecordOf(lease_);
-    observed_time_ = clock.Now();
-    observed_holder_ = options_.identity;
-    leader_ = true;
-    note_leader(options_.identity);
-    return true;
-  }
+void LeaderElector::HoldLease(Object written) {
+  lease_ = std::move(written);
+  observed_record_ = RecordOf(lease_);
+  observed_time_ = client_.clock().Now();
+  observed_holder_ = options_.identity;
+  leader_ = true;
+}
 
-  Object lease = std::move(*current);
-  const std::string holder = lease::HolderIdentity(lease);
-  const std::string record = RecordOf(lease);
-  {
-    std::lock_guard lock(mu_);
-    if (record != observed_record_) {
-      observed_record_ = record;
-      observed_time_ = clock.Now();  // our clock, never theirs
-    }
-    observed_holder_ = holder;
-  }
-  note_leader(holder);
-  Clock::Steady::time_point observed_time;
-  {
-    std::lock_guard lock(mu_);
-    observed_time = observed_time_;
-  }
-  int64_t duration = lease::DurationSeconds(lease);
-  if (duration <= 0)
-    duration = options_.lease_duration.count();
-  if (!holder.empty() && holder != options_.identity &&
-      clock.Now() < observed_time + std::chrono::seconds(duration)) {
-    std::lock_guard lock(mu_);
-    leader_ = false;
-    return false;  // held by someone else and not yet expired by our clock
-  }
+bool LeaderElector::CreateLease(const std::string& now_wall, const std::string& previous_holder) {
+  Object lease;
+  lease.SetString("/apiVersion", "coordination.k8s.io/v1");
+  lease.SetString("/kind", "Lease");
+  lease.SetString("/metadata/name", options_.name);
+  lease.SetString("/metadata/namespace", options_.namespace_);
+  lease.SetString("/spec/holderIdentity", options_.identity);
+  lease.SetInt("/spec/leaseDurationSeconds", options_.lease_duration.count());
+  lease.SetString("/spec/acquireTime", now_wall);
+  lease.SetString("/spec/renewTime", now_wall);
+  lease.SetInt("/spec/leaseTransitions", 0);
+  auto created = client_.Create(kLeases, options_.namespace_, lease);
+  if (!created.ok())
+    return false;  // someone else created it first
+  std::lock_guard lock(mu_);
+  HoldLease(*created);
+  NoteLeader(options_.identity, previous_holder);
+  return true;
+}
 
+bool LeaderElector::WriteLease(Object lease, const std::string& holder,
+                               const std::string& now_wall) {
   if (holder != options_.identity) {
     lease.SetString("/spec/acquireTime", now_wall);
     lease.SetInt("/spec/leaseTransitions", lease::Transitions(lease) + 1);
@@ -111,12 +76,55 @@ bool LeaderElector::TryAcquireOrRenew() {
     leader_ = false;
     return false;
   }
-  lease_ = *updated;
-  observed_record_ = RecordOf(lease_);
-  observed_time_ = clock.Now();
-  observed_holder_ = options_.identity;
-  leader_ = true;
+  HoldLease(*updated);
   return true;
+}
+
+bool LeaderElector::TryAcquireOrRenew() {
+  Clock& clock = client_.clock();
+  const std::string now_wall = FormatRfc3339(clock.WallNow(), /*micros=*/true);
+  auto current = client_.Get(kLeases, options_.namespace_, options_.name);
+  std::string previous_holder;
+  {
+    std::lock_guard lock(mu_);
+    previous_holder = observed_holder_;
+  }
+  if (!current.ok()) {
+    if (current.status().code() != Status::Code::kNotFound) {
+      client_.logger().Warning("kube: leader election: reading lease {}/{}: {}",
+                               options_.namespace_, options_.name, current.status().ToString());
+      return false;
+    }
+    return CreateLease(now_wall, previous_holder);
+  }
+
+  Object lease = std::move(*current);
+  const std::string holder = lease::HolderIdentity(lease);
+  const std::string record = RecordOf(lease);
+  {
+    std::lock_guard lock(mu_);
+    if (record != observed_record_) {
+      observed_record_ = record;
+      observed_time_ = clock.Now();  // our clock, never theirs
+    }
+    observed_holder_ = holder;
+  }
+  NoteLeader(holder, previous_holder);
+  Clock::Steady::time_point observed_time;
+  {
+    std::lock_guard lock(mu_);
+    observed_time = observed_time_;
+  }
+  int64_t duration = lease::DurationSeconds(lease);
+  if (duration <= 0)
+    duration = options_.lease_duration.count();
+  if (!holder.empty() && holder != options_.identity &&
+      clock.Now() < observed_time + std::chrono::seconds(duration)) {
+    std::lock_guard lock(mu_);
+    leader_ = false;
+    return false;  // held by someone else and not yet expired by our clock
+  }
+  return WriteLease(std::move(lease), holder, now_wall);
 }
 
 bool LeaderElector::Sleep(Clock::Steady::duration d, const CancelToken& cancel) {

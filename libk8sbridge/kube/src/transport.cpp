@@ -153,34 +153,31 @@ void CurlTransport::ReturnHandle(void* handle) {
   }
 }
 
-Result<HttpResponse> CurlTransport::Do(const HttpRequest& request) {
-  CURL* h = static_cast<CURL*>(TakeHandle());
-  if (!h)
-    return Status::Internal("curl_easy_init failed");
-  // Reset keeps the handle's live connections, DNS and TLS session caches.
-  curl_easy_reset(h);
-  Transfer transfer{&request, {}, false};
-  char error_buffer[CURL_ERROR_SIZE] = {0};
+namespace {
 
-  std::string url = request.url;
-  curl_slist* connect_to = nullptr;
+// With tls_server_name set and an https URL: points `url` at that name, so it
+// is the one verified and sent as SNI, while curl connects to the URL's real
+// host. Returns the CONNECT_TO list, to be freed after the transfer.
+curl_slist* ConnectViaServerName(CURL* h, const std::string& tls_server_name, std::string& url) {
   UrlParts parts;
-  if (!tls_.tls_server_name.empty() && SplitUrl(url, parts) && parts.scheme == "https") {
-    // Verify (and send SNI for) tls_server_name while connecting to the real host.
-    url = fmt::format("https://{}:{}{}", tls_.tls_server_name, parts.port, parts.rest);
-    std::string host = parts.host;
-    if (host.size() > 1 && host.front() == '[')
-      host = host.substr(1, host.size() - 2);
-    connect_to = curl_slist_append(
-        nullptr,
-        fmt::format("{}:{}:{}:{}", tls_.tls_server_name, parts.port, host, parts.port).c_str());
-    curl_easy_setopt(h, CURLOPT_CONNECT_TO, connect_to);
-  }
+  if (tls_server_name.empty() || !SplitUrl(url, parts) || parts.scheme != "https")
+    return nullptr;
+  url = fmt::format("https://{}:{}{}", tls_server_name, parts.port, parts.rest);
+  std::string host = parts.host;
+  if (host.size() > 1 && host.front() == '[')
+    host = host.substr(1, host.size() - 2);
+  curl_slist* connect_to = curl_slist_append(
+      nullptr, fmt::format("{}:{}:{}:{}", tls_server_name, parts.port, host, parts.port).c_str());
+  curl_easy_setopt(h, CURLOPT_CONNECT_TO, connect_to);
+  return connect_to;
+}
 
+void SetTransferOptions(CURL* h, const HttpRequest& request, const std::string& url,
+                        const std::string& user_agent, char* error_buffer, Transfer& transfer) {
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);  // no SIGALRM: we run in threads of daemons
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error_buffer);
-  curl_easy_setopt(h, CURLOPT_USERAGENT, user_agent_.c_str());
+  curl_easy_setopt(h, CURLOPT_USERAGENT, user_agent.c_str());
   curl_easy_setopt(h, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(request.connect_timeout.count()));
@@ -195,32 +192,38 @@ Result<HttpResponse> CurlTransport::Do(const HttpRequest& request) {
   curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, OnProgress);
   curl_easy_setopt(h, CURLOPT_XFERINFODATA, &transfer);
+}
 
-  // TLS: verification stays on unless the kubeconfig said insecure-skip-tls-verify.
-  curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, tls_.insecure_skip_verify ? 0L : 1L);
-  curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, tls_.insecure_skip_verify ? 0L : 2L);
-  if (!tls_.ca_pem.empty()) {
-    SetBlob(h, CURLOPT_CAINFO_BLOB, tls_.ca_pem);
-  } else if (!tls_.ca_file.empty()) {
-    curl_easy_setopt(h, CURLOPT_CAINFO, tls_.ca_file.c_str());
+// Verification stays on unless the kubeconfig said insecure-skip-tls-verify.
+// A request's own client certificate (from an exec plugin) wins over the config's.
+void SetTlsOptions(CURL* h, const TlsSettings& tls, const HttpRequest& request) {
+  curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, tls.insecure_skip_verify ? 0L : 1L);
+  curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, tls.insecure_skip_verify ? 0L : 2L);
+  if (!tls.ca_pem.empty()) {
+    SetBlob(h, CURLOPT_CAINFO_BLOB, tls.ca_pem);
+  } else if (!tls.ca_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_CAINFO, tls.ca_file.c_str());
   }
   const std::string& cert_pem =
-      request.client_cert_pem.empty() ? tls_.client_cert_pem : request.client_cert_pem;
+      request.client_cert_pem.empty() ? tls.client_cert_pem : request.client_cert_pem;
   const std::string& key_pem =
-      request.client_key_pem.empty() ? tls_.client_key_pem : request.client_key_pem;
+      request.client_key_pem.empty() ? tls.client_key_pem : request.client_key_pem;
   if (!cert_pem.empty()) {
     SetBlob(h, CURLOPT_SSLCERT_BLOB, cert_pem);
     curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-  } else if (!tls_.client_cert_file.empty()) {
-    curl_easy_setopt(h, CURLOPT_SSLCERT, tls_.client_cert_file.c_str());
+  } else if (!tls.client_cert_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_SSLCERT, tls.client_cert_file.c_str());
   }
   if (!key_pem.empty()) {
     SetBlob(h, CURLOPT_SSLKEY_BLOB, key_pem);
     curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-  } else if (!tls_.client_key_file.empty()) {
-    curl_easy_setopt(h, CURLOPT_SSLKEY, tls_.client_key_file.c_str());
+  } else if (!tls.client_key_file.empty()) {
+    curl_easy_setopt(h, CURLOPT_SSLKEY, tls.client_key_file.c_str());
   }
+}
 
+// Returns the header list, to be freed after the transfer.
+curl_slist* SetMethodAndHeaders(CURL* h, const HttpRequest& request) {
   curl_slist* headers = nullptr;
   for (const auto& [k, v] : request.headers) {
     headers = curl_slist_append(headers, fmt::format("{}: {}", k, v).c_str());
@@ -238,20 +241,10 @@ Result<HttpResponse> CurlTransport::Do(const HttpRequest& request) {
                        static_cast<curl_off_t>(request.body.size()));
     }
   }
+  return headers;
+}
 
-  CURLcode rc = curl_easy_perform(h);
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
-  curl_easy_setopt(h, CURLOPT_CONNECT_TO, nullptr);
-  curl_slist_free_all(headers);
-  curl_slist_free_all(connect_to);
-  // Error buffer lives on our stack: detach it before the handle goes back.
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
-  std::string detail = error_buffer[0] ? error_buffer : curl_easy_strerror(rc);
-  ReturnHandle(h);
-
-  if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && transfer.stopped_by_caller)) {
-    return std::move(transfer.response);
-  }
+Status TransferError(CURLcode rc, const HttpRequest& request, const std::string& detail) {
   std::string msg = fmt::format("{} {}: {}", request.method, request.url, detail);
   switch (rc) {
     case CURLE_ABORTED_BY_CALLBACK:
@@ -268,6 +261,39 @@ Result<HttpResponse> CurlTransport::Do(const HttpRequest& request) {
     default:
       return Status::Unavailable(msg);
   }
+}
+
+}  // namespace
+
+Result<HttpResponse> CurlTransport::Do(const HttpRequest& request) {
+  CURL* h = static_cast<CURL*>(TakeHandle());
+  if (!h)
+    return Status::Internal("curl_easy_init failed");
+  // Reset keeps the handle's live connections, DNS and TLS session caches.
+  curl_easy_reset(h);
+  Transfer transfer{&request, {}, false};
+  char error_buffer[CURL_ERROR_SIZE] = {0};
+
+  std::string url = request.url;
+  curl_slist* connect_to = ConnectViaServerName(h, tls_.tls_server_name, url);
+  SetTransferOptions(h, request, url, user_agent_, error_buffer, transfer);
+  SetTlsOptions(h, tls_, request);
+  curl_slist* headers = SetMethodAndHeaders(h, request);
+
+  CURLcode rc = curl_easy_perform(h);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
+  curl_easy_setopt(h, CURLOPT_CONNECT_TO, nullptr);
+  curl_slist_free_all(headers);
+  curl_slist_free_all(connect_to);
+  // Error buffer lives on our stack: detach it before the handle goes back.
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
+  std::string detail = error_buffer[0] ? error_buffer : curl_easy_strerror(rc);
+  ReturnHandle(h);
+
+  if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && transfer.stopped_by_caller)) {
+    return std::move(transfer.response);
+  }
+  return TransferError(rc, request, detail);
 }
 
 }  // namespace k8sbridge::kube

@@ -101,8 +101,108 @@ bool IsFloat(std::string_view s) {
   return i == s.size();
 }
 
-Status Convert(const YAML::Node& node, rapidjson::Value& out, rapidjson::Document::AllocatorType& a,
-               int depth, size_t& nodes, std::string_view file) {
+using Allocator = rapidjson::Document::AllocatorType;
+
+Status Convert(const YAML::Node& node, rapidjson::Value& out, Allocator& a, int depth,
+               size_t& nodes, std::string_view file);
+
+Status ConvertSequence(const YAML::Node& node, rapidjson::Value& out, Allocator& a, int depth,
+                       size_t& nodes, std::string_view file) {
+  out.SetArray();
+  for (const YAML::Node& item : node) {
+    rapidjson::Value v;
+    if (Status s = Convert(item, v, a, depth + 1, nodes, file); !s.ok())
+      return s;
+    out.PushBack(v, a);
+  }
+  return Status::Ok();
+}
+
+Status ConvertMap(const YAML::Node& node, rapidjson::Value& out, Allocator& a, int depth,
+                  size_t& nodes, std::string_view file) {
+  out.SetObject();
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar()) {
+      return Status::InvalidArgument(
+          fmt::format("{}:{}: a mapping key is not a plain string: use string keys", file,
+                      kv.first.Mark().line + 1));
+    }
+    rapidjson::Value key(kv.first.Scalar().c_str(), a);
+    if (out.HasMember(key)) {
+      return Status::InvalidArgument(fmt::format("{}:{}: key '{}' appears twice: keep one", file,
+                                                 kv.first.Mark().line + 1, kv.first.Scalar()));
+    }
+    rapidjson::Value v;
+    if (Status s = Convert(kv.second, v, a, depth + 1, nodes, file); !s.ok())
+      return s;
+    out.AddMember(key, v, a);
+  }
+  return Status::Ok();
+}
+
+void SetString(rapidjson::Value& out, const std::string& s, Allocator& a) {
+  out.SetString(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
+}
+
+// `s` is IsDecimal, IsOctal or IsHex as `base` says.
+void SetInteger(rapidjson::Value& out, const std::string& s, int base, Allocator& a) {
+  std::string digits = s;
+  bool negative = !digits.empty() && digits.front() == '-';
+  if (!digits.empty() && (digits.front() == '-' || digits.front() == '+'))
+    digits.erase(0, 1);
+  if (base == 8 && digits.size() > 1 && digits[1] == 'o')
+    digits.erase(0, 2);
+  if (base == 16)
+    digits.erase(0, 2);
+  // Too large for an int64: kept as the string it was written as.
+  auto n = text::ParseInt<int64_t>(digits, 0, std::numeric_limits<int64_t>::max(), base);
+  if (!n.ok()) {
+    SetString(out, s, a);
+  } else {
+    out.SetInt64(negative ? -*n : *n);
+  }
+}
+
+// JSON has no infinity: a float too large for a double stays a string.
+std::optional<double> FiniteFloat(const std::string& s) {
+  auto d = text::ParseDouble(s.starts_with('+') ? std::string_view(s).substr(1) : s);
+  return d.ok() ? std::optional<double>(*d) : std::nullopt;
+}
+
+void ConvertScalar(const YAML::Node& node, rapidjson::Value& out, Allocator& a) {
+  const std::string& s = node.Scalar();
+  const std::string& tag = node.Tag();
+  if (tag == "!" || tag == "tag:yaml.org,2002:str") {
+    SetString(out, s, a);
+    return;
+  }
+  // Plain scalars resolve as kubectl reads them (YAML 1.1 via go-yaml): yes/no/on/off
+  // are booleans and a leading 0 means octal, as in "defaultMode: 0400".
+  static const std::set<std::string> kTrue = {"y",    "Y",    "yes", "Yes", "YES", "true",
+                                              "True", "TRUE", "on",  "On",  "ON"};
+  static const std::set<std::string> kFalse = {"n",     "N",     "no",  "No",  "NO", "false",
+                                               "False", "FALSE", "off", "Off", "OFF"};
+  if (IsNull(s)) {
+    out.SetNull();
+  } else if (kTrue.count(s)) {
+    out.SetBool(true);
+  } else if (kFalse.count(s)) {
+    out.SetBool(false);
+  } else if (IsDecimal(s)) {
+    SetInteger(out, s, 10, a);
+  } else if (IsOctal(s)) {
+    SetInteger(out, s, 8, a);
+  } else if (IsHex(s)) {
+    SetInteger(out, s, 16, a);
+  } else if (auto d = IsFloat(s) ? FiniteFloat(s) : std::nullopt) {
+    out.SetDouble(*d);
+  } else {
+    SetString(out, s, a);
+  }
+}
+
+Status Convert(const YAML::Node& node, rapidjson::Value& out, Allocator& a, int depth,
+               size_t& nodes, std::string_view file) {
   if (++nodes > kMaxNodes) {
     return Status::InvalidArgument(fmt::format(
         "{}: more than {} values (aliases expanding?): not a pod template", file, kMaxNodes));
@@ -117,87 +217,13 @@ Status Convert(const YAML::Node& node, rapidjson::Value& out, rapidjson::Documen
       out.SetNull();
       return Status::Ok();
     case YAML::NodeType::Sequence:
-      out.SetArray();
-      for (const YAML::Node& item : node) {
-        rapidjson::Value v;
-        if (Status s = Convert(item, v, a, depth + 1, nodes, file); !s.ok())
-          return s;
-        out.PushBack(v, a);
-      }
-      return Status::Ok();
+      return ConvertSequence(node, out, a, depth, nodes, file);
     case YAML::NodeType::Map:
-      out.SetObject();
-      for (const auto& kv : node) {
-        if (!kv.first.IsScalar()) {
-          return Status::InvalidArgument(
-              fmt::format("{}:{}: a mapping key is not a plain string: use string keys", file,
-                          kv.first.Mark().line + 1));
-        }
-        rapidjson::Value key(kv.first.Scalar().c_str(), a);
-        if (out.HasMember(key)) {
-          return Status::InvalidArgument(fmt::format("{}:{}: key '{}' appears twice: keep one",
-                                                     file, kv.first.Mark().line + 1,
-                                                     kv.first.Scalar()));
-        }
-        rapidjson::Value v;
-        if (Status s = Convert(kv.second, v, a, depth + 1, nodes, file); !s.ok())
-          return s;
-        out.AddMember(key, v, a);
-      }
-      return Status::Ok();
+      return ConvertMap(node, out, a, depth, nodes, file);
     case YAML::NodeType::Scalar:
       break;
   }
-  const std::string& s = node.Scalar();
-  const std::string& tag = node.Tag();
-  if (tag == "!" || tag == "tag:yaml.org,2002:str") {
-    out.SetString(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
-    return Status::Ok();
-  }
-  // Plain scalars resolve as kubectl reads them (YAML 1.1 via go-yaml): yes/no/on/off
-  // are booleans and a leading 0 means octal, as in "defaultMode: 0400".
-  static const std::set<std::string> kTrue = {"y",    "Y",    "yes", "Yes", "YES", "true",
-                                              "True", "TRUE", "on",  "On",  "ON"};
-  static const std::set<std::string> kFalse = {"n",     "N",     "no",  "No",  "NO", "false",
-                                               "False", "FALSE", "off", "Off", "OFF"};
-  auto set_integer = [&](std::string digits, int base) {
-    bool negative = !digits.empty() && digits.front() == '-';
-    if (!digits.empty() && (digits.front() == '-' || digits.front() == '+'))
-      digits.erase(0, 1);
-    if (base == 8 && digits.size() > 1 && digits[1] == 'o')
-      digits.erase(0, 2);
-    if (base == 16)
-      digits.erase(0, 2);
-    // Too large for an int64: kept as the string it was written as.
-    auto n = text::ParseInt<int64_t>(digits, 0, std::numeric_limits<int64_t>::max(), base);
-    if (!n.ok()) {
-      out.SetString(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
-    } else {
-      out.SetInt64(negative ? -*n : *n);
-    }
-  };
-  // JSON has no infinity: a float too large for a double stays a string.
-  auto finite_float = [&]() -> std::optional<double> {
-    auto d = text::ParseDouble(s.starts_with('+') ? std::string_view(s).substr(1) : s);
-    return d.ok() ? std::optional<double>(*d) : std::nullopt;
-  };
-  if (IsNull(s)) {
-    out.SetNull();
-  } else if (kTrue.count(s)) {
-    out.SetBool(true);
-  } else if (kFalse.count(s)) {
-    out.SetBool(false);
-  } else if (IsDecimal(s)) {
-    set_integer(s, 10);
-  } else if (IsOctal(s)) {
-    set_integer(s, 8);
-  } else if (IsHex(s)) {
-    set_integer(s, 16);
-  } else if (auto d = IsFloat(s) ? finite_float() : std::nullopt) {
-    out.SetDouble(*d);
-  } else {
-    out.SetString(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
-  }
+  ConvertScalar(node, out, a);
   return Status::Ok();
 }
 

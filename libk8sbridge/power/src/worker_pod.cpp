@@ -223,23 +223,10 @@ void SetEnvField(Value& container, std::string_view name, std::string_view field
   SetEnv(container, name, std::move(fields), a);
 }
 
-}  // namespace
-
-Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const conf::NodeGroup& group,
-                                     const PodTemplate& tmpl, const WorkerPodRequest& request,
-                                     Logger& log) {
-  if (std::string error = conf::Dns1123LabelError(request.node); !error.empty()) {
-    return Status::InvalidArgument(
-        fmt::format("Slurm node name '{}' cannot be a pod name: {}", request.node, error));
-  }
-  kube::Object pod;
-  rapidjson::Document& doc = pod.mutable_json();
-  auto& a = doc.GetAllocator();
-  doc.CopyFrom(*tmpl.pod, a);
-  doc.AddMember("apiVersion", "v1", a);
-  doc.AddMember("kind", "Pod", a);
-
-  Value& metadata = Child(doc, "metadata", rapidjson::kObjectType, a);
+// The labels k8sbridge finds its pods by, and the annotations naming the jobs.
+void SetWorkerMetadata(Value& metadata, const conf::BridgeConfig& config,
+                       const conf::NodeGroup& group, const WorkerPodRequest& request,
+                       const std::string& job_ids, Allocator& a) {
   SetString(metadata, "name", request.node, a);
   SetString(metadata, "namespace", config.kube.namespace_, a);
   Value& labels = Child(metadata, "labels", rapidjson::kObjectType, a);
@@ -251,7 +238,6 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
     SetString(labels, contract::kJobLabel, std::to_string(request.jobs.front()->job_id), a);
   }
   Value& annotations = Child(metadata, "annotations", rapidjson::kObjectType, a);
-  std::string job_ids = JoinIds(request.jobs);
   SetString(annotations, contract::kJobIdsAnnotation, job_ids, a);
   std::string features;
   for (const ResumeJob* job : request.jobs) {
@@ -262,22 +248,12 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
   }
   if (!features.empty())
     SetString(annotations, contract::kFeaturesAnnotation, features, a);
+}
 
-  Value& spec = doc["spec"];
-  if (!spec.HasMember("restartPolicy"))
-    spec.AddMember("restartPolicy", "Never", a);
-  // No service account token in the pod unless the template asks for one: with
-  // allow_no_jail=yes a --no-jail step runs on the pod's root and could read it.
-  if (!spec.HasMember("automountServiceAccountToken"))
-    spec.AddMember("automountServiceAccountToken", false, a);
-
-  auto rules = PlacementRules(config, request, log);
-  if (!rules.ok())
-    return rules.status().WithContext(fmt::format("node {}", request.node));
-  if (Status s = ApplyPlacementRules(spec, *rules, request, tmpl, a); !s.ok())
-    return s;
-
-  // One job on several nodes: keep its pods in one placement domain.
+// One job on several nodes: keep its pods in one placement domain.
+void AddJobPodAffinity(Value& metadata, Value& spec, const conf::BridgeConfig& config,
+                       const conf::NodeGroup& group, const WorkerPodRequest& request,
+                       Allocator& a) {
   const ResumeJob* multi_node = nullptr;
   for (const ResumeJob* job : request.jobs) {
     if (job->nodes_alloc.size() > 1) {
@@ -285,35 +261,38 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
       break;
     }
   }
-  if (multi_node && !group.placement_label.empty() &&
-      group.placement_affinity != conf::PlacementAffinity::kNone) {
-    std::string job_id = std::to_string(multi_node->job_id);
-    SetString(Child(metadata, "labels", rapidjson::kObjectType, a), contract::kJobLabel, job_id, a);
-    Value match_labels(rapidjson::kObjectType);
-    match_labels.AddMember(Str(contract::kClusterLabel, a), Str(config.cluster_name, a), a);
-    match_labels.AddMember(Str(contract::kJobLabel, a), Str(job_id, a), a);
-    Value selector(rapidjson::kObjectType);
-    selector.AddMember("matchLabels", match_labels, a);
-    Value term(rapidjson::kObjectType);
-    term.AddMember("labelSelector", selector, a);
-    term.AddMember("topologyKey", Str(group.placement_label, a), a);
-    Value& affinity = Child(spec, "affinity", rapidjson::kObjectType, a);
-    Value& pod_affinity = Child(affinity, "podAffinity", rapidjson::kObjectType, a);
-    if (group.placement_affinity == conf::PlacementAffinity::kRequired) {
-      Child(pod_affinity, "requiredDuringSchedulingIgnoredDuringExecution", rapidjson::kArrayType,
-            a)
-          .PushBack(term, a);
-    } else {
-      Value weighted(rapidjson::kObjectType);
-      weighted.AddMember("weight", 100, a);
-      weighted.AddMember("podAffinityTerm", term, a);
-      Child(pod_affinity, "preferredDuringSchedulingIgnoredDuringExecution", rapidjson::kArrayType,
-            a)
-          .PushBack(weighted, a);
-    }
+  if (!multi_node || group.placement_label.empty() ||
+      group.placement_affinity == conf::PlacementAffinity::kNone) {
+    return;
   }
+  std::string job_id = std::to_string(multi_node->job_id);
+  SetString(Child(metadata, "labels", rapidjson::kObjectType, a), contract::kJobLabel, job_id, a);
+  Value match_labels(rapidjson::kObjectType);
+  match_labels.AddMember(Str(contract::kClusterLabel, a), Str(config.cluster_name, a), a);
+  match_labels.AddMember(Str(contract::kJobLabel, a), Str(job_id, a), a);
+  Value selector(rapidjson::kObjectType);
+  selector.AddMember("matchLabels", match_labels, a);
+  Value term(rapidjson::kObjectType);
+  term.AddMember("labelSelector", selector, a);
+  term.AddMember("topologyKey", Str(group.placement_label, a), a);
+  Value& affinity = Child(spec, "affinity", rapidjson::kObjectType, a);
+  Value& pod_affinity = Child(affinity, "podAffinity", rapidjson::kObjectType, a);
+  if (group.placement_affinity == conf::PlacementAffinity::kRequired) {
+    Child(pod_affinity, "requiredDuringSchedulingIgnoredDuringExecution", rapidjson::kArrayType, a)
+        .PushBack(term, a);
+  } else {
+    Value weighted(rapidjson::kObjectType);
+    weighted.AddMember("weight", 100, a);
+    weighted.AddMember("podAffinityTerm", term, a);
+    Child(pod_affinity, "preferredDuringSchedulingIgnoredDuringExecution", rapidjson::kArrayType, a)
+        .PushBack(weighted, a);
+  }
+}
 
-  Value& container = spec["containers"][static_cast<rapidjson::SizeType>(tmpl.worker_container)];
+// The group's Gpus=, else the node's Gres, as requests and limits of the GPU resource.
+Status SetGpuResources(Value& container, const conf::BridgeConfig& config,
+                       const conf::NodeGroup& group, const WorkerPodRequest& request,
+                       Allocator& a) {
   int gpus = 0;
   if (group.gpus) {
     gpus = *group.gpus;
@@ -332,7 +311,13 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
                 std::to_string(gpus), a);
     }
   }
+  return Status::Ok();
+}
 
+// What k8sbridge-worker runs and the environment it reads (contract.h).
+void SetWorkerCommandAndEnv(Value& container, const conf::BridgeConfig& config,
+                            const conf::NodeGroup& group, const WorkerPodRequest& request,
+                            const std::string& job_ids, Allocator& a) {
   if (!container.HasMember("command")) {
     Value command(rapidjson::kArrayType);
     command.PushBack(Str(config.worker.command, a), a);
@@ -354,6 +339,47 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
   SetEnvField(container, contract::kEnvHostNode, "spec.nodeName", a);
   for (const auto& [name, value] : request.extra_env)
     SetEnvValue(container, name, value, a);
+}
+
+}  // namespace
+
+Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const conf::NodeGroup& group,
+                                     const PodTemplate& tmpl, const WorkerPodRequest& request,
+                                     Logger& log) {
+  if (std::string error = conf::Dns1123LabelError(request.node); !error.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("Slurm node name '{}' cannot be a pod name: {}", request.node, error));
+  }
+  kube::Object pod;
+  rapidjson::Document& doc = pod.mutable_json();
+  auto& a = doc.GetAllocator();
+  doc.CopyFrom(*tmpl.pod, a);
+  doc.AddMember("apiVersion", "v1", a);
+  doc.AddMember("kind", "Pod", a);
+
+  Value& metadata = Child(doc, "metadata", rapidjson::kObjectType, a);
+  std::string job_ids = JoinIds(request.jobs);
+  SetWorkerMetadata(metadata, config, group, request, job_ids, a);
+
+  Value& spec = doc["spec"];
+  if (!spec.HasMember("restartPolicy"))
+    spec.AddMember("restartPolicy", "Never", a);
+  // No service account token in the pod unless the template asks for one: with
+  // allow_no_jail=yes a --no-jail step runs on the pod's root and could read it.
+  if (!spec.HasMember("automountServiceAccountToken"))
+    spec.AddMember("automountServiceAccountToken", false, a);
+
+  auto rules = PlacementRules(config, request, log);
+  if (!rules.ok())
+    return rules.status().WithContext(fmt::format("node {}", request.node));
+  if (Status s = ApplyPlacementRules(spec, *rules, request, tmpl, a); !s.ok())
+    return s;
+  AddJobPodAffinity(metadata, spec, config, group, request, a);
+
+  Value& container = spec["containers"][static_cast<rapidjson::SizeType>(tmpl.worker_container)];
+  if (Status s = SetGpuResources(container, config, group, request, a); !s.ok())
+    return s;
+  SetWorkerCommandAndEnv(container, config, group, request, job_ids, a);
   return pod;
 }
 

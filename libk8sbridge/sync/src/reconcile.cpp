@@ -419,16 +419,13 @@ std::vector<Action> Reconciler::Plan(const World& world, Clock::Steady::time_poi
 }
 
 // Slurm -> Kubernetes: drains mirrored onto pods; hardware drains cordon and taint.
-void Reconciler::PlanSlurmToKube(const World& world, std::vector<Action>& out) {
-  const std::string& cluster = options_.cluster;
-  const auto pods = OwnedPodsByNode(world, cluster);
-  const auto slurm = SlurmByName(world);
+namespace {
 
-  auto hardware_drained = [&](const SlurmNode& n) {
-    return n.drain && !n.OwnedReason() && std::regex_search(n.reason, hardware_);
-  };
+using PodsByNode = std::map<std::string, const kube::Object*>;
 
-  // Mirror drains onto pods.
+// Slurm -> pods: each drain (reason, user, time) mirrored onto the node's pod
+// as annotations, and cleared when Slurm stops draining the node.
+void PlanDrainMirrors(const World& world, const PodsByNode& pods, std::vector<Action>& out) {
   for (const SlurmNode& n : world.slurm) {
     auto it = pods.find(n.name);
     if (it == pods.end() || it->second->IsBeingDeleted())
@@ -456,11 +453,24 @@ void Reconciler::PlanSlurmToKube(const World& world, std::vector<Action>& out) {
       out.push_back(std::move(a));
     }
   }
+}
 
-  // Hardware drains: which Kubernetes nodes they want cordoned, from the pods'
-  // placement now and from the lists we wrote (the pod may be gone by now).
+// Kubernetes node -> the Slurm nodes on it drained for hardware, and the first
+// such drain's "node: reason" (the cordon's reason).
+struct HardwareDrains {
   std::map<std::string, std::set<std::string>> want;
   std::map<std::string, std::string> first_reason;
+};
+
+// Which Kubernetes nodes hardware drains want cordoned, from the pods'
+// placement now and from the lists we wrote (the pod may be gone by now).
+HardwareDrains HardwareDrainsByHost(const World& world, const PodsByNode& pods,
+                                    const std::map<std::string, const SlurmNode*>& slurm,
+                                    const std::regex& hardware) {
+  auto hardware_drained = [&](const SlurmNode& n) {
+    return n.drain && !n.OwnedReason() && std::regex_search(n.reason, hardware);
+  };
+  HardwareDrains drains;
   for (const SlurmNode& n : world.slurm) {
     if (!hardware_drained(n))
       continue;
@@ -470,19 +480,26 @@ void Reconciler::PlanSlurmToKube(const World& world, std::vector<Action>& out) {
     std::string host = kube::pod::NodeName(*it->second);
     if (host.empty())
       continue;
-    want[host].insert(n.name);
-    first_reason.emplace(host, n.name + ": " + n.reason);
+    drains.want[host].insert(n.name);
+    drains.first_reason.emplace(host, n.name + ": " + n.reason);
   }
   for (const kube::Object& node : world.nodes) {
     const std::string name = node.Name();
     for (const std::string& s : SplitList(Annotation(node, contract::kHardwareDrainsAnnotation))) {
       auto it = slurm.find(s);
       if (it != slurm.end() && hardware_drained(*it->second)) {
-        want[name].insert(s);
-        first_reason.emplace(name, s + ": " + it->second->reason);
+        drains.want[name].insert(s);
+        drains.first_reason.emplace(name, s + ": " + it->second->reason);
       }
     }
   }
+  return drains;
+}
+
+// Cordons the Kubernetes nodes hardware drains want, and uncordons those we
+// marked that no drain wants any more.
+void PlanCordons(const World& world, HardwareDrains& drains, const std::string& cluster,
+                 std::vector<Action>& out) {
   for (const kube::Object& node : world.nodes) {
     const std::string name = node.Name();
     const auto listed = SplitList(Annotation(node, contract::kHardwareDrainsAnnotation));
@@ -490,15 +507,15 @@ void Reconciler::PlanSlurmToKube(const World& world, std::vector<Action>& out) {
     for (const Taint& t : Taints(node))
       our_taint |= HardwareTaint(t);
     const bool cordoned_by_us = Annotation(node, contract::kCordonedByAnnotation) == cluster;
-    auto w = want.find(name);
-    if (w != want.end()) {
+    auto w = drains.want.find(name);
+    if (w != drains.want.end()) {
       std::vector<std::string> nodes(w->second.begin(), w->second.end());
       // Cordon only a node nobody cordoned; an admin who uncordons a node we
       // cordoned (the annotation stays) is not fought.
       const bool needs_cordon = !kube::node::Unschedulable(node) &&
                                 Annotation(node, contract::kCordonedByAnnotation).empty();
       if (nodes != listed || !our_taint || needs_cordon) {
-        Action a{ActionKind::kCordon, name, first_reason[name]};
+        Action a{ActionKind::kCordon, name, drains.first_reason[name]};
         a.slurm_nodes = std::move(nodes);
         out.push_back(std::move(a));
       }
@@ -507,6 +524,15 @@ void Reconciler::PlanSlurmToKube(const World& world, std::vector<Action>& out) {
           Action{ActionKind::kUncordon, name, "no Slurm node on it is drained for hardware"});
     }
   }
+}
+
+}  // namespace
+
+void Reconciler::PlanSlurmToKube(const World& world, std::vector<Action>& out) {
+  const auto pods = OwnedPodsByNode(world, options_.cluster);
+  PlanDrainMirrors(world, pods, out);
+  HardwareDrains drains = HardwareDrainsByHost(world, pods, SlurmByName(world), hardware_);
+  PlanCordons(world, drains, options_.cluster, out);
 }
 
 // Kubernetes -> Slurm: node trouble drains the Slurm nodes of its pods; our drains
@@ -551,16 +577,13 @@ void Reconciler::PlanKubeToSlurm(const World& world, std::vector<Action>& out) {
   }
 }
 
-// Pods against their Slurm nodes: failures, losses, unschedulable pods, orphans.
-void Reconciler::PlanPods(const World& world, std::vector<Action>& out) {
-  const std::string& cluster = options_.cluster;
-  const auto pods = OwnedPodsByNode(world, cluster);
-  const auto slurm = SlurmByName(world);
-
-  // Orphans: a pod whose Slurm node is POWERED_DOWN or unknown to Slurm. A Slurm
-  // that reports no node at all (a controller started with another slurm.conf, a
-  // broken answer) says nothing about any pod: every pod would look orphaned, and
-  // a small cluster stays under the mass-action cap, so none is deleted then.
+// Orphans: a pod whose Slurm node is POWERED_DOWN or unknown to Slurm. A Slurm
+// that reports no node at all (a controller started with another slurm.conf, a
+// broken answer) says nothing about any pod: every pod would look orphaned, and
+// a small cluster stays under the mass-action cap, so none is deleted then.
+void Reconciler::PlanOrphans(const World& world, const PodsByNode& pods,
+                             const std::map<std::string, const SlurmNode*>& slurm,
+                             std::vector<Action>& out) {
   for (const auto& [name, pod] : pods) {
     if (pod->IsBeingDeleted() || world.slurm.empty())
       continue;
@@ -578,7 +601,66 @@ void Reconciler::PlanPods(const World& world, std::vector<Action>& out) {
       out.push_back(std::move(a));
     }
   }
+}
 
+// The circuit breaker counts unschedulable failures per node group; enough
+// within the cooldown open it for the group.
+void Reconciler::CountUnschedulable(const std::string& group) {
+  if (options_.breaker_threshold <= 0)
+    return;
+  auto& times = failures_[group];
+  times.push_back(wall_);
+  while (!times.empty() && wall_ - times.front() > options_.breaker_cooldown)
+    times.pop_front();
+  if (static_cast<int>(times.size()) >= options_.breaker_threshold && open_until_[group] <= wall_) {
+    open_until_[group] =
+        wall_ + std::chrono::duration_cast<Clock::Wall::duration>(options_.breaker_cooldown);
+    times.clear();
+  }
+}
+
+void Reconciler::PlanNodePod(const SlurmNode& n, const conf::NodeGroup& group,
+                             const kube::Object* pod, std::vector<Action>& out) {
+  auto fail = [&](std::string text, Rule rule) {
+    Action a{ActionKind::kFail, n.name, SlurmReason(text)};
+    a.rule = rule;
+    if (pod)
+      a.uid = pod->Uid();
+    out.push_back(std::move(a));
+  };
+  if (!pod) {
+    if (n.powering_up) {
+      if (Held("start:" + n.name, options_.orphan_grace)) {
+        fail(fmt::format(
+                 "no pod for {} after {}s POWERING_UP", n.name,
+                 std::chrono::duration_cast<std::chrono::seconds>(options_.orphan_grace).count()),
+             Rule::kNoPodStarting);
+      }
+    } else if (Held("lost:" + n.name, options_.pod_lost_grace)) {
+      fail(fmt::format("pod {} was deleted out from under Slurm", n.name), Rule::kPodLost);
+    }
+    return;
+  }
+  std::string failure = PodFailure(*pod);
+  if (!failure.empty()) {
+    // Image errors may clear by themselves; a finished or deleted pod never does.
+    const bool final = pod->IsBeingDeleted() || kube::pod::Phase(*pod) == "Failed" ||
+                       kube::pod::Phase(*pod) == "Succeeded";
+    if (final || Held("image:" + n.name, options_.unschedulable_grace))
+      fail(failure, Rule::kPodFailed);
+    return;
+  }
+  std::string unschedulable = UnschedulableMessage(*pod);
+  if (!unschedulable.empty() && Held("unschedulable:" + n.name, options_.unschedulable_grace)) {
+    fail(unschedulable, Rule::kUnschedulable);
+    CountUnschedulable(group.name);
+  }
+}
+
+// Pods against their Slurm nodes: failures, losses, unschedulable pods, orphans.
+void Reconciler::PlanPods(const World& world, std::vector<Action>& out) {
+  const auto pods = OwnedPodsByNode(world, options_.cluster);
+  PlanOrphans(world, pods, SlurmByName(world), out);
   if (!options_.config)
     return;
   for (const SlurmNode& n : world.slurm) {
@@ -589,53 +671,7 @@ void Reconciler::PlanPods(const World& world, std::vector<Action>& out) {
     if (n.Down() || n.powered_down || n.powering_down || n.power_down)
       continue;
     auto it = pods.find(n.name);
-    const kube::Object* pod = it == pods.end() ? nullptr : it->second;
-    auto fail = [&](std::string text, Rule rule) {
-      Action a{ActionKind::kFail, n.name, SlurmReason(text)};
-      a.rule = rule;
-      if (pod)
-        a.uid = pod->Uid();
-      out.push_back(std::move(a));
-    };
-    if (!pod) {
-      if (n.powering_up) {
-        if (Held("start:" + n.name, options_.orphan_grace)) {
-          fail(fmt::format(
-                   "no pod for {} after {}s POWERING_UP", n.name,
-                   std::chrono::duration_cast<std::chrono::seconds>(options_.orphan_grace).count()),
-               Rule::kNoPodStarting);
-        }
-      } else if (Held("lost:" + n.name, options_.pod_lost_grace)) {
-        fail(fmt::format("pod {} was deleted out from under Slurm", n.name), Rule::kPodLost);
-      }
-      continue;
-    }
-    std::string failure = PodFailure(*pod);
-    if (!failure.empty()) {
-      // Image errors may clear by themselves; a finished or deleted pod never does.
-      const bool final = pod->IsBeingDeleted() || kube::pod::Phase(*pod) == "Failed" ||
-                         kube::pod::Phase(*pod) == "Succeeded";
-      if (final || Held("image:" + n.name, options_.unschedulable_grace))
-        fail(failure, Rule::kPodFailed);
-      continue;
-    }
-    std::string unschedulable = UnschedulableMessage(*pod);
-    if (!unschedulable.empty() && Held("unschedulable:" + n.name, options_.unschedulable_grace)) {
-      fail(unschedulable, Rule::kUnschedulable);
-      // The circuit breaker counts unschedulable failures per node group.
-      if (options_.breaker_threshold > 0) {
-        auto& times = failures_[group->name];
-        times.push_back(wall_);
-        while (!times.empty() && wall_ - times.front() > options_.breaker_cooldown)
-          times.pop_front();
-        if (static_cast<int>(times.size()) >= options_.breaker_threshold &&
-            open_until_[group->name] <= wall_) {
-          open_until_[group->name] =
-              wall_ + std::chrono::duration_cast<Clock::Wall::duration>(options_.breaker_cooldown);
-          times.clear();
-        }
-      }
-    }
+    PlanNodePod(n, *group, it == pods.end() ? nullptr : it->second, out);
   }
 }
 

@@ -56,6 +56,13 @@ class EventRecorder {
     Clock::Steady::time_point last;
   };
   void Send(const Pending& p);
+  // Counts the event into its open series (key as Send makes it); false when
+  // there is none, or it was deleted, and a new Event must be created.
+  bool ContinueSeries(const std::string& key, const std::string& when,
+                      Clock::Steady::time_point now);
+  // The events.k8s.io/v1 Event for `p`, named `name`, in `ns`.
+  std::string EventJson(const Pending& p, const std::string& name, const std::string& ns,
+                        const std::string& when) const;
   void Loop();
 
   Client& client_;

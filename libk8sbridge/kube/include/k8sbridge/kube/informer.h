@@ -56,6 +56,13 @@ class Reflector {
   std::string last_resource_version() const;
 
  private:
+  // Lists afresh and hands the sink the items; `rv` becomes the list's version.
+  Status ListAndReplace(std::string& rv, const CallOptions& call);
+  // Watches from `rv` until the stream ends or `cancel` fires, keeping `rv`
+  // at the last event's version.
+  Result<WatchEnd> WatchFrom(std::string& rv, const CancelToken& cancel, const CallOptions& call);
+  void CountRestart(std::string_view reason);
+
   Client& client_;
   const Resource& resource_;
   ReflectorOptions options_;

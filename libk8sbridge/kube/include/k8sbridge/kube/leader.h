@@ -48,6 +48,14 @@ class LeaderElector {
 
  private:
   bool Sleep(Clock::Steady::duration d, const CancelToken& cancel);
+  // TryAcquireOrRenew's steps: there is no lease yet, so create one held by us;
+  // or write ours over `lease` (read with holder `holder`), taking it over
+  // when it was someone else's.
+  bool CreateLease(const std::string& now_wall, const std::string& previous_holder);
+  bool WriteLease(Object lease, const std::string& holder, const std::string& now_wall);
+  // Remembers what we wrote: we hold the lease. Called with mu_ held.
+  void HoldLease(Object written);
+  void NoteLeader(const std::string& holder, const std::string& previous_holder);
   Client& client_;
   LeaderElectionOptions options_;
   mutable std::mutex mu_;

@@ -174,6 +174,14 @@ class Reconciler {
   void PlanSlurmToKube(const World& world, std::vector<Action>& out);
   void PlanKubeToSlurm(const World& world, std::vector<Action>& out);
   void PlanPods(const World& world, std::vector<Action>& out);
+  // PlanPods' steps: pods without a Slurm node to run; one cloud node's pod
+  // (nullptr: none) and what fails the node; the breaker's count.
+  using PodsByNode = std::map<std::string, const kube::Object*>;
+  void PlanOrphans(const World& world, const PodsByNode& pods,
+                   const std::map<std::string, const SlurmNode*>& slurm, std::vector<Action>& out);
+  void PlanNodePod(const SlurmNode& n, const conf::NodeGroup& group, const kube::Object* pod,
+                   std::vector<Action>& out);
+  void CountUnschedulable(const std::string& group);
   void PlanBreakers(const World& world, std::vector<Action>& out);
   void PlanFeatures(const World& world, std::vector<Action>& out);
   void PlanReturns(const World& world, std::vector<Action>& out);
