@@ -151,10 +151,8 @@ def _slot_network(base: ipaddress.IPv4Network, number: int) -> ipaddress.IPv4Net
     return ipaddress.ip_network((int(base.network_address) + (number << 8), 24))
 
 
-def claim_slot() -> Slot:
-    """A free slot, chosen at random: held by no live process, and neither of its
-    networks on an interface (a killed rig's bridge keeps its address)."""
-    SLOT_DIR.mkdir(mode=0o755, exist_ok=True)
+def _try_claim_slot(held: list, overlapping: set) -> Optional[Slot]:
+    """One sweep over the slots in random order; records why each one was passed."""
     used = _used_subnets()
     numbers = list(SLOTS)
     secrets.SystemRandom().shuffle(numbers)
@@ -167,13 +165,36 @@ def claim_slot() -> Slot:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
+            held.append(n)
             continue
         slot = Slot(n, fd)
-        if any(net.overlaps(u) for net in (slot.subnet, slot.pod_network) for u in used):
+        clash = [u for net in (slot.subnet, slot.pod_network) for u in used if net.overlaps(u)]
+        if clash:
             slot.release()
+            overlapping.update(str(u) for u in clash)
             continue
         return slot
-    raise RigError(f"no free slot in {SLOT_DIR}; run `rigctl cleanup`")
+    return None
+
+
+def claim_slot(timeout: float = 60) -> Slot:
+    """A free slot, chosen at random: held by no live process, and neither of its
+    networks on an interface (a killed rig's bridge keeps its address). Slots are
+    freed as other rigs stop, so a full sweep is retried until `timeout`."""
+    SLOT_DIR.mkdir(mode=0o755, exist_ok=True)
+    deadline = time.monotonic() + timeout
+    while True:
+        held: list = []
+        overlapping: set = set()
+        slot = _try_claim_slot(held, overlapping)
+        if slot is not None:
+            return slot
+        if time.monotonic() >= deadline:
+            raise RigError(
+                f"no free slot in {SLOT_DIR} after {timeout:.0f} s: {len(held)} held by live "
+                f"processes, the others' networks overlap {sorted(overlapping)} on this "
+                "host's interfaces; run `rigctl cleanup`")
+        time.sleep(0.5)
 
 
 _process_slot: Optional[Slot] = None
