@@ -14,13 +14,27 @@ jobs=${FUZZ_JOBS:-2}
 start=$(date +%s)
 mkdir -p "$out"
 
-mapfile -t targets < <(FUZZ_OPT=${FUZZ_OPT:--O0} bash "$here/build.sh" "$out" 2>"$out.build.log")
-if [ ${#targets[@]} -eq 0 ]; then
-  tail -n 40 "$out.build.log"
-  echo "fuzz: the build failed (log: $out.build.log)"
-  exit 1
+# The build is kept while its inputs are unchanged (the library and fuzz sources,
+# build.sh, the optimisation level and clang's version): a cached CI run fuzzes
+# without compiling.
+opt=${FUZZ_OPT:--O0}
+key=$( (cd "$here/.." && find libk8sbridge fuzz -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.sh' \) \
+        -print0 | sort -z | xargs -0 sha256sum; echo "$opt"; clang++ --version) | sha256sum | cut -d' ' -f1)
+if [ -s "$out/targets.txt" ] && [ "$(cat "$out/build.key" 2>/dev/null)" = "$key" ]; then
+  mapfile -t targets <"$out/targets.txt"
+  echo "fuzz: ${#targets[@]} targets already built from these sources"
+else
+  rm -f "$out/build.key" "$out/targets.txt"
+  mapfile -t targets < <(FUZZ_OPT=$opt bash "$here/build.sh" "$out" 2>"$out.build.log")
+  if [ ${#targets[@]} -eq 0 ]; then
+    tail -n 40 "$out.build.log"
+    echo "fuzz: the build failed (log: $out.build.log)"
+    exit 1
+  fi
+  printf '%s\n' "${targets[@]}" >"$out/targets.txt"
+  echo "$key" >"$out/build.key"
+  echo "fuzz: built ${#targets[@]} targets in $(($(date +%s) - start))s"
 fi
-echo "fuzz: built ${#targets[@]} targets in $(($(date +%s) - start))s"
 
 # One target on a fresh copy of its seeds (the run adds what it finds to the copy,
 # never to fuzz/corpus). The timeout per input is generous: CI runs this at low
