@@ -10,7 +10,7 @@ import urllib.parse
 import urllib3
 from kubernetes import client, watch
 
-from harness.kubesim import PythonClientTestCase
+from harness.kubesim import PythonClientTestCase, wait_for
 
 CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}}
 
@@ -172,6 +172,7 @@ class Faults(PythonClientTestCase):
                          (410, "Expired"))
 
     def test_latency(self):
+        answered_before = self.answered("list", "nodes")
         fid = self.sim.add_fault(resource="nodes", verb="list", type="latency", latencyMs=3000)
         # A client whose read timeout is shorter than the injected latency times out
         # (urllib3 retries reads first, each retry meets the latency again).
@@ -179,8 +180,18 @@ class Faults(PythonClientTestCase):
                                 urllib3.exceptions.MaxRetryError)):
             self.v1.list_node(_request_timeout=(5, 0.5))
         self.assertGreaterEqual(self.sim.fault_hits(fid), 1)
+        # The server still answers the requests the client gave up on, up to 3 s
+        # later; wait for every one, so none lands in a later test's request stats.
+        hits = self.sim.fault_hits(fid)
+        wait_for(lambda: self.answered("list", "nodes") >= answered_before + hits, 30,
+                 what="the delayed list requests answered")
         self.sim.admin("DELETE", f"faults/{fid}")
         self.assertEqual(len(self.v1.list_node(_request_timeout=(5, 0.5)).items), 2)
+
+    def answered(self, verb, resource):
+        """How many `verb` `resource` requests the server has answered so far."""
+        return sum(r["count"] for r in self.sim.admin("GET", "stats")["requests"]
+                   if (r["verb"], r["resource"]) == (verb, resource))
 
     def test_wrong_token_is_401(self):
         status, _, body = self.sim.request("GET", "/api/v1/nodes", token="wrong")
