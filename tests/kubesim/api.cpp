@@ -11,6 +11,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "dry_run.h"
 #include "patch.h"
 #include "quantity.h"
 #include "selector.h"
@@ -759,6 +760,12 @@ ApiResponse Api::Handle(const ApiRequest& request, const Route& route) {
                                       "accepted media types include: application/json, "
                                       "application/yaml"));
   }
+  bool dry_run = false;
+  if (auto bad = CheckDryRun(request, route, dry_run))
+    return *bad;
+  std::optional<DryRunScope> dry_run_scope;
+  if (dry_run)
+    dry_run_scope.emplace();
   if (route.resource.empty()) {
     if (request.method != "GET") {
       return StatusResponse(405, "MethodNotAllowed",
@@ -1052,9 +1059,6 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
   RecordManager(doc, QueryValue(request.query, "fieldManager"),
                 request.content_type.find("apply-patch") != std::string::npos ? "Apply" : "Update",
                 GroupVersion(route.group, route.version), store_.NowTimestamp());
-  if (Truthy(request.query, "dryRun") || QueryValue(request.query, "dryRun") == "All") {
-    return JsonResponse(201, RenderObject(doc, route.group));
-  }
   auto created = store_.Create(route.resource, route.ns, std::move(doc));
   if (!created.ok())
     return ErrorFromStatus(created.status(), named);

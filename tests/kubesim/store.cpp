@@ -242,6 +242,15 @@ ListResult Store::List(const std::string& resource, const std::string& ns,
 
 Result<ObjectPtr> Store::CommitLocked(ChangeType type, const Key& key, ObjectPtr previous,
                                       std::unique_ptr<rapidjson::Document> next) {
+  if (DryRunScope::Active()) {
+    // What the write would store, under the stored object's RV (none for a create).
+    if (previous != nullptr)
+      SetString(*next, "metadata.resourceVersion",
+                GetString(*previous, "metadata.resourceVersion"));
+    else if (next->HasMember("metadata") && (*next)["metadata"].IsObject())
+      (*next)["metadata"].RemoveMember("resourceVersion");
+    return ObjectPtr(next.release());
+  }
   uint64_t rv = ++resource_version_;
   SetString(*next, "metadata.resourceVersion", std::to_string(rv));
   ObjectPtr committed(next.release());
@@ -257,6 +266,8 @@ Result<ObjectPtr> Store::CommitLocked(ChangeType type, const Key& key, ObjectPtr
 }
 
 void Store::RemoveLocked(const Key& key, ObjectPtr previous) {
+  if (DryRunScope::Active())
+    return;
   uint64_t rv = ++resource_version_;
   auto last = Clone(*previous);
   SetString(*last, "metadata.resourceVersion", std::to_string(rv));
@@ -535,7 +546,8 @@ Result<DeleteResult> Store::Delete(const std::string& resource, const std::strin
   }
   RemoveLocked(key, stored);
   auto last = Clone(*stored);
-  SetString(*last, "metadata.resourceVersion", std::to_string(resource_version_));
+  if (!DryRunScope::Active())
+    SetString(*last, "metadata.resourceVersion", std::to_string(resource_version_));
   return DeleteResult{ObjectPtr(last.release()), true};
 }
 

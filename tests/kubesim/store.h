@@ -85,6 +85,21 @@ struct ListResult {
   uint64_t resource_version = 0;
 };
 
+// While one lives on a thread, that thread's writes to any Store are computed (checks,
+// defaults, deletionTimestamp, finalizers) but not committed: no object changes, no
+// resourceVersion is taken, no watch event (dryRun=All; defined in dry_run.cpp).
+class DryRunScope {
+ public:
+  DryRunScope();
+  ~DryRunScope();
+  DryRunScope(const DryRunScope&) = delete;
+  DryRunScope& operator=(const DryRunScope&) = delete;
+  static bool Active();
+
+ private:
+  bool previous_;
+};
+
 class Store;
 
 // A blocking cursor over the change history, filtered by resource and namespace.
