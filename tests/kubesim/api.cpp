@@ -12,6 +12,7 @@
 #include <rapidjson/writer.h>
 
 #include "dry_run.h"
+#include "finalizers.h"
 #include "patch.h"
 #include "quantity.h"
 #include "selector.h"
@@ -1174,32 +1175,38 @@ ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
 
 namespace {
 
-// DeleteOptions from the body and from the query (the query wins, as in Kubernetes).
-Result<std::pair<DeleteOptions, bool /*orphan_dependents_false*/>> ParseDeleteOptions(
-    const ApiRequest& request) {
+// DeleteOptions from the body, or when there is none from the query (the handler in
+// k8s.io/apiserver/pkg/endpoints/handlers/delete.go decodes one or the other).
+// The bool is orphanDependents=false, for the 202 of a pending delete.
+Result<std::pair<DeleteOptions, bool>> DeleteOptionsFromBody(const std::string& body) {
   DeleteOptions options;
-  bool accepted = false;
-  if (!request.body.empty()) {
-    auto parsed = ParseJson(request.body);
-    if (!parsed.ok())
-      return parsed.status();
-    const rapidjson::Value& d = **parsed;
-    if (d.IsObject()) {
-      if (d.HasMember("gracePeriodSeconds") && d["gracePeriodSeconds"].IsInt64()) {
-        options.grace_period_seconds = d["gracePeriodSeconds"].GetInt64();
-      }
-      std::string uid = GetString(d, "preconditions.uid");
-      if (!uid.empty())
-        options.precondition_uid = uid;
-      std::string rv = GetString(d, "preconditions.resourceVersion");
-      if (!rv.empty())
-        options.precondition_resource_version = rv;
-      const rapidjson::Value* orphan = Find(d, "orphanDependents");
-      if (orphan != nullptr && orphan->IsBool() && !orphan->GetBool())
-        accepted = true;
-    }
-  }
-  std::string grace = QueryValue(request.query, "gracePeriodSeconds");
+  auto parsed = ParseJson(body);
+  if (!parsed.ok())
+    return parsed.status();
+  const rapidjson::Value& d = **parsed;
+  if (!d.IsObject())
+    return std::make_pair(options, false);
+  if (d.HasMember("gracePeriodSeconds") && d["gracePeriodSeconds"].IsInt64())
+    options.grace_period_seconds = d["gracePeriodSeconds"].GetInt64();
+  std::string uid = GetString(d, "preconditions.uid");
+  if (!uid.empty())
+    options.precondition_uid = uid;
+  std::string rv = GetString(d, "preconditions.resourceVersion");
+  if (!rv.empty())
+    options.precondition_resource_version = rv;
+  const rapidjson::Value* orphan = Find(d, "orphanDependents");
+  if (orphan != nullptr && orphan->IsBool())
+    options.orphan_dependents = orphan->GetBool();
+  std::string policy = GetString(d, "propagationPolicy");
+  if (!policy.empty())
+    options.propagation_policy = policy;
+  return std::make_pair(options, options.orphan_dependents == false);
+}
+
+Result<std::pair<DeleteOptions, bool>> DeleteOptionsFromQuery(
+    const std::map<std::string, std::string>& query) {
+  DeleteOptions options;
+  std::string grace = QueryValue(query, "gracePeriodSeconds");
   if (!grace.empty()) {
     char* end = nullptr;
     long long g = std::strtoll(grace.c_str(), &end, 10);
@@ -1209,9 +1216,30 @@ Result<std::pair<DeleteOptions, bool /*orphan_dependents_false*/>> ParseDeleteOp
     }
     options.grace_period_seconds = g;
   }
-  if (QueryValue(request.query, "orphanDependents") == "false")
-    accepted = true;
-  return std::make_pair(options, accepted);
+  if (!QueryValue(query, "propagationPolicy").empty())
+    options.propagation_policy = QueryValue(query, "propagationPolicy");
+  if (!QueryValue(query, "orphanDependents").empty())
+    options.orphan_dependents = QueryValue(query, "orphanDependents") == "true";
+  return std::make_pair(options, options.orphan_dependents == false);
+}
+
+Result<std::pair<DeleteOptions, bool>> ParseDeleteOptions(const ApiRequest& request) {
+  auto options = request.body.empty() ? DeleteOptionsFromQuery(request.query)
+                                      : DeleteOptionsFromBody(request.body);
+  if (!options.ok())
+    return options;
+  if (Status s = ValidatePropagation(options->first); !s.ok()) {
+    return Status::InvalidArgument(
+        fmt::format("DeleteOptions.meta.k8s.io \"\" is invalid: {}", s.message()));
+  }
+  return options;
+}
+
+// Bad JSON is 400; options that decode but do not validate are 422, as upstream.
+ApiResponse BadDeleteOptions(const Status& s) {
+  if (s.message().rfind("DeleteOptions.meta.k8s.io", 0) == 0)
+    return StatusResponse(422, "Invalid", s.message(), "DeleteOptions", "", "meta.k8s.io");
+  return BadBody(s);
 }
 
 }  // namespace
@@ -1219,13 +1247,14 @@ Result<std::pair<DeleteOptions, bool /*orphan_dependents_false*/>> ParseDeleteOp
 ApiResponse Api::Delete(const ApiRequest& request, const Route& route) {
   auto options = ParseDeleteOptions(request);
   if (!options.ok())
-    return BadBody(options.status());
+    return BadDeleteOptions(options.status());
   auto deleted = store_.Delete(route.resource, route.ns, route.name, options->first);
   if (!deleted.ok())
     return ErrorFromStatus(deleted.status(), route);
   // Kubernetes answers 202 only for a pending delete with orphanDependents=false.
   int code = (!deleted->removed && options->second) ? 202 : 200;
-  if (route.resource == "pods" || route.resource == "namespaces") {
+  // A delete that finalizers hold answers with the object, as upstream.
+  if (route.resource == "pods" || route.resource == "namespaces" || !deleted->removed) {
     return JsonResponse(code, RenderObject(*deleted->object, route.group));
   }
   ApiResponse r = StatusResponse(code, "", "", route.resource, route.name, route.group);
@@ -1247,7 +1276,7 @@ ApiResponse Api::DeleteCollection(const ApiRequest& request, const Route& route)
     return error;
   auto options = ParseDeleteOptions(request);
   if (!options.ok())
-    return BadBody(options.status());
+    return BadDeleteOptions(options.status());
   ListResult result = store_.List(route.resource, route.ns,
                                   [&](const rapidjson::Value& v) { return selectors->Matches(v); });
   std::string items;

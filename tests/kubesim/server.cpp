@@ -16,6 +16,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "finalizers.h"
+
 namespace kubesim {
 
 namespace net = boost::asio;
@@ -656,6 +658,7 @@ Status Server::Start() {
   s.threads.emplace_back([&s]() {
     while (!s.stopping) {
       s.store.ReapExpired();
+      CollectGarbage(s.store);
       std::unique_lock lock(s.mu);
       s.sessions_done.wait_for(lock, s.options.reap_interval, [&] { return s.stopping.load(); });
     }

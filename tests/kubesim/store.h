@@ -70,6 +70,10 @@ struct DeleteOptions {
   std::optional<int64_t> grace_period_seconds;
   std::optional<std::string> precondition_uid;
   std::optional<std::string> precondition_resource_version;
+  // "Foreground", "Background" or "Orphan" (validated by the API); orphanDependents,
+  // the deprecated spelling. Absent: the object's own finalizers decide (finalizers.h).
+  std::optional<std::string> propagation_policy;
+  std::optional<bool> orphan_dependents;
 };
 
 struct DeleteResult {
@@ -220,6 +224,14 @@ class Store {
   Result<ObjectPtr> CommitLocked(ChangeType type, const Key& key, ObjectPtr previous,
                                  std::unique_ptr<rapidjson::Document> next);
   void RemoveLocked(const Key& key, ObjectPtr previous);
+  // Finalizers (finalizers.h): an update that may empty them, a delete they hold, and a
+  // terminated pod they keep.
+  Result<ObjectPtr> CommitUpdateLocked(const Key& key, ObjectPtr stored,
+                                       std::unique_ptr<rapidjson::Document> next);
+  Result<DeleteResult> MarkForFinalizersLocked(const Key& key, ObjectPtr stored,
+                                               std::unique_ptr<rapidjson::Document> marked,
+                                               bool finalizers_changed);
+  bool HeldByFinalizersLocked(const Key& key, const ObjectPtr& pod);
   bool ManagedByKubeletLocked(const rapidjson::Value& pod) const;
 
   k8sbridge::Clock& clock_;
