@@ -13,6 +13,7 @@
 
 #include "dry_run.h"
 #include "finalizers.h"
+#include "managed_fields.h"
 #include "patch.h"
 #include "quantity.h"
 #include "selector.h"
@@ -914,33 +915,14 @@ ApiResponse Api::List(const ApiRequest& request, const Route& route) {
 
 namespace {
 
-// Records `manager` in metadata.managedFields (one entry per manager and operation).
-// Field ownership itself is not tracked (docs/kubesim.md).
-void RecordManager(rapidjson::Document& doc, const std::string& manager, const char* operation,
-                   const std::string& api_version, const std::string& now) {
-  if (manager.empty())
-    return;
-  auto& a = doc.GetAllocator();
-  rapidjson::Value entry(rapidjson::kObjectType);
-  entry.AddMember("manager", rapidjson::Value(manager.c_str(), a), a);
-  entry.AddMember("operation", rapidjson::StringRef(operation), a);
-  entry.AddMember("apiVersion", rapidjson::Value(api_version.c_str(), a), a);
-  entry.AddMember("time", rapidjson::Value(now.c_str(), a), a);
-  entry.AddMember("fieldsType", "FieldsV1", a);
-  entry.AddMember("fieldsV1", rapidjson::Value(rapidjson::kObjectType), a);
-  rapidjson::Value* mf = const_cast<rapidjson::Value*>(Find(doc, "metadata.managedFields"));
-  if (mf == nullptr || !mf->IsArray()) {
-    SetMember(doc, "metadata.managedFields", rapidjson::Value(rapidjson::kArrayType));
-    mf = &doc["metadata"]["managedFields"];
-  }
-  for (rapidjson::SizeType i = 0; i < mf->Size(); ++i) {
-    if (GetString((*mf)[i], "manager") == manager &&
-        GetString((*mf)[i], "operation") == operation) {
-      mf->Erase(mf->Begin() + i);
-      break;
-    }
-  }
-  mf->PushBack(entry, a);
+// Who writes, for managedFields (managed_fields.h).
+WriteContext WriteContextOf(const ApiRequest& request, const Route& route, const Store& store) {
+  WriteContext context;
+  context.manager = QueryValue(request.query, "fieldManager");
+  context.api_version = GroupVersion(route.group, route.version);
+  context.now = store.NowTimestamp();
+  context.subresource = route.subresource;
+  return context;
 }
 
 }  // namespace
@@ -1057,9 +1039,15 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
     doc.AddMember("kind", rapidjson::Value(def->kind.c_str(), a), a);
   if (Find(doc, "metadata.resourceVersion") != nullptr)
     doc["metadata"].RemoveMember("resourceVersion");
-  RecordManager(doc, QueryValue(request.query, "fieldManager"),
-                request.content_type.find("apply-patch") != std::string::npos ? "Apply" : "Update",
-                GroupVersion(route.group, route.version), store_.NowTimestamp());
+  WriteContext context = WriteContextOf(request, route, store_);
+  if (request.content_type.find("apply-patch") != std::string::npos) {
+    rapidjson::Document applied(rapidjson::kObjectType);
+    if (Status s = ServerSideApply(applied, doc, true, context); !s.ok())
+      return ErrorFromStatus(s, named);
+    doc.Swap(applied);
+  } else {
+    TrackUpdate(nullptr, doc, context);
+  }
   auto created = store_.Create(route.resource, route.ns, std::move(doc));
   if (!created.ok())
     return ErrorFromStatus(created.status(), named);
@@ -1080,6 +1068,8 @@ ApiResponse Api::Update(const ApiRequest& request, const Route& route) {
   }
   if (route.group == "events.k8s.io")
     RenameMembers(doc, false);
+  if (auto current = store_.Get(route.resource, route.ns, route.name); current.ok())
+    TrackUpdate(current->get(), doc, WriteContextOf(request, route, store_));
   auto updated = store_.Update(route.resource, route.ns, route.name, std::move(doc),
                                route.subresource == "status");
   if (!updated.ok())
@@ -1144,6 +1134,14 @@ ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
         s = Status::InvalidArgument("a merge patch must be a JSON object");
       if (s.ok())
         ApplyMergePatch(*next, p, a);
+    } else if (apply) {
+      if (!p.IsObject())
+        s = Status::InvalidArgument("an apply configuration must be an object");
+      if (s.ok())
+        s = ServerSideApply(*next, p, Truthy(request.query, "force"),
+                            WriteContextOf(request, route, store_));
+      if (s.code() == Status::Code::kConflict)
+        return ErrorFromStatus(s, route);
     } else {
       if (!p.IsObject())
         s = Status::InvalidArgument("a strategic merge patch must be an object");
@@ -1154,8 +1152,8 @@ ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
       return StatusResponse(422, "Invalid", s.message(), route.resource, route.name);
     if (!next->IsObject())
       return StatusResponse(422, "Invalid", "the patch removed the object");
-    RecordManager(*next, manager, apply ? "Apply" : "Update",
-                  GroupVersion(route.group, route.version), store_.NowTimestamp());
+    if (!apply)
+      TrackUpdate(current->get(), *next, WriteContextOf(request, route, store_));
     // A resourceVersion put in by the patch is a precondition; otherwise retry races.
     std::string patched_rv = GetString(*next, "metadata.resourceVersion");
     bool client_precondition = patched_rv != base_rv;

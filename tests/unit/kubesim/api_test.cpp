@@ -174,7 +174,8 @@ BOOST_AUTO_TEST_CASE(patch_types) {
                         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: new\ndata:\n  c: d\n",
                         "application/apply-patch+yaml");
   BOOST_TEST(reapplied.code == 200);
-  BOOST_TEST(ToJson(Body(reapplied)["data"]) == R"({"a":"b","c":"d"})");
+  // "a" was this manager's alone and is no longer applied: it goes (managed_fields.h).
+  BOOST_TEST(ToJson(Body(reapplied)["data"]) == R"({"c":"d"})");
   auto status_patch = Call("PATCH", "/api/v1/namespaces/default/pods/web/status",
                            R"({"status":{"phase":"Running"},"spec":{"nodeName":"sneaky"}})",
                            "application/merge-patch+json");
