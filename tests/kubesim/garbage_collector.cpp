@@ -31,7 +31,12 @@ const char* const kCollectedResources[] = {"pods",   "configmaps", "secrets",   
 Graph Snapshot(Store& store) {
   Graph graph;
   for (const char* resource : kCollectedResources) {
-    for (auto& object : store.List(resource, "").items) {
+    // Only owners being deleted and dependents matter; the rest is skipped cheaply.
+    auto relevant = [](const rapidjson::Value& o) {
+      return Find(o, "metadata.ownerReferences") != nullptr ||
+             Find(o, "metadata.deletionTimestamp") != nullptr;
+    };
+    for (auto& object : store.List(resource, "", relevant).items) {
       graph.items.push_back(Item{resource, GetString(*object, "metadata.namespace"),
                                  GetString(*object, "metadata.name"), object});
       const rapidjson::Value* refs = Find(*object, "metadata.ownerReferences");
