@@ -919,6 +919,14 @@ namespace {
 WriteContext WriteContextOf(const ApiRequest& request, const Route& route, const Store& store) {
   WriteContext context;
   context.manager = QueryValue(request.query, "fieldManager");
+  if (context.manager.empty()) {
+    // handlers/rest.go managerOrUserAgent: the User-Agent up to its first '/',
+    // printable characters only, at most 128.
+    for (char c : request.user_agent.substr(0, request.user_agent.find('/'))) {
+      if (std::isprint(static_cast<unsigned char>(c)) && context.manager.size() < 128)
+        context.manager += c;
+    }
+  }
   context.api_version = GroupVersion(route.group, route.version);
   context.now = store.NowTimestamp();
   context.subresource = route.subresource;

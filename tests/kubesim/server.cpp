@@ -420,6 +420,7 @@ struct Server::Impl {
       req.query = ParseQuery(target.substr(q + 1));
     req.content_type = std::string(hreq[http::field::content_type]);
     req.accept = std::string(hreq[http::field::accept]);
+    req.user_agent = std::string(hreq[http::field::user_agent]);
     req.body = hreq.body();
 
     // Authentication: the bearer token or a client certificate from the test CA.

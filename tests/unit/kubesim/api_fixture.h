@@ -19,6 +19,7 @@ struct ApiFixture {
   k8sbridge::FakeClock clock;
   Store store{clock, 1000};
   Api api{store};
+  std::string user_agent;  // sent with every request
 
   ApiFixture() {
     BOOST_REQUIRE(CreateDefaultNamespaces(store).ok());
@@ -40,6 +41,7 @@ struct ApiFixture {
     request.body = body;
     request.content_type = content_type;
     request.accept = accept;
+    request.user_agent = user_agent;
     Route route;
     ApiResponse routing_error;
     if (!api.ResolveRoute(request, route, routing_error))

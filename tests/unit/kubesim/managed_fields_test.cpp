@@ -105,6 +105,18 @@ BOOST_AUTO_TEST_CASE(updates_take_the_fields_they_change) {
   BOOST_TEST(store.CurrentResourceVersion() == rv);
 }
 
+BOOST_AUTO_TEST_CASE(without_field_manager_the_user_agent_names_the_manager) {
+  user_agent = "k8sbridge-power/0.9 (linux/amd64)";
+  BOOST_TEST(Send("POST", "/api/v1/namespaces/default/configmaps",
+                  R"({"metadata":{"name":"settings"},"data":{"a":"1"}})")
+                 .code == 201);
+  BOOST_TEST(FieldsOfManager("k8sbridge-power", "Update") == R"({"f:data":{"f:a":{}}})");
+  user_agent = "";
+  auto conflict = Apply("alice", "  a: '2'\n");
+  BOOST_TEST(GetString(Json(conflict.body), "message") ==
+             "Apply failed with 1 conflict: conflict with \"k8sbridge-power\" using v1: .data.a");
+}
+
 BOOST_AUTO_TEST_CASE(keyed_list_elements_are_owned_by_key) {
   const std::string pod =
       "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n"
