@@ -1085,6 +1085,30 @@ ApiResponse Api::Update(const ApiRequest& request, const Route& route) {
   return JsonResponse(200, RenderObject(**updated, route.group));
 }
 
+namespace {
+
+// `patch` of content `type` applied to `next`. kConflict: a failed json-patch test, or
+// an apply conflict.
+Status PatchDocument(const std::string& type, rapidjson::Document& next,
+                     const rapidjson::Value& patch, const ApiRequest& request, const Route& route,
+                     const Store& store) {
+  if (type == "application/json-patch+json")
+    return ApplyJsonPatch(next, patch);
+  if (!patch.IsObject())
+    return Status::InvalidArgument(fmt::format("a {} body must be a JSON object", type));
+  if (type == "application/merge-patch+json") {
+    ApplyMergePatch(next, patch, next.GetAllocator());
+    return Status::Ok();
+  }
+  if (type == "application/apply-patch+yaml") {
+    return ServerSideApply(next, patch, Truthy(request.query, "force"),
+                           WriteContextOf(request, route, store));
+  }
+  return ApplyStrategicMergePatch(next, patch, next.GetAllocator());
+}
+
+}  // namespace
+
 ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
   std::string type = request.content_type.substr(0, request.content_type.find(';'));
   while (!type.empty() && type.back() == ' ')
@@ -1131,31 +1155,11 @@ ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
     std::string base_rv = GetString(**current, "metadata.resourceVersion");
     auto next = Clone(**current);
     auto& a = next->GetAllocator();
-    Status s;
-    if (type == "application/json-patch+json") {
-      s = ApplyJsonPatch(*next, p);
-      if (s.code() == Status::Code::kConflict) {
-        return StatusResponse(422, "Invalid", s.message(), route.resource, route.name, route.group);
-      }
-    } else if (type == "application/merge-patch+json") {
-      if (!p.IsObject())
-        s = Status::InvalidArgument("a merge patch must be a JSON object");
-      if (s.ok())
-        ApplyMergePatch(*next, p, a);
-    } else if (apply) {
-      if (!p.IsObject())
-        s = Status::InvalidArgument("an apply configuration must be an object");
-      if (s.ok())
-        s = ServerSideApply(*next, p, Truthy(request.query, "force"),
-                            WriteContextOf(request, route, store_));
-      if (s.code() == Status::Code::kConflict)
-        return ErrorFromStatus(s, route);
-    } else {
-      if (!p.IsObject())
-        s = Status::InvalidArgument("a strategic merge patch must be an object");
-      if (s.ok())
-        s = ApplyStrategicMergePatch(*next, p, a);
-    }
+    Status s = PatchDocument(type, *next, p, request, route, store_);
+    if (s.code() == Status::Code::kConflict && type == "application/json-patch+json")
+      return StatusResponse(422, "Invalid", s.message(), route.resource, route.name, route.group);
+    if (s.code() == Status::Code::kConflict)
+      return ErrorFromStatus(s, route);  // an apply conflict
     if (!s.ok())
       return StatusResponse(422, "Invalid", s.message(), route.resource, route.name);
     if (!next->IsObject())
