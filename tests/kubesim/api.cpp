@@ -1091,7 +1091,7 @@ namespace {
 // an apply conflict.
 Status PatchDocument(const std::string& type, rapidjson::Document& next,
                      const rapidjson::Value& patch, const ApiRequest& request, const Route& route,
-                     const Store& store) {
+                     const Store& store, std::vector<ApplyConflict>& conflicts) {
   if (type == "application/json-patch+json")
     return ApplyJsonPatch(next, patch);
   if (!patch.IsObject())
@@ -1102,9 +1102,29 @@ Status PatchDocument(const std::string& type, rapidjson::Document& next,
   }
   if (type == "application/apply-patch+yaml") {
     return ServerSideApply(next, patch, Truthy(request.query, "force"),
-                           WriteContextOf(request, route, store));
+                           WriteContextOf(request, route, store), &conflicts);
   }
   return ApplyStrategicMergePatch(next, patch, next.GetAllocator());
+}
+
+// errors.NewApplyConflict: 409 Conflict whose details hold only the causes.
+ApiResponse ApplyConflictResponse(const Status& s, const std::vector<ApplyConflict>& conflicts) {
+  ApiResponse r = StatusResponse(409, "Conflict", s.message());
+  auto doc = ParseJson(r.body);
+  if (!doc.ok())
+    return r;
+  auto& a = (*doc)->GetAllocator();
+  rapidjson::Value causes(rapidjson::kArrayType);
+  for (const ApplyConflict& c : conflicts) {
+    rapidjson::Value cause(rapidjson::kObjectType);
+    cause.AddMember("reason", "FieldManagerConflict", a);
+    cause.AddMember("message", rapidjson::Value(c.message.c_str(), a), a);
+    cause.AddMember("field", rapidjson::Value(c.field.c_str(), a), a);
+    causes.PushBack(cause, a);
+  }
+  SetMember(**doc, "details.causes", std::move(causes));
+  r.body = ToJson(**doc);
+  return r;
 }
 
 }  // namespace
@@ -1155,11 +1175,12 @@ ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
     std::string base_rv = GetString(**current, "metadata.resourceVersion");
     auto next = Clone(**current);
     auto& a = next->GetAllocator();
-    Status s = PatchDocument(type, *next, p, request, route, store_);
+    std::vector<ApplyConflict> conflicts;
+    Status s = PatchDocument(type, *next, p, request, route, store_, conflicts);
     if (s.code() == Status::Code::kConflict && type == "application/json-patch+json")
       return StatusResponse(422, "Invalid", s.message(), route.resource, route.name, route.group);
     if (s.code() == Status::Code::kConflict)
-      return ErrorFromStatus(s, route);  // an apply conflict
+      return ApplyConflictResponse(s, conflicts);
     if (!s.ok())
       return StatusResponse(422, "Invalid", s.message(), route.resource, route.name);
     if (!next->IsObject())

@@ -366,7 +366,7 @@ void TrackUpdate(const rapidjson::Value* before, rapidjson::Document& after,
 }
 
 Status ServerSideApply(rapidjson::Document& live, const rapidjson::Value& config, bool force,
-                       const WriteContext& context) {
+                       const WriteContext& context, std::vector<ApplyConflict>* causes) {
   std::vector<Entry> entries = ReadEntries(live);
   FieldSet applied = FieldsOf(config);
   rapidjson::Document merged;
@@ -387,8 +387,13 @@ Status ServerSideApply(rapidjson::Document& live, const rapidjson::Value& config
         conflicts.emplace_back(&e, p);
     }
   }
-  if (!conflicts.empty() && !force)
+  if (!conflicts.empty() && !force) {
+    for (const auto& [entry, path] : conflicts) {
+      if (causes != nullptr)
+        causes->push_back({"conflict with " + PrintManager(*entry), PathString(path)});
+    }
     return Status::Conflict(ConflictMessage(conflicts));
+  }
   for (const auto& [entry, path] : conflicts)
     const_cast<Entry*>(entry)->fields.erase(path);
   // Fields this manager applied before and no longer applies go, unless others own them.

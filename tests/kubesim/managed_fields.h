@@ -52,11 +52,20 @@ struct WriteContext {
 void TrackUpdate(const rapidjson::Value* before, rapidjson::Document& after,
                  const WriteContext& context);
 
+// One conflict, as a StatusCause of type FieldManagerConflict: "conflict with
+// \"alice\"" (upstream's printManager) and the field's path.
+struct ApplyConflict {
+  std::string message;
+  std::string field;
+};
+
 // Server-side apply of `config` onto `live` (edited in place): kConflict with upstream's
 // "Apply failed with N conflict(s): ..." message when another manager owns a field the
-// configuration changes, unless `force` (then the applier takes it); fields the manager
-// applied before, does not apply now and nobody else owns are removed.
+// configuration changes (each one added to `conflicts` when given), unless `force`
+// (then the applier takes it); fields the manager applied before, does not apply now
+// and nobody else owns are removed.
 Status ServerSideApply(rapidjson::Document& live, const rapidjson::Value& config, bool force,
-                       const WriteContext& context);
+                       const WriteContext& context,
+                       std::vector<ApplyConflict>* conflicts = nullptr);
 
 }  // namespace kubesim

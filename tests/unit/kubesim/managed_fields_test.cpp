@@ -70,6 +70,9 @@ BOOST_AUTO_TEST_CASE(a_different_value_conflicts_until_forced) {
   BOOST_TEST(GetString(status, "reason") == "Conflict");
   BOOST_TEST(GetString(status, "message") ==
              "Apply failed with 1 conflict: conflict with \"alice\": .data.a");
+  BOOST_TEST(ToJson(status["details"]) ==
+             R"({"causes":[{"reason":"FieldManagerConflict","message":"conflict with \"alice\"",)"
+             R"("field":".data.a"}]})");
   BOOST_TEST(Data() == R"({"a":"1","b":"2"})");
   auto two = Apply("bob", "  a: '9'\n  b: '8'\n");
   BOOST_TEST(GetString(Json(two.body), "message") ==
