@@ -385,19 +385,30 @@ class KubectlAdminFlows(unittest.TestCase):
         owners = {e["manager"]: e["fieldsV1"] for e in cm["metadata"]["managedFields"]}
         self.assertEqual(owners, {"kubectl": {"f:data": {"f:mode": {}}}})
 
-    def test_delete_cascade_foreground(self):
-        self.k("create", "-f", self.write("owner.yaml",
-               "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: owner\n"))
-        uid = self.sim.kubectl_json("get", "configmap", "owner")["metadata"]["uid"]
-        self.k("create", "-f", self.write("dependent.yaml", (
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dependent\n"
-            "  ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: owner\n"
+    def make_owner_and_dependent(self, owner, dependent):
+        self.k("create", "-f", self.write(f"{owner}.yaml",
+               f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {owner}\n"))
+        uid = self.sim.kubectl_json("get", "configmap", owner)["metadata"]["uid"]
+        self.k("create", "-f", self.write(f"{dependent}.yaml", (
+            f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {dependent}\n"
+            f"  ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: {owner}\n"
             f"    uid: {uid}\n    blockOwnerDeletion: true\n")))
+
+    def test_delete_cascade_foreground(self):
+        self.make_owner_and_dependent("owner", "dependent")
         out = self.k("delete", "configmap", "owner", "--cascade=foreground", "--timeout=60s").stdout
         self.assertIn('configmap "owner" deleted', out)
         for name in ("owner", "dependent"):
             gone = self.k("get", "configmap", name, check=False)
             self.assertIn(f'configmaps "{name}" not found', gone.stderr)
+
+    def test_delete_cascade_orphan_keeps_the_dependent(self):
+        self.make_owner_and_dependent("parent", "orphaned")
+        self.k("delete", "configmap", "parent", "--cascade=orphan", "--timeout=60s")
+        self.assertIn('configmaps "parent" not found',
+                      self.k("get", "configmap", "parent", check=False).stderr)
+        orphaned = self.sim.kubectl_json("get", "configmap", "orphaned")
+        self.assertNotIn("ownerReferences", orphaned["metadata"])
 
     def test_dry_run_server_leaves_objects_unchanged(self):
         self.make_pod("dry", node="node-1")
