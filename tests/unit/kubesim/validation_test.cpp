@@ -1,10 +1,14 @@
 // kubesim's strictness rules (docs/kubesim.md, "Strictness rules"), through the REST API
 // without sockets: every rule answers as kube-apiserver does.
+#include <fstream>
+#include <sstream>
+
 #include <boost/test/unit_test.hpp>
 
 #include "api.h"
 #include "fake_clock.h"
 #include "nodes.h"
+#include "patch.h"
 #include "schema.h"
 #include "store.h"
 #include "test_util.h"
@@ -379,6 +383,26 @@ BOOST_AUTO_TEST_CASE(every_kind_has_a_schema_that_knows_the_usual_fields) {
   auto lease = Json(R"({"metadata":{"name":"l"},"spec":{"holderIdentity":"h",
       "leaseDurationSeconds":15,"renewTime":"2026-12-01T10:00:00.000000Z","leaseTransitions":1}})");
   BOOST_TEST(DropUnknownFields("Lease", lease).empty());
+}
+
+BOOST_AUTO_TEST_CASE(the_shipped_worker_template_passes_strict_validation) {
+  std::ifstream in(std::string(K8SBRIDGE_SOURCE_ROOT) + "/conf-templates/worker-pod.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto tmpl = YamlToJson(text.str());
+  BOOST_REQUIRE(tmpl.ok());
+  // A pod as k8sbridge-power renders it: the template's metadata and spec, a name.
+  rapidjson::Document pod(rapidjson::kObjectType);
+  auto& a = pod.GetAllocator();
+  pod.AddMember("apiVersion", "v1", a);
+  pod.AddMember("kind", "Pod", a);
+  pod.AddMember("metadata", rapidjson::Value((**tmpl)["template"]["metadata"], a), a);
+  pod.AddMember("spec", rapidjson::Value((**tmpl)["template"]["spec"], a), a);
+  SetMember(pod, "metadata.name", rapidjson::Value("w-0"));
+  SetMember(pod, "spec.restartPolicy", rapidjson::Value("Never"));
+  auto r = Send("POST", std::string(kPods) + "?fieldValidation=Strict", ToJson(pod));
+  BOOST_TEST(r.code == 201, r.body);
+  BOOST_TEST(r.headers.empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
