@@ -65,6 +65,24 @@ class Strictness(PythonClientTestCase):
         stored = self.v1.read_namespaced_pod("typo", self.ns)
         self.assertIsNone(stored.spec.containers[0].image_pull_policy)
 
+    def test_kubectl_apply_is_strict_about_unknown_fields(self):
+        manifest = self.sim.dir / "apply.yaml"
+        manifest.write_text(POD_WITH_TYPO.replace("typo", "applied"))
+        created = self.sim.kubectl("apply", "-n", self.ns, "-f", str(manifest), check=False)
+        self.assertNotEqual(created.returncode, 0)
+        self.assertIn("strict decoding error", created.stderr)
+        manifest.write_text(POD_WITH_TYPO.replace("typo", "applied")
+                            .replace("    imagePullPolcy: Always\n", ""))
+        self.sim.kubectl("apply", "-n", self.ns, "-f", str(manifest))
+        manifest.write_text(POD_WITH_TYPO.replace("typo", "applied")
+                            .replace("app:1", "app:2"))
+        patched = self.sim.kubectl("apply", "-n", self.ns, "-f", str(manifest), check=False)
+        self.assertNotEqual(patched.returncode, 0)
+        self.assertIn('strict decoding error: unknown field "spec.containers[0].imagePullPolcy"',
+                      patched.stderr)
+        self.assertEqual(self.v1.read_namespaced_pod("applied", self.ns).spec.containers[0].image,
+                         "registry.example/app:1")
+
     def test_default_is_warn_with_a_warning_header(self):
         status, headers, body = self.sim.request(
             "POST", f"/api/v1/namespaces/{self.ns}/configmaps",
