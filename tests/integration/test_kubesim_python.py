@@ -137,14 +137,19 @@ class PythonClient(PythonClientTestCase):
 
     def test_patches(self):
         self.v1.create_namespaced_pod(self.ns, pod("p"))
-        # A dict is sent as a strategic merge patch: containers merge by name.
+        # A dict is sent as a strategic merge patch: containers merge by name (of a
+        # pod's spec only the images may change, as on a real API server).
         patched = self.v1.patch_namespaced_pod("p", self.ns, {
             "metadata": {"labels": {"role": "worker"}},
-            "spec": {"containers": [{"name": "main", "env": [{"name": "B", "value": "2"}]}]}})
+            "spec": {"containers": [{"name": "main", "image": "registry.example/app:2"}]}})
         self.assertEqual(patched.metadata.labels, {"role": "worker"})
-        self.assertEqual(patched.spec.containers[0].image, "registry.example/app:1")
+        self.assertEqual(patched.spec.containers[0].image, "registry.example/app:2")
         self.assertEqual([(e.name, e.value) for e in patched.spec.containers[0].env],
-                         [("A", "1"), ("B", "2")])
+                         [("A", "1")])
+        with self.assertRaises(client.ApiException) as caught:
+            self.v1.patch_namespaced_pod("p", self.ns, {"spec": {"containers": [
+                {"name": "main", "env": [{"name": "B", "value": "2"}]}]}})
+        self.assertEqual(caught.exception.status, 422)
         # A list is sent as a JSON patch; a failing "test" rejects the whole patch.
         patched = self.v1.patch_namespaced_pod("p", self.ns, [
             {"op": "test", "path": "/metadata/labels/role", "value": "worker"},

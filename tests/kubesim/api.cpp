@@ -15,37 +15,13 @@
 #include "finalizers.h"
 #include "managed_fields.h"
 #include "patch.h"
-#include "quantity.h"
+#include "schema.h"
 #include "selector.h"
+#include "validation.h"
 
 namespace kubesim {
 
 namespace {
-
-// Kubernetes' ValidateResourceRequirements, the part a template most often gets
-// wrong: a request above its limit.
-Status ValidateContainerResources(const rapidjson::Value& containers) {
-  for (rapidjson::SizeType i = 0; i < containers.Size(); ++i) {
-    const rapidjson::Value* requests = Find(containers[i], "resources.requests");
-    const rapidjson::Value* limits = Find(containers[i], "resources.limits");
-    if (requests == nullptr || limits == nullptr || !requests->IsObject() || !limits->IsObject())
-      continue;
-    for (const auto& r : requests->GetObject()) {
-      auto limit = limits->FindMember(r.name);
-      if (limit == limits->MemberEnd() || !r.value.IsString() || !limit->value.IsString())
-        continue;
-      auto want = ParseQuantityMilli(r.value.GetString());
-      auto most = ParseQuantityMilli(limit->value.GetString());
-      if (want.ok() && most.ok() && *want > *most) {
-        return Status::InvalidArgument(fmt::format(
-            "spec.containers[{}].resources.requests: Invalid value: \"{}\": must be less than or "
-            "equal to {} limit of {}",
-            i, r.value.GetString(), r.name.GetString(), limit->value.GetString()));
-      }
-    }
-  }
-  return Status::Ok();
-}
 
 struct ResourceDef {
   std::string group;
@@ -195,21 +171,6 @@ void RenameMembers(rapidjson::Document& doc, bool to_events_v1) {
   doc.RemoveMember("apiVersion");
   doc.AddMember("apiVersion", rapidjson::Value(to_events_v1 ? "events.k8s.io/v1" : "v1", alloc),
                 alloc);
-}
-
-bool ValidName(const std::string& name, const std::string& resource) {
-  if (name.empty() || name.size() > 253)
-    return false;
-  for (char c : name) {
-    bool ok = std::islower(static_cast<unsigned char>(c)) ||
-              std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.';
-    if (resource == "events" || resource == "leases")
-      ok = ok || c == ':';  // generated names
-    if (!ok)
-      return false;
-  }
-  return std::isalnum(static_cast<unsigned char>(name.front())) &&
-         std::isalnum(static_cast<unsigned char>(name.back()));
 }
 
 }  // namespace
@@ -948,6 +909,47 @@ ApiResponse BadBody(const Status& s) {
   return StatusResponse(400, "BadRequest", s.message());
 }
 
+// As rest.BeforeCreate: a namespaced object gets the request's namespace (or
+// "default"), a cluster-scoped one loses any namespace it carries.
+void PrepareNamespace(const ResourceDef& def, const std::string& request_ns,
+                      rapidjson::Document& doc) {
+  rapidjson::Value* meta = doc.HasMember("metadata") ? &doc["metadata"] : nullptr;
+  if (!def.namespaced) {
+    if (meta != nullptr && meta->IsObject())
+      meta->RemoveMember("namespace");
+  } else if (GetString(doc, "metadata.namespace").empty()) {
+    std::string ns = request_ns.empty() ? "default" : request_ns;
+    SetMember(doc, "metadata.namespace", rapidjson::Value(ns.c_str(), doc.GetAllocator()));
+  }
+}
+
+// The update checks (validation.h) of `next` against the stored object; /status
+// writes keep the stored spec and metadata, so they have none.
+std::optional<ApiResponse> ValidateAgainstStored(const Route& route, const rapidjson::Value& next,
+                                                 const rapidjson::Value& stored) {
+  if (route.subresource == "status")
+    return std::nullopt;
+  FieldErrors errors = ValidateUpdate(route.group, route.resource, next, stored);
+  if (errors.empty())
+    return std::nullopt;
+  const ResourceDef* def = FindDef(route.group, route.version, route.resource);
+  return InvalidResponse(def->kind, route.group, route.name, errors);
+}
+
+// fieldValidation and the update checks for the result of a patch, which is in the
+// stored (core/v1 for events) form.
+std::optional<ApiResponse> CheckPatchedObject(const ApiRequest& request, const Route& route,
+                                              rapidjson::Document& next,
+                                              const rapidjson::Value& current,
+                                              std::vector<std::string>& warnings) {
+  std::string group = route.group == "events.k8s.io" ? "" : route.group;
+  if (auto refused = ApplyFieldValidation(request, SchemaTypeFor(group, route.resource), "",
+                                          route.version, true, next, warnings))
+    return refused;
+  ReplaceInvalidUtf8(next, next.GetAllocator());
+  return ValidateAgainstStored(route, next, current);
+}
+
 }  // namespace
 
 ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
@@ -1006,34 +1008,19 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
         fmt::format("the kind of the provided object ({}) does not match the resource {} ({})",
                     kind, route.resource, def->kind));
   }
+  std::vector<std::string> warnings;
+  if (auto refused = ApplyFieldValidation(request, SchemaTypeFor(route.group, route.resource),
+                                          def->kind, route.version, false, doc, warnings))
+    return *refused;
+  ReplaceInvalidUtf8(doc, doc.GetAllocator());
   if (route.group == "events.k8s.io")
     RenameMembers(doc, false);
   std::string name = GetString(doc, "metadata.name");
   Route named = route;
   named.name = name;
-  if (!name.empty() && !ValidName(name, route.resource)) {
-    return ErrorFromStatus(
-        Status::InvalidArgument(fmt::format(
-            "metadata.name: Invalid value: \"{}\": a lowercase RFC 1123 subdomain must consist of "
-            "lower case alphanumeric characters, '-' or '.', and must start and end with an "
-            "alphanumeric character",
-            name)),
-        named);
-  }
-  if (route.resource == "pods") {
-    const rapidjson::Value* containers = Find(doc, "spec.containers");
-    if (containers == nullptr || !containers->IsArray() || containers->Empty()) {
-      return ErrorFromStatus(Status::InvalidArgument("spec.containers: Required value"), named);
-    }
-    for (const auto& c : containers->GetArray()) {
-      if (GetString(c, "name").empty()) {
-        return ErrorFromStatus(Status::InvalidArgument("spec.containers[0].name: Required value"),
-                               named);
-      }
-    }
-    if (Status s = ValidateContainerResources(*containers); !s.ok())
-      return ErrorFromStatus(s, named);
-  }
+  PrepareNamespace(*def, route.ns, doc);
+  if (FieldErrors errors = ValidateCreate(route.group, route.resource, doc); !errors.empty())
+    return InvalidResponse(def->kind, route.group, name, errors);
   auto& a = doc.GetAllocator();
   if (doc.HasMember("apiVersion"))
     doc.RemoveMember("apiVersion");
@@ -1045,6 +1032,12 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
       a);
   if (!doc.HasMember("kind"))
     doc.AddMember("kind", rapidjson::Value(def->kind.c_str(), a), a);
+  // Upstream's dry-run storage never reaches the etcd3 check that refuses a
+  // resourceVersion on create.
+  if (QueryValue(request.query, "dryRun") != "All") {
+    if (auto refused = RefuseResourceVersionOnCreate(doc))
+      return *refused;
+  }
   if (Find(doc, "metadata.resourceVersion") != nullptr)
     doc["metadata"].RemoveMember("resourceVersion");
   WriteContext context = WriteContextOf(request, route, store_);
@@ -1059,7 +1052,9 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
   auto created = store_.Create(route.resource, route.ns, std::move(doc));
   if (!created.ok())
     return ErrorFromStatus(created.status(), named);
-  return JsonResponse(201, RenderObject(**created, route.group));
+  ApiResponse response = JsonResponse(201, RenderObject(**created, route.group));
+  AddWarningHeaders(response, warnings);
+  return response;
 }
 
 ApiResponse Api::Update(const ApiRequest& request, const Route& route) {
@@ -1074,15 +1069,26 @@ ApiResponse Api::Update(const ApiRequest& request, const Route& route) {
     return StatusResponse(400, "BadRequest",
                           "the name of the object does not match the name on the URL");
   }
+  const ResourceDef* def = FindDef(route.group, route.version, route.resource);
+  std::vector<std::string> warnings;
+  if (auto refused = ApplyFieldValidation(request, SchemaTypeFor(route.group, route.resource),
+                                          def->kind, route.version, false, doc, warnings))
+    return *refused;
+  ReplaceInvalidUtf8(doc, doc.GetAllocator());
   if (route.group == "events.k8s.io")
     RenameMembers(doc, false);
-  if (auto current = store_.Get(route.resource, route.ns, route.name); current.ok())
+  if (auto current = store_.Get(route.resource, route.ns, route.name); current.ok()) {
+    if (auto invalid = ValidateAgainstStored(route, doc, **current))
+      return *invalid;
     TrackUpdate(current->get(), doc, WriteContextOf(request, route, store_));
+  }
   auto updated = store_.Update(route.resource, route.ns, route.name, std::move(doc),
                                route.subresource == "status");
   if (!updated.ok())
     return ErrorFromStatus(updated.status(), route);
-  return JsonResponse(200, RenderObject(**updated, route.group));
+  ApiResponse response = JsonResponse(200, RenderObject(**updated, route.group));
+  AddWarningHeaders(response, warnings);
+  return response;
 }
 
 namespace {
@@ -1154,7 +1160,9 @@ ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
   rapidjson::Document& p = **patch;
   if (route.group == "events.k8s.io" && p.IsObject())
     RenameMembers(p, false);
+  std::vector<std::string> warnings;
   for (int attempt = 0; attempt < 10; ++attempt) {
+    warnings.clear();
     auto current = store_.Get(route.resource, route.ns, route.name);
     if (!current.ok()) {
       if (apply && current.status().code() == Status::Code::kNotFound && p.IsObject()) {
@@ -1185,6 +1193,8 @@ ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
       return StatusResponse(422, "Invalid", s.message(), route.resource, route.name);
     if (!next->IsObject())
       return StatusResponse(422, "Invalid", "the patch removed the object");
+    if (auto refused = CheckPatchedObject(request, route, *next, **current, warnings))
+      return *refused;
     if (!apply)
       TrackUpdate(current->get(), *next, WriteContextOf(request, route, store_));
     // A resourceVersion put in by the patch is a precondition; otherwise retry races.
@@ -1194,8 +1204,11 @@ ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
       SetMember(*next, "metadata.resourceVersion", rapidjson::Value(base_rv.c_str(), a));
     auto updated = store_.Update(route.resource, route.ns, route.name, std::move(*next),
                                  route.subresource == "status");
-    if (updated.ok())
-      return JsonResponse(200, RenderObject(**updated, route.group));
+    if (updated.ok()) {
+      ApiResponse response = JsonResponse(200, RenderObject(**updated, route.group));
+      AddWarningHeaders(response, warnings);
+      return response;
+    }
     if (updated.status().code() == Status::Code::kConflict && !client_precondition)
       continue;
     return ErrorFromStatus(updated.status(), route);

@@ -301,7 +301,8 @@ Result<ObjectPtr> Store::Create(const std::string& resource, const std::string& 
   }
   std::string name = GetString(*doc, "metadata.name");
   if (name.empty()) {
-    std::string prefix = GetString(*doc, "metadata.generateName");
+    // names.SimpleNameGenerator: at most 58 characters of the prefix, then 5 random.
+    std::string prefix = GetString(*doc, "metadata.generateName").substr(0, 58);
     if (prefix.empty()) {
       return Status::InvalidArgument(
           "metadata.name: Required value: name or generateName is required");

@@ -32,21 +32,7 @@ struct ApiFixture {
                    const std::string& body = "",
                    const std::string& content_type = "application/json",
                    const std::string& accept = "application/json") {
-    ApiRequest request;
-    request.method = method;
-    size_t query = target.find('?');
-    request.path = target.substr(0, query);
-    if (query != std::string::npos)
-      request.query = ParseQuery(target.substr(query + 1));
-    request.body = body;
-    request.content_type = content_type;
-    request.accept = accept;
-    request.user_agent = user_agent;
-    Route route;
-    ApiResponse routing_error;
-    if (!api.ResolveRoute(request, route, routing_error))
-      return routing_error;
-    return api.Handle(request, route);
+    return CallApi(api, method, target, body, content_type, accept, user_agent);
   }
 
   // The stored object, or a null pointer when there is none.

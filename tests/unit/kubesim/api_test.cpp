@@ -78,9 +78,10 @@ BOOST_AUTO_TEST_CASE(create_get_and_errors_are_status_objects) {
                       R"({"metadata":{"name":"Bad_Name"},"spec":{"containers":[{"name":"c"}]}})");
   BOOST_TEST(invalid.code == 422);
   BOOST_TEST(GetString(Body(invalid), "reason") == "Invalid");
-  auto over_limit = Call("POST", "/api/v1/namespaces/default/pods",
-                         R"({"metadata":{"name":"big"},"spec":{"containers":[{"name":"c",)"
-                         R"("resources":{"requests":{"cpu":"2"},"limits":{"cpu":"1"}}}]}})");
+  auto over_limit =
+      Call("POST", "/api/v1/namespaces/default/pods",
+           R"({"metadata":{"name":"big"},"spec":{"containers":[{"name":"c",)"
+           R"("image":"x","resources":{"requests":{"cpu":"2"},"limits":{"cpu":"1"}}}]}})");
   BOOST_TEST(over_limit.code == 422);
   BOOST_TEST(GetString(Body(over_limit), "message") ==
              "Pod \"big\" is invalid: spec.containers[0].resources.requests: Invalid value: "
@@ -207,8 +208,9 @@ BOOST_AUTO_TEST_CASE(binding_and_delete_codes) {
 }
 
 BOOST_AUTO_TEST_CASE(eviction_marks_disruption_target_then_deletes) {
-  Call("POST", "/api/v1/namespaces/default/pods",
-       R"({"metadata":{"name":"e"},"spec":{"nodeName":"node-0","containers":[{"name":"c"}]}})");
+  Call(
+      "POST", "/api/v1/namespaces/default/pods",
+      R"({"metadata":{"name":"e"},"spec":{"nodeName":"node-0","containers":[{"name":"c","image":"x"}]}})");
   auto evicted = Call("POST", "/api/v1/namespaces/default/pods/e/eviction",
                       R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"e"},
                           "deleteOptions":{"gracePeriodSeconds":20}})");
@@ -220,9 +222,10 @@ BOOST_AUTO_TEST_CASE(eviction_marks_disruption_target_then_deletes) {
 }
 
 BOOST_AUTO_TEST_CASE(events_convert_between_groups) {
-  auto created = Call("POST", "/apis/events.k8s.io/v1/namespaces/default/events",
-                      R"({"metadata":{"name":"e"},"note":"hi","regarding":{"kind":"Pod","name":"p"},
-                          "reportingController":"me","reason":"R","type":"Normal","eventTime":"2026-01-01T00:00:00.000000Z"})");
+  auto created = Call(
+      "POST", "/apis/events.k8s.io/v1/namespaces/default/events",
+      R"({"metadata":{"name":"e"},"note":"hi","regarding":{"kind":"Pod","name":"p","namespace":"default"},
+                          "reportingController":"me","reportingInstance":"me-1","action":"A","reason":"R","type":"Normal","eventTime":"2026-01-01T00:00:00.000000Z"})");
   BOOST_TEST(created.code == 201);
   BOOST_TEST(GetString(Body(created), "apiVersion") == "events.k8s.io/v1");
   BOOST_TEST(GetString(Body(created), "note") == "hi");
