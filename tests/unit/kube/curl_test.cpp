@@ -135,6 +135,15 @@ std::string Ok(const std::string& body) {
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+// A client of `server` over the real transport, with no rate limit.
+std::unique_ptr<Client> UnthrottledClient(const LoopbackServer& server) {
+  Config cfg;
+  cfg.server = server.url();
+  ClientOptions o;
+  o.qps = 0;
+  return std::make_unique<Client>(cfg, std::make_shared<CurlTransport>(TlsSettings{}), o);
+}
+
 HttpRequest Get(const std::string& url) {
   HttpRequest r;
   r.url = url;
@@ -209,11 +218,8 @@ BOOST_AUTO_TEST_CASE(watch_stream_through_client_split_across_reads) {
   stream += chunk(l1.substr(0, 20)) + "|" + chunk(l1.substr(20) + "\n" + l2.substr(0, 5)) + "|" +
             chunk(l2.substr(5) + "\n") + "|0\r\n\r\n";
   LoopbackServer server([&](int) { return stream; });
-  Config cfg;
-  cfg.server = server.url();
-  ClientOptions o;
-  o.qps = 0;
-  Client client(cfg, std::make_shared<CurlTransport>(TlsSettings{}), o);
+  auto client_ptr = UnthrottledClient(server);
+  Client& client = *client_ptr;
   std::vector<std::string> got;
   auto end = client.Watch(kPods, "", WatchOptions{}, [&](const WatchEvent& e) {
     got.push_back(std::string(EventTypeName(e.type)) + e.object.ResourceVersion());
@@ -263,11 +269,8 @@ BOOST_AUTO_TEST_CASE(watch_broken_mid_body_is_not_sent_again) {
       "Transfer-Encoding: chunked\r\n\r\n|" +
       Chunk(l1 + "\n") + "|CLOSE";
   LoopbackServer server([&](int) { return broken; });
-  Config cfg;
-  cfg.server = server.url();
-  ClientOptions o;
-  o.qps = 0;
-  Client client(cfg, std::make_shared<CurlTransport>(TlsSettings{}), o);
+  auto client_ptr = UnthrottledClient(server);
+  Client& client = *client_ptr;
   int events = 0;
   WatchOptions wo;
   wo.resource_version = "5";
@@ -287,11 +290,8 @@ BOOST_AUTO_TEST_CASE(stalled_watch_is_dropped_after_timeout_plus_slack) {
     return std::string(
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
   });
-  Config cfg;
-  cfg.server = server.url();
-  ClientOptions o;
-  o.qps = 0;
-  Client client(cfg, std::make_shared<CurlTransport>(TlsSettings{}), o);
+  auto client_ptr = UnthrottledClient(server);
+  Client& client = *client_ptr;
   WatchOptions wo;
   wo.timeout_seconds = 0;
   wo.slack = 1s;
