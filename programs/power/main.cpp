@@ -185,8 +185,8 @@ Result<std::unique_ptr<kube::Client>> MakeClient(const conf::BridgeConfig& confi
 }
 
 // resume-fail reports on the pods with Events.
-std::unique_ptr<kube::EventRecorder> EventsFor(const std::string& subcommand, kube::Client& client,
-                                               const conf::BridgeConfig& config) {
+std::unique_ptr<kube::EventRecorder> EventsFor(const std::string& subcommand,
+                                               kube::Client& client) {
   if (subcommand != "resume-fail")
     return nullptr;
   kube::EventRecorderOptions eo;
@@ -194,7 +194,6 @@ std::unique_ptr<kube::EventRecorder> EventsFor(const std::string& subcommand, ku
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   eo.reporting_instance = host;
-  eo.default_namespace = config.kube.namespace_;
   return std::make_unique<kube::EventRecorder>(client, eo);
 }
 
@@ -292,7 +291,7 @@ int Run(int argc, char** argv) {
   auto client = MakeClient(setup->config, log);
   if (!client.ok())
     return give_up(client.status());
-  auto events = EventsFor(inv.subcommand, **client, setup->config);
+  auto events = EventsFor(inv.subcommand, **client);
   auto munge = MungeCodecFor(inv.subcommand, setup->config, *libslurm, log);
   power::PowerContext ctx{*setup, **client, *libslurm, log, events.get(), munge.get()};
   return RunSubcommand(inv, ctx, *nodes, *request, events.get(), log);

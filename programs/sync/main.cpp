@@ -294,7 +294,6 @@ int RunDaemon(const conf::BridgeConfig& config, const std::string& identity, kub
   kube::EventRecorderOptions eo;
   eo.reporting_controller = contract::kSyncController;
   eo.reporting_instance = identity;
-  eo.default_namespace = config.kube.namespace_;
   kube::EventRecorder events(client, eo);
   Daemon daemon(config, {client, &events, slurm, caches, [&] { return election.IsLeader(); },
                          election.renew_deadline(), metrics, log, wakeup});

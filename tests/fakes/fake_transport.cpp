@@ -41,6 +41,12 @@ FakeTransport::Answer FakeTransport::Stream(std::vector<std::string> chunks) {
   return a;
 }
 
+FakeTransport::Answer FakeTransport::BrokenStream(std::vector<std::string> chunks, Status error) {
+  Answer a = Stream(std::move(chunks));
+  a.break_after = std::move(error);
+  return a;
+}
+
 FakeTransport::Answer FakeTransport::Error(Status status) {
   Answer a;
   a.error = std::move(status);
@@ -107,6 +113,8 @@ Result<HttpResponse> FakeTransport::Do(const HttpRequest& request) {
   for (const auto& [k, v] : answer.headers)
     response.headers[Lower(k)] = v;
   const bool ok = answer.status >= 200 && answer.status < 300;
+  if (request.on_headers)
+    request.on_headers(response);
   for (const auto& chunk : answer.chunks) {
     if (request.on_body && ok) {
       if (!request.on_body(chunk))
@@ -115,6 +123,8 @@ Result<HttpResponse> FakeTransport::Do(const HttpRequest& request) {
       response.body += chunk;
     }
   }
+  if (!answer.break_after.ok())
+    return answer.break_after;
   return response;
 }
 

@@ -26,6 +26,9 @@ class FakeTransport final : public Transport {
     std::map<std::string, std::string> headers;
     std::vector<std::string> chunks;  // body, delivered chunk by chunk
     std::function<void()> before;     // runs when this answer is taken
+    // If not OK: the connection breaks after the chunks were delivered (a reset or
+    // GOAWAY in the middle of a watch), and Do returns this error.
+    Status break_after;
   };
   struct Recorded {
     std::string method, url, body;
@@ -37,6 +40,8 @@ class FakeTransport final : public Transport {
   static Answer Json(int status, std::string body, std::map<std::string, std::string> headers = {});
   static Answer Stream(std::vector<std::string> chunks);
   static Answer Error(Status status);
+  // A 200 stream whose connection breaks after `chunks` with `error`.
+  static Answer BrokenStream(std::vector<std::string> chunks, Status error);
 
   void Push(Answer answer);
   void SetFallback(std::function<Answer(const Recorded&)> fallback);

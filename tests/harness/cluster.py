@@ -58,9 +58,9 @@ def power_program_lines(directory: Path, conf: Path, slurm_conf: Path) -> str:
     return "\n".join(lines)
 
 
-def report_running(sim: KubeSim, name: str) -> None:
+def report_running(sim: KubeSim, name: str, namespace: str = "default") -> None:
     """What a kubelet reports once pod `name`'s containers run: phase Running."""
-    sim.request("PATCH", f"/api/v1/namespaces/default/pods/{name}/status",
+    sim.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status",
                 {"status": {"phase": "Running"}}, content_type="application/merge-patch+json")
 
 
@@ -97,9 +97,11 @@ class TestKubelet:
 
     __test__ = False  # not a test case
 
-    def __init__(self, sim: KubeSim, rig: Rig, names=None, interval: float = 0.2):
+    def __init__(self, sim: KubeSim, rig: Rig, names=None, interval: float = 0.2,
+                 namespace: str = "default"):
         self.sim = sim
         self.rig = rig
+        self.namespace = namespace  # k8sbridge.conf's Namespace=, where the pods are
         self.names = tuple(names) if names is not None else None
         self.interval = interval
         self.slurmd_env = {}  # Slurm node -> more environment for its next start
@@ -136,7 +138,8 @@ class TestKubelet:
     def sync_pod(self, name: str) -> None:
         """One look at the pod of Slurm node `name`."""
         try:
-            status, _, pod = self.sim.request("GET", f"/api/v1/namespaces/default/pods/{name}")
+            status, _, pod = self.sim.request(
+                "GET", f"/api/v1/namespaces/{self.namespace}/pods/{name}")
         except OSError:
             return
         if status not in (200, 404):
@@ -156,7 +159,7 @@ class TestKubelet:
             self.rig.start_slurmd(name, env=env)
             self.started[name] = uid
         if alive and pod.get("status", {}).get("phase", "Pending") == "Pending":
-            report_running(self.sim, name)
+            report_running(self.sim, name, self.namespace)
 
 
 class PodCluster:

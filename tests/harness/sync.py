@@ -93,6 +93,7 @@ class SyncRigTestCase(RigTestCase):
 
     sim_args = ("--fake-nodes", "2")
     groups = (("g0", "w-0", template("node-0")), ("g1", "w-1", template("node-1")))
+    namespace = "default"  # k8sbridge.conf's Namespace=, where the worker pods live
     sync_keys = ("SyncUnschedulableGrace=10s SyncOrphanGrace=10s SyncLeaseDuration=6s "
                  "SyncPollInterval=250ms")
 
@@ -130,7 +131,7 @@ class SyncRigTestCase(RigTestCase):
 
     def write_conf(self, name="k8sbridge.conf", extra=""):
         port = free_tcp_port()
-        lines = ["ClusterName=rig", f"Kubeconfig={self.sim.kubeconfig}", "Namespace=default",
+        lines = ["ClusterName=rig", f"Kubeconfig={self.sim.kubeconfig}", f"Namespace={self.namespace}",
                  "RetryDeadline=5", "RequestTimeout=3", "ConnectTimeout=2",
                  f"LogFile={self.dir / 'power.log'}",
                  f"SyncMetricsListen=127.0.0.1:{port}", self.sync_keys, extra]
@@ -179,7 +180,7 @@ class SyncRigTestCase(RigTestCase):
         return status, body
 
     def pod(self, name):
-        status, body = self.get(f"/api/v1/namespaces/default/pods/{name}")
+        status, body = self.get(f"/api/v1/namespaces/{self.namespace}/pods/{name}")
         return body if status == 200 else None
 
     def knode(self, name):
@@ -204,7 +205,8 @@ class SyncRigTestCase(RigTestCase):
                 "metadata": {"name": name, "labels": labels,
                              "annotations": dict(annotations or {}, **{NO_KUBELET: "yes"})},
                 "spec": {"containers": [{"name": "c", "image": "x"}]}}
-        code, _, resp = self.sim.request("POST", "/api/v1/namespaces/default/pods", body)
+        code, _, resp = self.sim.request("POST", f"/api/v1/namespaces/{self.namespace}/pods",
+                                         body)
         self.assertEqual(code, 201, resp)
         return resp
 
@@ -217,7 +219,7 @@ class SyncRigTestCase(RigTestCase):
 
     def kubelet(self, rig, names=("w-0", "w-1")):
         """The test's kubelet (TestKubelet) for the pods of `names`, until the test ends."""
-        kubelet = TestKubelet(self.sim, rig, names).start()
+        kubelet = TestKubelet(self.sim, rig, names, namespace=self.namespace).start()
         self.addCleanup(kubelet.stop)
         return kubelet
 

@@ -110,6 +110,16 @@ Status Make(Status::Code code, std::string msg) {
 }
 }  // namespace
 
+bool IsResourceVersionTooLarge(const Status& status) {
+  const ApiError* error = status.api_error();
+  if (!error || error->http_code != 504)
+    return false;
+  // The cause type is what upstream sets (CauseTypeResourceVersionTooLarge); older
+  // servers only said so in the message.
+  return error->details.find("ResourceVersionTooLarge") != std::string::npos ||
+         error->message.rfind("Too large resource version", 0) == 0;
+}
+
 Status ApiFailure(std::string_view verb, std::string_view path, ApiError error) {
   std::string msg = fmt::format("{} {}: HTTP {}", verb, path, error.http_code);
   if (!error.reason.empty())

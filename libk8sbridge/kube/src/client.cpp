@@ -46,6 +46,11 @@ std::optional<std::chrono::seconds> ParseRetryAfter(const std::string& value) {
   return std::chrono::seconds(*seconds);
 }
 
+bool TooLargeResourceVersion(const HttpResponse& resp) {
+  return resp.status == 504 &&
+         IsResourceVersionTooLarge(ApiFailure("", "", ParseApiError(resp.status, resp.body)));
+}
+
 bool IsRead(std::string_view verb) {
   return verb == "GET" || verb == "LIST" || verb == "WATCH";
 }
@@ -238,6 +243,7 @@ Result<std::unique_ptr<Client>> Client::Create(const Config& config, ClientOptio
   tls.client_key_file = config.client_key_file;
   tls.client_key_pem = config.client_key_pem;
   tls.tls_server_name = config.tls_server_name;
+  tls.proxy_url = config.proxy_url;
   auto transport = std::make_shared<CurlTransport>(tls, options.user_agent);
   auto client = std::make_unique<Client>(config, std::move(transport), options);
   if (config.insecure_skip_tls_verify) {
@@ -259,7 +265,21 @@ Client::Client(const Config& config, std::shared_ptr<Transport> transport, Clien
           config, *clock_, *logger_,
           options.runner ? *options.runner : RealCommandRunner::Instance(),
           options.token_file_max_age)),
-      limiter_(options.qps, options.burst, *clock_) {}
+      limiter_(options.qps, options.burst, *clock_),
+      warnings_(*logger_),
+      generator_(std::random_device{}()) {}
+
+Clock::Steady::duration Client::Jitter(Clock::Steady::duration base, double factor) {
+  double r;
+  if (options_.random) {
+    r = options_.random();
+  } else {
+    std::lock_guard lock(random_mu_);
+    r = std::uniform_real_distribution<double>(0.0, 1.0)(generator_);
+  }
+  const double extra = static_cast<double>(base.count()) * factor * std::clamp(r, 0.0, 1.0);
+  return base + Clock::Steady::duration(std::llround(extra));
+}
 
 std::string Client::Path(const Resource& r, std::string_view ns, std::string_view name) {
   std::string path(r.api_path);
@@ -287,11 +307,37 @@ bool Client::SleepCancellable(Clock::Steady::duration d, const CallOptions& call
   return !(call.cancel && call.cancel->cancelled());
 }
 
+HttpRequest Client::NewRequest(std::string_view method, const std::string& path,
+                               std::string_view body, std::string_view content_type,
+                               const CallOptions& call, const Credentials::Auth& auth,
+                               const StreamHooks* stream) const {
+  HttpRequest req;
+  req.method = std::string(method);
+  req.url = config_.server + path;
+  req.body = std::string(body);
+  req.connect_timeout = options_.connect_timeout;
+  req.timeout = call.timeout.value_or(options_.request_timeout);
+  if (stream) {
+    if (stream->timeout.count() > 0)
+      req.timeout = stream->timeout;
+    req.on_body = stream->on_body;
+    req.on_headers = stream->on_headers;
+  }
+  req.cancel = call.cancel;
+  req.headers.emplace_back("Accept", "application/json");
+  if (!content_type.empty())
+    req.headers.emplace_back("Content-Type", std::string(content_type));
+  if (!auth.bearer.empty())
+    req.headers.emplace_back("Authorization", "Bearer " + auth.bearer);
+  req.client_cert_pem = auth.client_cert_pem;
+  req.client_key_pem = auth.client_key_pem;
+  return req;
+}
+
 Result<HttpResponse> Client::Send(std::string_view verb, std::string_view method,
                                   const std::string& path, std::string_view body,
                                   std::string_view content_type, const CallOptions& call,
-                                  const std::function<bool(std::string_view)>& on_body,
-                                  std::chrono::milliseconds stream_timeout) {
+                                  const StreamHooks* stream) {
   bool retried_unauthorized = false;
   std::chrono::milliseconds conn_backoff{800};
   for (int attempt = 0;; ++attempt) {
@@ -305,22 +351,18 @@ Result<HttpResponse> Client::Send(std::string_view verb, std::string_view method
     if (!auth.ok())
       return auth.status().WithContext(fmt::format("{} {}", method, path));
 
-    HttpRequest req;
-    req.method = std::string(method);
-    req.url = config_.server + path;
-    req.body = std::string(body);
-    req.connect_timeout = options_.connect_timeout;
-    req.timeout = stream_timeout.count() > 0 ? stream_timeout
-                                             : call.timeout.value_or(options_.request_timeout);
-    req.cancel = call.cancel;
-    req.on_body = on_body;
-    req.headers.emplace_back("Accept", "application/json");
-    if (!content_type.empty())
-      req.headers.emplace_back("Content-Type", std::string(content_type));
-    if (!auth->bearer.empty())
-      req.headers.emplace_back("Authorization", "Bearer " + auth->bearer);
-    req.client_cert_pem = auth->client_cert_pem;
-    req.client_key_pem = auth->client_key_pem;
+    HttpRequest req = NewRequest(method, path, body, content_type, call, *auth, stream);
+    // A stream whose answer began was handed to the caller: it is never sent again
+    // (a watch resumes from the last resourceVersion it saw, not from its start).
+    bool answered = false;
+    if (req.on_headers) {
+      req.on_headers = [&answered, &stream](const HttpResponse& head) {
+        answered = true;
+        stream->on_headers(head);
+      };
+    } else {
+      req.on_headers = [&answered](const HttpResponse&) { answered = true; };
+    }
 
     const auto sent = clock_->Now();
     auto resp = transport_->Do(req);
@@ -331,8 +373,9 @@ Result<HttpResponse> Client::Send(std::string_view verb, std::string_view method
     const bool more = attempt < options_.max_retries;
     if (!resp.ok()) {
       // A write may have reached the server before the connection broke: only reads
-      // are safe to send again.
-      if (resp.status().code() == Status::Code::kUnavailable && IsRead(verb) && more) {
+      // are safe to send again, and a watch only before its answer began.
+      const bool resend = IsRead(verb) && !(verb == "WATCH" && answered);
+      if (resp.status().code() == Status::Code::kUnavailable && resend && more) {
         logger_->Info("kube: {} {}: {}; retrying in {} ms", method, path, resp.status().message(),
                       conn_backoff.count());
         if (!SleepCancellable(conn_backoff, call)) {
@@ -344,6 +387,7 @@ Result<HttpResponse> Client::Send(std::string_view verb, std::string_view method
       }
       return resp.status().WithApiError(std::make_shared<const ApiError>());
     }
+    warnings_.Note(resp->Header("warning"), method, path);
     const int code = resp->status;
     if (code == 401 && !retried_unauthorized) {
       retried_unauthorized = true;
@@ -353,20 +397,32 @@ Result<HttpResponse> Client::Send(std::string_view verb, std::string_view method
         continue;
       }
     }
-    if ((code == 429 || code >= 500) && more) {
-      if (auto retry_after = ParseRetryAfter(resp->Header("retry-after"))) {
-        auto delay = std::min(*retry_after, options_.max_retry_after);
-        logger_->Info("kube: {} {}: HTTP {}; retrying after {} s (Retry-After)", method, path, code,
-                      delay.count());
-        if (!SleepCancellable(delay, call)) {
-          return Status::Cancelled(fmt::format(
-              "{} {}: cancelled while waiting to retry after HTTP {}", method, path, code));
-        }
+    // A 504 ResourceVersionTooLarge asked again for the same version only waits on
+    // the same lagging cache: the caller (the reflector) relists instead.
+    if ((code == 429 || code >= 500) && more && !TooLargeResourceVersion(*resp)) {
+      auto waited = WaitRetryAfter(*resp, method, path, call);
+      if (!waited.ok())
+        return waited.status();
+      if (*waited)
         continue;
-      }
     }
     return resp;
   }
+}
+
+Result<bool> Client::WaitRetryAfter(const HttpResponse& resp, std::string_view method,
+                                    const std::string& path, const CallOptions& call) {
+  auto retry_after = ParseRetryAfter(resp.Header("retry-after"));
+  if (!retry_after)
+    return false;
+  auto delay = std::min(*retry_after, options_.max_retry_after);
+  logger_->Info("kube: {} {}: HTTP {}; retrying after {} s (Retry-After)", method, path,
+                resp.status, delay.count());
+  if (!SleepCancellable(delay, call)) {
+    return Status::Cancelled(fmt::format("{} {}: cancelled while waiting to retry after HTTP {}",
+                                         method, path, resp.status));
+  }
+  return true;
 }
 
 namespace {
@@ -597,7 +653,16 @@ Result<WatchEnd> Client::Watch(const Resource& r, std::string_view ns, const Wat
   // The server ends the stream after timeoutSeconds; allow slack before we give up.
   auto total = std::chrono::milliseconds(options.timeout_seconds * 1000L) +
                std::chrono::duration_cast<std::chrono::milliseconds>(options.slack);
-  auto resp = Send("WATCH", "GET", path, "", "", call, on_body, total);
+  StreamHooks hooks;
+  hooks.on_body = on_body;
+  hooks.timeout = total;
+  if (options.on_open) {
+    hooks.on_headers = [&options](const HttpResponse& head) {
+      if (head.status >= 200 && head.status < 300)
+        options.on_open();
+    };
+  }
+  auto resp = Send("WATCH", "GET", path, "", "", call, &hooks);
   if (!stream_error.ok())
     return stream_error;
   if (!resp.ok()) {

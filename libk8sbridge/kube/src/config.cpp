@@ -2,12 +2,14 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 namespace k8sbridge::kube {
@@ -150,20 +152,80 @@ Status Base64Field(const YAML::Node& node, const char* key, const std::string& w
   return Status::Ok();
 }
 
+// A kubeconfig field k8sbridge does not implement, and what to do instead.
+struct Unsupported {
+  const char* field;
+  const char* fix;
+};
+
+// Every key of `node` must be in `known`; one listed in `unsupported` (or any other)
+// is an error naming the field, the file and the fix, never silently ignored: a
+// kubeconfig that asks for impersonation or a proxy would otherwise act as another
+// identity or connect another way than its author meant.
+Status OnlyKnownFields(const YAML::Node& node, const std::string& where,
+                       std::initializer_list<std::string_view> known,
+                       std::initializer_list<Unsupported> unsupported) {
+  for (const auto& entry : node) {
+    const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "?";
+    if (std::find(known.begin(), known.end(), key) != known.end())
+      continue;
+    for (const auto& u : unsupported) {
+      if (key == u.field) {
+        return Status::InvalidArgument(
+            fmt::format("{}.{}: not supported by k8sbridge; {}", where, key, u.fix));
+      }
+    }
+    return Status::InvalidArgument(fmt::format("{}.{}: unknown field; remove it (supported: {})",
+                                               where, key,
+                                               fmt::join(known.begin(), known.end(), ", ")));
+  }
+  return Status::Ok();
+}
+
+constexpr const char* kImpersonationFix =
+    "impersonation is not implemented: give the user its own credentials (a token, a client "
+    "certificate or an exec plugin) and remove the field";
+
 Result<KubeconfigFile::Cluster> ParseCluster(const YAML::Node& c, const std::string& where,
                                              const std::string& file) {
+  K8SB_RETURN_IF_ERROR(OnlyKnownFields(
+      c, where,
+      {"server", "certificate-authority", "certificate-authority-data", "tls-server-name",
+       "insecure-skip-tls-verify", "proxy-url", "disable-compression", "extensions"},
+      {}));
   KubeconfigFile::Cluster cl;
   K8SB_RETURN_IF_ERROR(Scalar(c, "server", where, cl.server));
   K8SB_RETURN_IF_ERROR(Scalar(c, "certificate-authority", where, cl.ca_file));
   K8SB_RETURN_IF_ERROR(Base64Field(c, "certificate-authority-data", where, cl.ca_pem));
   K8SB_RETURN_IF_ERROR(Scalar(c, "tls-server-name", where, cl.tls_server_name));
   K8SB_RETURN_IF_ERROR(BoolField(c, "insecure-skip-tls-verify", where, cl.insecure));
+  K8SB_RETURN_IF_ERROR(Scalar(c, "proxy-url", where, cl.proxy_url));
+  if (!cl.proxy_url.empty() && cl.proxy_url.rfind("http://", 0) != 0 &&
+      cl.proxy_url.rfind("https://", 0) != 0 && cl.proxy_url.rfind("socks5://", 0) != 0) {
+    return Status::InvalidArgument(fmt::format(
+        "{}.proxy-url: {} is not a proxy URL; use http://, https:// or socks5://HOST:PORT", where,
+        cl.proxy_url));
+  }
   cl.ca_file = ResolveAgainst(file, cl.ca_file);
   return cl;
 }
 
 Result<KubeconfigFile::User> ParseUser(const YAML::Node& u, const std::string& where,
                                        const std::string& file) {
+  K8SB_RETURN_IF_ERROR(OnlyKnownFields(
+      u, where,
+      {"client-certificate", "client-key", "client-certificate-data", "client-key-data", "token",
+       "tokenFile", "exec", "extensions"},
+      {{"as", kImpersonationFix},
+       {"as-uid", kImpersonationFix},
+       {"as-groups", kImpersonationFix},
+       {"as-user-extra", kImpersonationFix},
+       {"auth-provider",
+        "auth-provider plugins were removed from Kubernetes clients; use an exec credential "
+        "plugin (users[].user.exec, e.g. kubelogin or the cloud's get-token command)"},
+       {"username", "basic authentication is not supported; use a token or a client certificate"},
+       {"password",
+        "basic authentication is not supported; use a token or a client certificate"}}));
   KubeconfigFile::User us;
   K8SB_RETURN_IF_ERROR(Scalar(u, "client-certificate", where, us.cert_file));
   K8SB_RETURN_IF_ERROR(Scalar(u, "client-key", where, us.key_file));
@@ -191,6 +253,8 @@ Result<KubeconfigFile::User> ParseUser(const YAML::Node& u, const std::string& w
 }
 
 Result<KubeconfigFile::Context> ParseContext(const YAML::Node& c, const std::string& where) {
+  K8SB_RETURN_IF_ERROR(
+      OnlyKnownFields(c, where, {"cluster", "user", "namespace", "extensions"}, {}));
   KubeconfigFile::Context ctx;
   K8SB_RETURN_IF_ERROR(Scalar(c, "cluster", where, ctx.cluster));
   K8SB_RETURN_IF_ERROR(Scalar(c, "user", where, ctx.user));
@@ -392,6 +456,7 @@ Result<Config> LoadKubeconfig(const std::vector<std::string>& files_in, std::str
   config.ca_file = cluster->ca_file;
   config.ca_pem = cluster->ca_pem;
   config.tls_server_name = cluster->tls_server_name;
+  config.proxy_url = cluster->proxy_url;
   config.insecure_skip_tls_verify = cluster->insecure;
   if (config.insecure_skip_tls_verify && (!config.ca_file.empty() || !config.ca_pem.empty())) {
     return Status::InvalidArgument(fmt::format(

@@ -6,6 +6,51 @@
 
 namespace k8sbridge::kube {
 
+namespace {
+
+// Bytes in the UTF-8 sequence starting at text[at], 0 if it is not a valid one
+// (a stray continuation byte, a cut sequence, an overlong form or a surrogate).
+size_t Utf8SequenceLength(std::string_view text, size_t at) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(at);
+  if (lead < 0x80)
+    return 1;
+  size_t length = lead >= 0xC2 && lead <= 0xDF   ? 2
+                  : lead >= 0xE0 && lead <= 0xEF ? 3
+                  : lead >= 0xF0 && lead <= 0xF4 ? 4
+                                                 : 0;
+  if (length == 0 || at + length > text.size())
+    return 0;
+  for (size_t i = 1; i < length; ++i) {
+    if ((byte(at + i) & 0xC0) != 0x80)
+      return 0;
+  }
+  const unsigned char second = byte(at + 1);
+  if ((lead == 0xE0 && second < 0xA0) || (lead == 0xED && second > 0x9F) ||
+      (lead == 0xF0 && second < 0x90) || (lead == 0xF4 && second > 0x8F))
+    return 0;
+  return length;
+}
+
+}  // namespace
+
+std::string EventNote(std::string_view note) {
+  // The server replaces invalid UTF-8 with U+FFFD (3 bytes) before it checks the
+  // 1 kB limit, so do the same first, then cut between characters, never inside one.
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  std::string out;
+  for (size_t at = 0; at < note.size();) {
+    const size_t length = Utf8SequenceLength(note, at);
+    const std::string_view character =
+        length ? note.substr(at, length) : std::string_view(kReplacement);
+    if (out.size() + character.size() > kMaxEventNote)
+      break;
+    out.append(character);
+    at += length ? length : 1;
+  }
+  return out;
+}
+
 ObjectReference ObjectReference::Of(const Object& o) {
   return {o.ApiVersion(), o.Kind(), o.Namespace(), o.Name(), o.Uid()};
 }
@@ -29,12 +74,8 @@ EventRecorder::~EventRecorder() {
 void EventRecorder::Record(const ObjectReference& regarding, std::string_view type,
                            std::string_view reason, std::string_view action,
                            std::string_view note) {
-  Pending p{regarding,
-            std::string(type),
-            std::string(reason),
-            std::string(action),
-            std::string(note.substr(0, 1024)),
-            client_.clock().WallNow()};
+  Pending p{regarding,           std::string(type), std::string(reason),
+            std::string(action), EventNote(note),   client_.clock().WallNow()};
   {
     std::lock_guard lock(mu_);
     if (queue_.size() >= options_.queue_capacity) {
@@ -156,8 +197,10 @@ std::string EventRecorder::EventJson(const Pending& p, const std::string& name,
 }
 
 void EventRecorder::Send(const Pending& p) {
-  const std::string ns =
-      p.regarding.namespace_.empty() ? options_.default_namespace : p.regarding.namespace_;
+  // A real apiserver accepts an event about a cluster-scoped object (a Node) only in
+  // "default" (or "kube-system"), whatever namespace the daemon works in.
+  const std::string ns = p.regarding.namespace_.empty() ? std::string(kClusterScopedEventNamespace)
+                                                        : p.regarding.namespace_;
   const std::string key =
       fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", p.regarding.kind, ns,
                   p.regarding.name, p.regarding.uid, p.type, p.reason, p.action, p.note);

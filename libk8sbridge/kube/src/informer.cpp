@@ -43,6 +43,9 @@ Result<WatchEnd> Reflector::WatchFrom(std::string& rv, const CancelToken& cancel
   wo.field_selector = options_.field_selector;
   wo.timeout_seconds = options_.watch_timeout_seconds;
   wo.slack = options_.watch_slack;
+  // The server's 200 proves the watch is live: a quiet stream may carry its first
+  // event (or bookmark) only a minute later.
+  wo.on_open = [this] { sink_.Healthy(true); };
   return client_.Watch(
       resource_, options_.namespace_, wo,
       [&](const WatchEvent& ev) {
@@ -74,9 +77,9 @@ void Reflector::Run(const CancelToken& cancel) {
   std::string rv;
   const std::string what(resource_.plural);
 
-  // Sleeps the current back-off (noticing cancellation) and doubles it.
+  // Sleeps the current back-off, jittered (noticing cancellation), and doubles it.
   auto back_off = [&]() {
-    auto left = std::chrono::duration_cast<Clock::Steady::duration>(backoff);
+    auto left = client_.Jitter(backoff, options_.jitter);
     while (left.count() > 0 && !cancel.cancelled()) {
       auto step = std::min<Clock::Steady::duration>(left, std::chrono::milliseconds(100));
       clock.SleepFor(step);
@@ -124,9 +127,11 @@ void Reflector::Run(const CancelToken& cancel) {
       continue;  // a quiet stream timed out: watch again from the same version
     }
     const Status& s = end.status();
-    if (s.code() == Status::Code::kExpired) {
+    if (s.code() == Status::Code::kExpired || IsResourceVersionTooLarge(s)) {
+      // 410: our version is gone; 504 ResourceVersionTooLarge: the server's cache has
+      // not reached it. Either way client-go relists with resourceVersion "".
       log.Info("kube: watch {} from resourceVersion {}: {}; relisting", what, rv, s.message());
-      CountRestart("expired");
+      CountRestart(s.code() == Status::Code::kExpired ? "expired" : "too-large");
       need_list = true;
       back_off();
       continue;

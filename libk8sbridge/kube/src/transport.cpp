@@ -45,6 +45,12 @@ struct Transfer {
   bool stopped_by_caller = false;
 };
 
+// The blank line after the headers: a final answer (not 1xx) is complete.
+void HeadersDone(Transfer& t) {
+  if (t.response.status >= 200 && t.request->on_headers)
+    t.request->on_headers(t.response);
+}
+
 size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   std::string_view line(data, size * n);
@@ -59,9 +65,15 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
     }
     return size * n;
   }
+  if (Trim(line).empty()) {
+    HeadersDone(*t);
+    return size * n;
+  }
   auto colon = line.find(':');
   if (colon != std::string_view::npos) {
-    t->response.headers[Lower(Trim(line.substr(0, colon)))] = Trim(line.substr(colon + 1));
+    std::string& value = t->response.headers[Lower(Trim(line.substr(0, colon)))];
+    value += value.empty() ? "" : ", ";
+    value += Trim(line.substr(colon + 1));
   }
   return size * n;
 }
@@ -278,6 +290,10 @@ Result<HttpResponse> CurlTransport::Do(const HttpRequest& request) {
   curl_slist* connect_to = ConnectViaServerName(h, tls_.tls_server_name, url);
   SetTransferOptions(h, request, url, user_agent_, error_buffer, transfer);
   SetTlsOptions(h, tls_, request);
+  // Without proxy-url, libcurl follows https_proxy/no_proxy from the environment, as
+  // client-go does (http.ProxyFromEnvironment).
+  if (!tls_.proxy_url.empty())
+    curl_easy_setopt(h, CURLOPT_PROXY, tls_.proxy_url.c_str());
   curl_slist* headers = SetMethodAndHeaders(h, request);
 
   CURLcode rc = curl_easy_perform(h);

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "fake_transport.h"
+#include "k8sbridge/kube/warnings.h"
 #include "testing.h"
 
 namespace k8sbridge::kube {
@@ -311,6 +312,52 @@ BOOST_AUTO_TEST_CASE(client_is_safe_from_many_threads) {
   for (const auto& s : results)
     BOOST_TEST(s.ok());
   BOOST_TEST(env.metrics.Requests("GET", 200) == 200);
+}
+
+// Warning headers (unknown fields dropped under fieldValidation=Warn, deprecated
+// APIs): logged, each distinct text once per client, in bounded memory.
+BOOST_AUTO_TEST_CASE(warning_headers_parse_rfc7234) {
+  BOOST_TEST(ParseWarningHeader(R"(299 - "unknown field \"spec.foo\"")") ==
+             std::vector<std::string>{R"(unknown field "spec.foo")"});
+  BOOST_TEST(ParseWarningHeader(R"(299 - "a, b", 299 k8s "c" "Sat, 01 Jan 2000 00:00:00 GMT")") ==
+             (std::vector<std::string>{"a, b", "c"}));
+  BOOST_TEST(ParseWarningHeader(R"(199 - "not a 299", junk, 299 - "kept")") ==
+             std::vector<std::string>{"kept"});
+  BOOST_TEST(ParseWarningHeader("299 - unquoted").empty());
+}
+
+// Warning lines that end with `suffix`.
+size_t WarningsEnding(const RecordingLogger& logger, std::string_view suffix) {
+  size_t n = 0;
+  for (const auto& line : logger.lines())
+    n += line.level == LogLevel::kWarning && line.message.ends_with(suffix);
+  return n;
+}
+
+BOOST_AUTO_TEST_CASE(warnings_are_logged_once_per_text) {
+  Env env;
+  auto warned = [](std::string value) {
+    return FakeTransport::Json(200, "{}", {{"Warning", std::move(value)}});
+  };
+  env.transport->Push(warned(R"(299 - "unknown field \"spec.foo\"")"));
+  env.transport->Push(warned(R"(299 - "unknown field \"spec.foo\"")"));
+  env.transport->Push(warned(R"(299 - "unknown field \"spec.bar\"")"));
+  for (int i = 0; i < 3; ++i)
+    BOOST_TEST(env.client->Get(kPods, "default", "p").ok());
+  BOOST_TEST(WarningsEnding(env.logger, R"(the server warns: unknown field "spec.foo")") == 1u);
+  BOOST_TEST(WarningsEnding(env.logger, R"(the server warns: unknown field "spec.bar")") == 1u);
+
+  // Memory stays bounded: the oldest texts are forgotten (and may be logged again).
+  RecordingLogger logger;
+  WarningLog log(logger);
+  for (size_t i = 0; i < WarningLog::kMaxRemembered + 1; ++i)
+    log.Note(R"(299 - "w)" + std::to_string(i) + R"(")", "GET", "/x");
+  log.Note(R"(299 - "w0")", "GET", "/x");  // forgotten: logged again
+  log.Note(R"(299 - "w5")", "GET", "/x");  // remembered: not logged again
+  BOOST_TEST(WarningsEnding(logger, "the server warns: w0") == 2u);
+  BOOST_TEST(WarningsEnding(logger, "the server warns: w5") == 1u);
+  log.Note("299 - \"" + std::string(10000, 'x') + "\"", "GET", "/x");
+  BOOST_TEST(WarningsEnding(logger, "warns: " + std::string(WarningLog::kMaxText, 'x')) == 1u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -55,6 +55,23 @@ users:
     client-key-data: a2V5
 )";
 
+// A kubeconfig and what its error must say; the error must also name the file.
+struct BadCase {
+  std::string yaml, expect;
+};
+template <size_t N>
+void ExpectErrors(TempDir& dir, const BadCase (&cases)[N]) {
+  for (const auto& tc : cases) {
+    auto f = dir.Write("bad", tc.yaml);
+    auto c = LoadKubeconfig({f}, "x");
+    BOOST_REQUIRE(!c.ok());
+    BOOST_TEST(c.status().code() == Status::Code::kInvalidArgument);
+    BOOST_TEST_INFO(c.status().message());
+    BOOST_TEST(c.status().message().find(f) != std::string::npos);
+    BOOST_TEST(c.status().message().find(tc.expect) != std::string::npos);
+  }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(config)
@@ -131,9 +148,7 @@ users:
 // Each bad input names the file, the field and what is wrong.
 BOOST_AUTO_TEST_CASE(errors_name_file_field_and_problem) {
   TempDir dir;
-  struct Case {
-    std::string yaml, expect;
-  } cases[] = {
+  const BadCase cases[] = {
       {"clusters: {}\n", "clusters: must be a list"},
       {"clusters:\n- name: c\n  cluster: {server: 1, insecure-skip-tls-verify: maybe}\n",
        "clusters[c].cluster.insecure-skip-tls-verify: must be true or false"},
@@ -149,15 +164,53 @@ BOOST_AUTO_TEST_CASE(errors_name_file_field_and_problem) {
       {"contexts: [{name: x, context: {user: u}}]\n", "contexts[x].context.cluster: missing"},
       {"clusters: [\n", "invalid YAML"},
   };
-  for (const auto& tc : cases) {
-    auto f = dir.Write("bad", tc.yaml);
-    auto c = LoadKubeconfig({f}, "x");
-    BOOST_REQUIRE(!c.ok());
-    BOOST_TEST(c.status().code() == Status::Code::kInvalidArgument);
-    BOOST_TEST_INFO(c.status().message());
-    BOOST_TEST(c.status().message().find(f) != std::string::npos);
-    BOOST_TEST(c.status().message().find(tc.expect) != std::string::npos);
-  }
+  ExpectErrors(dir, cases);
+}
+
+// docs/client.md says bad fields are errors: a field k8sbridge does not implement
+// (impersonation, auth-provider, basic auth) or does not know is refused with the
+// field, the file and the fix, never silently ignored.
+BOOST_AUTO_TEST_CASE(unsupported_and_unknown_fields_are_errors) {
+  TempDir dir;
+  const BadCase cases[] = {
+      {"users:\n- name: u\n  user: {token: t, as: admin}\n",
+       "users[u].user.as: not supported by k8sbridge; impersonation is not implemented"},
+      {"users:\n- name: u\n  user: {token: t, as-groups: ['system:masters']}\n",
+       "users[u].user.as-groups: not supported"},
+      {"users:\n- name: u\n  user: {auth-provider: {name: gcp}}\n",
+       "users[u].user.auth-provider: not supported by k8sbridge; auth-provider plugins were "
+       "removed"},
+      {"users:\n- name: u\n  user: {username: a, password: b}\n",
+       "users[u].user.username: not supported by k8sbridge; basic authentication"},
+      {"users:\n- name: u\n  user: {tokenfile: /t}\n",
+       "users[u].user.tokenfile: unknown field; remove it (supported: client-certificate"},
+      {"clusters:\n- name: c\n  cluster: {server: 'https://x', certificate-authority-dat: x}\n",
+       "clusters[c].cluster.certificate-authority-dat: unknown field"},
+      {"clusters:\n- name: c\n  cluster: {server: 'https://x', proxy-url: 'proxy:3128'}\n",
+       "clusters[c].cluster.proxy-url: proxy:3128 is not a proxy URL; use http://"},
+      {"contexts: [{name: x, context: {cluster: c, namespaces: a}}]\n",
+       "contexts[x].context.namespaces: unknown field"},
+  };
+  ExpectErrors(dir, cases);
+}
+
+// proxy-url is implemented: it reaches the transport (CURLOPT_PROXY).
+BOOST_AUTO_TEST_CASE(proxy_url_is_read) {
+  TempDir dir;
+  auto f = dir.Write("config", R"(clusters:
+- name: c
+  cluster: {server: 'https://10.0.0.1:6443', proxy-url: 'socks5://127.0.0.1:1080',
+            extensions: [], disable-compression: true}
+users:
+- name: u
+  user: {token: t, extensions: []}
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+)");
+  auto c = LoadKubeconfig({f}, "x");
+  BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  BOOST_TEST(c->proxy_url == "socks5://127.0.0.1:1080");
 }
 
 BOOST_AUTO_TEST_CASE(dangling_references_are_named) {

@@ -97,7 +97,11 @@ class LoopbackServer {
         close(c);
         return;
       }
-      // Pieces separated by '|' are written separately, to split a stream.
+      // Pieces separated by '|' are written separately, to split a stream; a last
+      // piece "CLOSE" drops the connection there (a stream broken mid-body).
+      const bool drop = answer.ends_with("|CLOSE");
+      if (drop)
+        answer.resize(answer.size() - 6);
       size_t start = 0;
       for (;;) {
         size_t bar = answer.find('|', start);
@@ -109,6 +113,10 @@ class LoopbackServer {
           break;
         std::this_thread::sleep_for(5ms);
         start = bar + 1;
+      }
+      if (drop) {
+        close(c);
+        return;
       }
     }
   }
@@ -125,6 +133,15 @@ class LoopbackServer {
 std::string Ok(const std::string& body) {
   return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// A client of `server` over the real transport, with no rate limit.
+std::unique_ptr<Client> UnthrottledClient(const LoopbackServer& server) {
+  Config cfg;
+  cfg.server = server.url();
+  ClientOptions o;
+  o.qps = 0;
+  return std::make_unique<Client>(cfg, std::make_shared<CurlTransport>(TlsSettings{}), o);
 }
 
 HttpRequest Get(const std::string& url) {
@@ -201,11 +218,8 @@ BOOST_AUTO_TEST_CASE(watch_stream_through_client_split_across_reads) {
   stream += chunk(l1.substr(0, 20)) + "|" + chunk(l1.substr(20) + "\n" + l2.substr(0, 5)) + "|" +
             chunk(l2.substr(5) + "\n") + "|0\r\n\r\n";
   LoopbackServer server([&](int) { return stream; });
-  Config cfg;
-  cfg.server = server.url();
-  ClientOptions o;
-  o.qps = 0;
-  Client client(cfg, std::make_shared<CurlTransport>(TlsSettings{}), o);
+  auto client_ptr = UnthrottledClient(server);
+  Client& client = *client_ptr;
   std::vector<std::string> got;
   auto end = client.Watch(kPods, "", WatchOptions{}, [&](const WatchEvent& e) {
     got.push_back(std::string(EventTypeName(e.type)) + e.object.ResourceVersion());
@@ -216,17 +230,68 @@ BOOST_AUTO_TEST_CASE(watch_stream_through_client_split_across_reads) {
   BOOST_TEST(end->last_resource_version == "3");
 }
 
+std::string Chunk(const std::string& s) {
+  char hex[16];
+  snprintf(hex, sizeof hex, "%zx", s.size());
+  return std::string(hex) + "\r\n" + s + "\r\n";
+}
+
+// The headers are handed over (on_headers) before any of the body, and a header
+// sent twice (Warning) is joined as RFC 9110 says.
+BOOST_AUTO_TEST_CASE(headers_arrive_before_the_body_and_repeats_are_joined) {
+  std::string answer =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nWarning: 299 - \"a\"\r\n"
+      "Warning: 299 - \"b\"\r\nTransfer-Encoding: chunked\r\n\r\n|" +
+      Chunk("{}\n") + "|0\r\n\r\n";
+  LoopbackServer server([&](int) { return answer; });
+  CurlTransport transport(TlsSettings{});
+  HttpRequest request = Get(server.url() + "/x");
+  std::vector<std::string> order;
+  request.on_headers = [&](const HttpResponse& head) {
+    order.push_back("headers " + std::to_string(head.status) + " " + head.Header("warning"));
+  };
+  request.on_body = [&](std::string_view) {
+    order.push_back("body");
+    return true;
+  };
+  auto response = transport.Do(request);
+  BOOST_REQUIRE_MESSAGE(response.ok(), response.status().ToString());
+  BOOST_TEST(order == (std::vector<std::string>{R"(headers 200 299 - "a", 299 - "b")", "body"}));
+}
+
+// A watch whose connection breaks after an event is not sent again by the client
+// (that would replay the stream from its first resourceVersion): it ends, and the
+// caller resumes from the last resourceVersion it saw.
+BOOST_AUTO_TEST_CASE(watch_broken_mid_body_is_not_sent_again) {
+  std::string l1 = R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"7"}}})";
+  std::string broken =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n|" +
+      Chunk(l1 + "\n") + "|CLOSE";
+  LoopbackServer server([&](int) { return broken; });
+  auto client_ptr = UnthrottledClient(server);
+  Client& client = *client_ptr;
+  int events = 0;
+  WatchOptions wo;
+  wo.resource_version = "5";
+  auto end = client.Watch(kPods, "", wo, [&](const WatchEvent&) {
+    ++events;
+    return true;
+  });
+  BOOST_REQUIRE_MESSAGE(end.ok(), end.status().ToString());
+  BOOST_TEST(events == 1);
+  BOOST_TEST(end->last_resource_version == "7");
+  BOOST_TEST(server.accepted() == 1);  // one connection, one request: no replay
+}
+
 BOOST_AUTO_TEST_CASE(stalled_watch_is_dropped_after_timeout_plus_slack) {
   // Headers, then silence: the server never ends the stream itself.
   LoopbackServer server([](int) {
     return std::string(
         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
   });
-  Config cfg;
-  cfg.server = server.url();
-  ClientOptions o;
-  o.qps = 0;
-  Client client(cfg, std::make_shared<CurlTransport>(TlsSettings{}), o);
+  auto client_ptr = UnthrottledClient(server);
+  Client& client = *client_ptr;
   WatchOptions wo;
   wo.timeout_seconds = 0;
   wo.slack = 1s;

@@ -125,6 +125,48 @@ BOOST_AUTO_TEST_CASE(failures_are_counted_not_raised) {
   BOOST_TEST(rec.failed() == 1u);
 }
 
+// A real apiserver 422s an event about a Node outside default/kube-system: a
+// daemon working in namespace "slurm" still files node events in "default", and
+// events about its pods next to the pods.
+BOOST_AUTO_TEST_CASE(node_events_go_to_default_pod_events_to_the_pods_namespace) {
+  Env env;
+  env.transport->SetFallback([](const FT::Recorded& r) { return FT::Json(201, r.body); });
+  EventRecorder rec(*env.client, Manual());
+  rec.Record(NodeRef(), "Warning", "HardwareDrain", "Drain", "xid 79");
+  rec.Record({"v1", "Pod", "slurm", "w-0", "uid-w-0"}, "Warning", "SlurmNodeDrained", "Drain", "x");
+  BOOST_TEST(rec.ProcessPending() == 2u);
+  auto r = env.requests();
+  BOOST_TEST(r.at(0).url ==
+             "https://k8s.test:6443/apis/events.k8s.io/v1/namespaces/default/events");
+  BOOST_TEST(Object::Parse(r.at(0).body)->Namespace() == "default");
+  BOOST_TEST(r.at(1).url == "https://k8s.test:6443/apis/events.k8s.io/v1/namespaces/slurm/events");
+}
+
+// The note is cut at 1 kB between two UTF-8 characters: a cut inside one leaves
+// invalid UTF-8, which the server turns into U+FFFD, and then the note is too long.
+BOOST_AUTO_TEST_CASE(note_is_cut_between_utf8_characters) {
+  const std::string euro = "\xE2\x82\xAC";  // 3 bytes
+  std::string note = std::string(1022, 'x') + euro + "tail";
+  std::string cut = EventNote(note);
+  BOOST_TEST(cut == std::string(1022, 'x'));  // the euro sign does not fit whole
+  BOOST_TEST(EventNote(std::string(1021, 'x') + euro + "y") == std::string(1021, 'x') + euro);
+  // Invalid bytes become U+FFFD, as the server would make them, and count as 3.
+  BOOST_TEST(EventNote("a\xFF"
+                       "b") ==
+             "a\xEF\xBF\xBD"
+             "b");
+  BOOST_TEST(EventNote("cut \xE2\x82") == "cut \xEF\xBF\xBD\xEF\xBF\xBD");
+  BOOST_TEST(EventNote(std::string(1023, 'x') + "\xFF").size() == 1023u);
+  BOOST_TEST(EventNote("\xC3\xA9t\xC3\xA9") == "\xC3\xA9t\xC3\xA9");  // été, untouched
+
+  Env env;
+  env.transport->SetFallback([](const FT::Recorded& r) { return FT::Json(201, r.body); });
+  EventRecorder rec(*env.client, Manual());
+  rec.Record(NodeRef(), "Warning", "HardwareDrain", "Drain", note);
+  rec.ProcessPending();
+  BOOST_TEST(Object::Parse(env.requests().at(0).body)->String("/note") == cut);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace k8sbridge::kube

@@ -130,6 +130,96 @@ BOOST_AUTO_TEST_CASE(cancel_releases_the_lease) {
   BOOST_TEST(lease::HolderIdentity(*server.lease) == "");
 }
 
+// The API server stalls (every call hangs until the client gives up): the leader
+// must stop acting within the renew deadline of its last successful renewal, as
+// client-go's renew loop does, not after its client's 30 s timeouts and retries.
+BOOST_AUTO_TEST_CASE(stalled_api_stops_leading_within_renew_deadline) {
+  LeaseServer server;
+  Env env;
+  auto o = Opts("a");  // lease 15 s, renew deadline 10 s, retry period 2 s
+  int stopped = 0;
+  o.on_stopped_leading = [&] { ++stopped; };
+  std::unique_ptr<LeaderElector> elector;
+  int writes = 0;
+  Clock::Steady::time_point attempt_start{}, renewed{};
+  std::vector<std::string> violations;
+  env.transport->SetFallback([&](const FT::Recorded& r) {
+    if (writes < 3) {  // acquire, then two renewals
+      if (r.method == "GET")
+        attempt_start = env.clock.Now();
+      auto answer = server.Handle(r);
+      if (r.method != "GET") {
+        ++writes;
+        renewed = attempt_start;
+      }
+      return answer;
+    }
+    // Stalled: the call hangs for as long as the client lets it.
+    if (env.clock.Now() + r.timeout > renewed + o.renew_deadline)
+      violations.push_back("a call runs past the renew deadline");
+    if (r.timeout > o.renew_deadline / 2)
+      violations.push_back("an attempt longer than half the renew deadline");
+    env.clock.Advance(r.timeout);
+    if (env.clock.Now() - renewed >= o.renew_deadline && elector->IsLeader())
+      violations.push_back("still leader after the renew deadline");
+    return FT::Error(Status::Timeout("operation timed out"));
+  });
+  elector = std::make_unique<LeaderElector>(*env.client, o);
+  CancelToken cancel;
+  elector->Run(cancel);
+  BOOST_TEST(violations == std::vector<std::string>{});
+  BOOST_TEST(stopped == 1);
+  BOOST_TEST(!elector->IsLeader());
+  BOOST_TEST(writes == 3);
+  // Run gave up at the renew deadline, not a retry period (or a timeout) later.
+  BOOST_TEST((env.clock.Now() - renewed == o.renew_deadline));
+}
+
+// The lease has a client of its own: informers and bulk actions that use up the
+// shared token bucket do not delay a renewal, and a failed call is not retried
+// (the elector retries within the renew deadline instead).
+BOOST_AUTO_TEST_CASE(renewal_has_its_own_token_bucket_and_no_retries) {
+  LeaseServer server;
+  ClientOptions co;
+  co.qps = 1;
+  co.burst = 1;
+  Env env(co);
+  server.Install(*env.transport);
+  LeaderElector a(*env.client, Opts("a"));
+  for (int i = 0; i < 5; ++i)
+    env.client->Request("GET", "/version");  // the shared bucket is empty now
+  const auto slept = env.clock.total_slept();
+  BOOST_TEST(a.TryAcquireOrRenew());
+  BOOST_TEST((env.clock.total_slept() == slept));  // no wait for the shared bucket
+  const size_t before = env.requests().size();
+  env.transport->Push(
+      FT::Json(503, StatusJson(503, "ServiceUnavailable", "busy"), {{"Retry-After", "1"}}));
+  BOOST_TEST(!a.TryAcquireOrRenew());
+  BOOST_TEST(env.requests().size() == before + 1);  // not retried after Retry-After
+  BOOST_TEST(a.IsLeader());                         // within the renew deadline still
+}
+
+// Candidates that start together spread their acquisition attempts (client-go's
+// JitterFactor 1.2): the wait is retry_period * (1 + 1.2 * random).
+BOOST_AUTO_TEST_CASE(acquisition_retries_are_jittered) {
+  LeaseServer server;
+  ClientOptions co;
+  co.random = [] { return 0.5; };
+  Env env(co);
+  server.Install(*env.transport);
+  {
+    LeaderElector holder(*env.client, Opts("holder"));
+    BOOST_TEST(holder.TryAcquireOrRenew());
+  }
+  auto o = Opts("b");
+  CancelToken cancel;
+  o.on_started_leading = [&] { cancel.Cancel(); };
+  LeaderElector b(*env.client, o);
+  b.Run(cancel);  // waits until the holder's 15 s lease ran out on b's clock
+  // Attempts at 0, 3.2, 6.4, 9.6, 12.8 and 16 s: the sixth one takes the lease.
+  BOOST_TEST((env.clock.total_slept() == 16s));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace k8sbridge::kube

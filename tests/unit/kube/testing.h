@@ -40,6 +40,8 @@ struct Env {
     options.logger = &logger;
     options.metrics = &metrics;
     options.qps = options.qps == 5 ? 0 : options.qps;  // unlimited unless a test sets it
+    if (!options.random)
+      options.random = [] { return 0.0; };  // no jitter: back-off is asserted exactly
     client = std::make_unique<Client>(config, transport, options);
   }
   std::vector<FakeTransport::Recorded> requests() const { return transport->requests(); }
@@ -57,6 +59,7 @@ inline std::unique_ptr<Client> NoRetryClient(std::shared_ptr<FakeTransport> tran
   options.logger = &logger;
   options.max_retries = 0;
   options.qps = 0;
+  options.random = [] { return 0.0; };
   return std::make_unique<Client>(config, std::move(transport), options);
 }
 

@@ -500,7 +500,6 @@ BOOST_FIXTURE_TEST_CASE(resume_fail_records_why_then_deletes, Fixture) {
   api.Put("w-1", LeftoverPod("w-1", "Running", false));
   kube::EventRecorderOptions eo;
   eo.start_thread = false;
-  eo.default_namespace = "slurm";
   kube::EventRecorder events(*client, eo);
   auto report = power::ResumeFail(Context(&events), {"w-0", "w-1"});
   events.ProcessPending();

@@ -40,5 +40,10 @@ inline std::string_view Reason(const Status& status) {
   return status.api_error() ? std::string_view(status.api_error()->reason) : std::string_view();
 }
 
+// A 504 whose Status says ResourceVersionTooLarge: the server (a lagging watch
+// cache) has not seen the resourceVersion asked for yet. client-go relists with
+// resourceVersion "" instead of asking again for the same version.
+bool IsResourceVersionTooLarge(const Status& status);
+
 }  // namespace kube
 }  // namespace k8sbridge

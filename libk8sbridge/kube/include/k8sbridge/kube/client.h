@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "k8sbridge/kube/credentials.h"
 #include "k8sbridge/kube/object.h"
 #include "k8sbridge/kube/transport.h"
+#include "k8sbridge/kube/warnings.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/status.h"
 
@@ -57,7 +59,8 @@ class Metrics {
   virtual ~Metrics() = default;
   // verb: GET LIST WATCH POST PUT PATCH DELETE; code: HTTP status, 0 if none came.
   virtual void RequestDone(std::string_view verb, int code, Clock::Steady::duration latency) = 0;
-  // reason: expired (410), empty-stream, error, closed.
+  // reason: expired (410), too-large (504 ResourceVersionTooLarge), empty-stream, error,
+  // closed.
   virtual void WatchRestarted(std::string_view resource, std::string_view reason) = 0;
 };
 
@@ -107,6 +110,9 @@ struct ClientOptions {
   std::chrono::milliseconds request_timeout{30'000};
   std::chrono::seconds token_file_max_age{60};
   std::string user_agent = "k8sbridge/0.1";
+  // Uniform in [0, 1): spreads back-off delays so that many daemons do not retry in
+  // lockstep. Default: a generator per client seeded at random; tests fix it.
+  std::function<double()> random;
 };
 
 // Per call: cancellation and a different total timeout.
@@ -147,6 +153,9 @@ struct WatchEvent {
 
 struct WatchOptions {
   std::string resource_version;
+  // Called when the server answered 200 and the stream began, before any event:
+  // a live watch (real servers send a bookmark only about once a minute).
+  std::function<void()> on_open;
   std::string label_selector, field_selector;
   bool allow_bookmarks = true;
   int timeout_seconds = 300;       // server closes the stream after this...
@@ -181,6 +190,13 @@ class Client {
   Client(const Config& config, std::shared_ptr<Transport> transport, ClientOptions options = {});
 
   const Config& config() const { return config_; }
+  const ClientOptions& options() const { return options_; }
+  // The connection pool, for a dedicated client to the same server (the leader
+  // election's, with its own token bucket and retries).
+  const std::shared_ptr<Transport>& transport() const { return transport_; }
+  // `base` stretched by up to `factor` times itself, at random (client-go's
+  // wait.Jitter): base * (1 + factor * Random()).
+  Clock::Steady::duration Jitter(Clock::Steady::duration base, double factor);
   Clock& clock() { return *clock_; }
   Logger& logger() { return *logger_; }
 
@@ -220,11 +236,21 @@ class Client {
   static std::string Path(const Resource& r, std::string_view ns, std::string_view name = "");
 
  private:
+  // A streamed answer: the body is handed over as it arrives.
+  struct StreamHooks {
+    std::function<bool(std::string_view)> on_body;
+    std::function<void(const HttpResponse&)> on_headers;  // a 2xx answer began
+    std::chrono::milliseconds timeout{};                  // 0: the call's timeout
+  };
+  HttpRequest NewRequest(std::string_view method, const std::string& path, std::string_view body,
+                         std::string_view content_type, const CallOptions& call,
+                         const Credentials::Auth& auth, const StreamHooks* stream) const;
   Result<HttpResponse> Send(std::string_view verb, std::string_view method, const std::string& path,
                             std::string_view body, std::string_view content_type,
-                            const CallOptions& call,
-                            const std::function<bool(std::string_view)>& on_body = nullptr,
-                            std::chrono::milliseconds stream_timeout = {});
+                            const CallOptions& call, const StreamHooks* stream = nullptr);
+  // Sleeps the answer's Retry-After (capped); false when it has none.
+  Result<bool> WaitRetryAfter(const HttpResponse& resp, std::string_view method,
+                              const std::string& path, const CallOptions& call);
   Result<Object> ObjectCall(std::string_view verb, std::string_view method, const std::string& path,
                             std::string_view body, std::string_view content_type,
                             const CallOptions& call);
@@ -238,6 +264,9 @@ class Client {
   NullLogger null_logger_;
   std::unique_ptr<Credentials> credentials_;
   RateLimiter limiter_;
+  WarningLog warnings_;
+  std::mutex random_mu_;
+  std::mt19937_64 generator_;
 };
 
 // Typed helpers for the kinds k8sbridge uses: Pods(c, "ns").Get("name"), ...

@@ -25,6 +25,7 @@ struct ExecConfig {
 struct Config {
   std::string server;  // https://host:port, no trailing slash
   std::string tls_server_name;
+  std::string proxy_url;  // clusters[].cluster.proxy-url: http://, https:// or socks5://
   bool insecure_skip_tls_verify = false;
   std::string ca_file;  // PEM file, or
   std::string ca_pem;   // PEM text (certificate-authority-data)
@@ -43,7 +44,7 @@ struct KubeconfigFile {
   std::string file;
   std::string current_context;
   struct Cluster {
-    std::string server, ca_file, ca_pem, tls_server_name;
+    std::string server, ca_file, ca_pem, tls_server_name, proxy_url;
     bool insecure = false;
   };
   struct User {

@@ -21,10 +21,19 @@ struct ObjectReference {
   static ObjectReference Of(const Object& o);
 };
 
+// Where events about cluster-scoped objects (Nodes) go: the only namespaces a real
+// apiserver accepts them in are "default" and "kube-system" (core/v1 event
+// validation); anywhere else is a 422.
+inline constexpr std::string_view kClusterScopedEventNamespace = "default";
+// An event's note is at most 1 kB.
+inline constexpr size_t kMaxEventNote = 1024;
+// `note` as valid UTF-8 (invalid bytes become U+FFFD, as the server would make
+// them) cut to kMaxEventNote bytes between two characters.
+std::string EventNote(std::string_view note);
+
 struct EventRecorderOptions {
   std::string reporting_controller = "k8sbridge";  // e.g. k8sbridge.io/reconciler
   std::string reporting_instance;                  // e.g. host name
-  std::string default_namespace = "default";       // for cluster-scoped objects (nodes)
   size_t queue_capacity = 1000;
   std::chrono::seconds series_window{360};  // client-go folds repeats within 6 minutes
   bool start_thread = true;                 // false: tests call ProcessPending()

@@ -3,9 +3,11 @@
 //
 // The reflector lists (paging), then watches from the list's resourceVersion with
 // bookmarks, resuming each new watch from the last resourceVersion seen. It
-// relists after 410 Gone (HTTP status or a mid-stream ERROR event) and after a
-// stream that closed at once with no events. Failures back off from 0.8 s,
-// doubling up to 30 s; the delay resets after a watch that delivered events.
+// relists (resourceVersion "") after 410 Gone (HTTP status or a mid-stream ERROR
+// event), after 504 ResourceVersionTooLarge and after a stream that closed at once
+// with no events. A stream that breaks after events is resumed from the last
+// resourceVersion seen, never replayed. Failures back off from 0.8 s, doubling up
+// to 30 s, each wait jittered; the delay resets after a watch that delivered events.
 #pragma once
 
 #include <atomic>
@@ -32,6 +34,9 @@ struct ReflectorOptions {
   std::chrono::seconds watch_slack{30};  // a stream silent this long past its timeout is dropped
   std::chrono::milliseconds initial_backoff{800};
   std::chrono::milliseconds max_backoff{30'000};
+  // Each wait is the back-off * (1 + jitter * random) (client-go's reflector: 1.0),
+  // so that daemons that lost the server together do not come back in lockstep.
+  double jitter = 1.0;
   // A watch that ends with no event within this time counts as "closed at once".
   std::chrono::milliseconds instant_close{1000};
 };

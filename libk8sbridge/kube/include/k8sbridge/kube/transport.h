@@ -37,7 +37,13 @@ struct TlsSettings {
   std::string client_cert_file, client_cert_pem;
   std::string client_key_file, client_key_pem;
   std::string tls_server_name;  // verify the server certificate against this name
+  // Not TLS, but per connection all the same: the kubeconfig's proxy-url
+  // (CURLOPT_PROXY; http://, https:// or socks5://). "": libcurl's https_proxy and
+  // no_proxy environment variables apply, as client-go's ProxyFromEnvironment.
+  std::string proxy_url;
 };
+
+struct HttpResponse;
 
 struct HttpRequest {
   std::string method = "GET";
@@ -52,11 +58,15 @@ struct HttpRequest {
   // When set and the answer is 2xx, the body is handed over as it arrives instead of
   // being kept; return false to stop reading. Non-2xx bodies are always kept.
   std::function<bool(std::string_view)> on_body;
+  // When set: called once, when the final answer's status line and headers have
+  // arrived and before any of its body (a watch learns it got its 200 at once).
+  std::function<void(const HttpResponse&)> on_headers;
 };
 
 struct HttpResponse {
   int status = 0;
-  std::map<std::string, std::string> headers;  // names in lower case
+  // Names in lower case; a header sent more than once is joined with ", " (RFC 9110).
+  std::map<std::string, std::string> headers;
   std::string body;
   std::string Header(const std::string& lower_name) const {
     auto it = headers.find(lower_name);
