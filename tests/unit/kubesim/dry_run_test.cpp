@@ -41,7 +41,7 @@ BOOST_FIXTURE_TEST_SUITE(dry_run, DryRunFixture)
 
 BOOST_AUTO_TEST_CASE(create_validates_and_stores_nothing) {
   auto created = Send("POST", std::string(kPods) + "?dryRun=All",
-                      R"({"metadata":{"name":"new"},"spec":{"containers":[{"name":"c"}]}})");
+                      R"({"metadata":{"name":"new"},"spec":{"containers":[{"name":"c","image":"x"}]}})");
   BOOST_TEST(created.code == 201);
   auto body = Json(created.body);
   BOOST_TEST(GetString(body, "metadata.name") == "new");
@@ -54,7 +54,7 @@ BOOST_AUTO_TEST_CASE(create_validates_and_stores_nothing) {
                   R"({"metadata":{"name":"x"}})")
                  .code == 404);
   BOOST_TEST(Send("POST", std::string(kPods) + "?dryRun=All",
-                  R"({"metadata":{"name":"Bad_Name"},"spec":{"containers":[{"name":"c"}]}})")
+                  R"({"metadata":{"name":"Bad_Name"},"spec":{"containers":[{"name":"c","image":"x"}]}})")
                  .code == 422);
   ExpectNoChangeSince(store, rv_before);
 }
