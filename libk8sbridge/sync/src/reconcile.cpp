@@ -633,6 +633,7 @@ void Reconciler::PlanKubeToSlurm(const World& world, std::vector<Action>& out) {
 void Reconciler::PlanOrphans(const World& world,
                              const std::map<std::string, const SlurmNode*>& slurm,
                              std::vector<Action>& out) {
+  const auto current = OwnedPodsByNode(world, options_.cluster);
   for (const kube::Object& p : world.pods) {
     const kube::Object* pod = &p;
     const std::string name = power::SlurmNodeOf(p);
@@ -646,6 +647,9 @@ void Reconciler::PlanOrphans(const World& world,
       why = fmt::format("Slurm has no node {}", name);
     else if (it->second->powered_down && !it->second->powering_up)
       why = fmt::format("Slurm node {} is POWERED_DOWN", name);
+    else if (auto c = current.find(name); c != current.end() && c->second != pod)
+      why =
+          fmt::format("a second pod of Slurm node {} (pod {} serves it)", name, c->second->Name());
     if (why.empty())
       continue;
     if (Held("orphan:" + pod->Name(), options_.orphan_grace)) {

@@ -329,15 +329,30 @@ BOOST_FIXTURE_TEST_CASE(a_pod_stranded_on_a_lost_node_counts_as_none, Fixture) {
   BOOST_TEST(Strings(Plan(w, 1h)).empty());
   w.nodes[0] = Node("n-0");  // back: the old pod terminates for real
   BOOST_TEST(Strings(Plan(w)).empty());
+  // A second live pod of the node (an older one whose delete failed) is an orphan.
+  kube::Object older = replacement;
+  older.SetString("/metadata/name", "w-0.2");
+  older.SetString("/metadata/uid", "u-w-0.2");
+  older.SetString("/metadata/creationTimestamp", "2027-01-15T07:00:00Z");
+  w.pods.push_back(older);
+  Plan(w);
+  const auto second_actions = Plan(w, 61s);
+  const auto* second = Find(second_actions, ActionKind::kDeletePod, "w-0");
+  BOOST_REQUIRE(second);
+  BOOST_TEST(second->pod_name == "w-0.2");
+  BOOST_TEST(second->reason == "a second pod of Slurm node w-0 (pod w-0.1 serves it)");
+  w.pods.pop_back();
   // The replacement is what the drain mirror annotates.
   w.slurm = {Drained("w-0", "admin: bad fan")};
-  const auto* mirror = Find(Plan(w), ActionKind::kMirrorDrain, "w-0");
+  const auto mirrors = Plan(w);
+  const auto* mirror = Find(mirrors, ActionKind::kMirrorDrain, "w-0");
   BOOST_REQUIRE(mirror);
   BOOST_TEST(mirror->pod_name == "w-0.1");
   // Powered down with the replacement left: an orphan, deleted by its own name.
   w.slurm = {PoweredDown("w-0")};
   Plan(w);
-  const auto* orphan = Find(Plan(w, 61s), ActionKind::kDeletePod, "w-0");
+  const auto orphans = Plan(w, 61s);
+  const auto* orphan = Find(orphans, ActionKind::kDeletePod, "w-0");
   BOOST_REQUIRE(orphan);
   BOOST_TEST(orphan->pod_name == "w-0.1");
   BOOST_TEST(orphan->uid == "u-w-0.1");
