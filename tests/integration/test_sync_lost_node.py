@@ -197,5 +197,44 @@ class SyncLostNode(LostNodeTestCase):
         self.finish()
 
 
+
+class SyncDrainedNode(LostNodeTestCase):
+
+    def test_kubectl_drain_downs_requeues_elsewhere_and_uncordon_restores(self):
+        job, out, pod = self.start_job()
+        host = pod["spec"]["nodeName"]
+        self.addCleanup(self.sim.kubectl, "uncordon", host, check=False)
+        self.sim.kubectl("drain", host, "--ignore-daemonsets", "--force",
+                         "--delete-emptydir-data", "--timeout=120s", timeout=180)
+
+        # The cordon drains w-0, the eviction fails it: DOWN, with our reason.
+        node = self.wait(lambda: (lambda n: n if n.get("Reason", "").startswith(
+            "k8sbridge: pod ") and "DOWN" in n["State"] else None)(self.rig.node("w-0")), 60,
+            "w-0 DOWN with a k8sbridge: reason")
+        self.assertIn("evicted", node["Reason"])
+        pod = self.wait_rerun(job, out, host)
+        # No pod was made on the drained node.
+        status, _, pods = self.sim.request("GET", "/api/v1/namespaces/default/pods")
+        self.assertEqual([p["metadata"]["name"] for p in pods["items"]
+                          if p["spec"].get("nodeName") == host], [], self.explain())
+        self.assertTrue(self.cluster.k8s_node(host)["spec"].get("unschedulable"))
+
+        self.sim.kubectl("uncordon", host)
+        self.assertFalse(self.cluster.k8s_node(host)["spec"].get("unschedulable"))
+        # Both Slurm nodes serve again, and nothing is left drained or down.
+        out2 = self.rig.workdir / "after.out"
+        nxt = self.rig.sbatch("#!/bin/sh\nsrun hostname | sort\n",
+                              ["-N2", "-w", "w-[0-1]", "-o", str(out2)])
+        self.wait(lambda: self.rig.job(nxt)["JobState"] == "COMPLETED", 240,
+                  "a job on both nodes after the uncordon")
+        self.assertEqual(out2.read_text().split(), ["w-0", "w-1"])
+        hosts = {p["spec"].get("nodeName") for n in ("w-0", "w-1") for p in self.pods_of(n)}
+        print(f"after the uncordon the pods ran on {sorted(hosts)} (drained: {host})",
+              file=sys.stderr)
+        for name, n in self.rig.nodes().items():
+            self.assertNotIn("DRAIN", n["State"], name)
+        self.wait_all_powered_down()
+        self.finish()
+
 if __name__ == "__main__":
     main()
