@@ -229,7 +229,7 @@ Status Executor::Fail(const Action& action) {
   auto live = LiveIfDue(action);
   if (!live.ok() || !not_due_.empty())
     return live.status();
-  if (action.rule == Rule::kNodeLost) {
+  if (action.rule == Rule::kNodeLost && !action.k8s_node.empty()) {
     auto host = LiveNode(action.k8s_node);
     if (!host.ok())
       return host.status();
