@@ -31,6 +31,10 @@ lib=$root/libk8sbridge
 common=(-std=c++20 -g "$opt" -fno-omit-frame-pointer)
 for layer in "$lib"/*/include; do common+=(-I"$layer"); done
 libs=(-lfmt -lyaml-cpp -lcurl -lssl -lcrypto -pthread)
+# Compiles go through ccache where it is installed (scripts/test.sh points it at the
+# CI cache); links are not cached, so every target is compiled and linked apart.
+cxx=(clang++)
+command -v ccache >/dev/null && cxx=(ccache clang++)
 
 # Runs a command in the background once fewer than $jobs run; a failed one fails
 # the build (set -e) at the next wait.
@@ -42,12 +46,20 @@ wait_all() {
   for pid in $(jobs -p); do wait "$pid"; done
 }
 
-spawn clang++ "${common[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  "$here/ibnetdiscover_fuzz.cpp" \
-  "$lib/topology/src/fabric.cpp" "$lib/topology/src/builder.cpp" "$lib/core/src/hostlist.cpp" \
-  "$lib/topology/src/render.cpp" "$lib/core/src/status.cpp" "$lib/core/src/log.cpp" \
-  "$lib/core/src/text.cpp" \
-  -lfmt -lyaml-cpp -o "$out/ibnetdiscover_fuzz"
+# ibnetdiscover_fuzz is built with UBSan as well, from its own objects.
+ib_sources=("$here/ibnetdiscover_fuzz.cpp" "$lib"/topology/src/{fabric,builder,render}.cpp
+  "$lib"/core/src/{hostlist,status,log,text}.cpp)
+ib_objs=()
+mkdir -p "$out/obj/ib"
+for f in "${ib_sources[@]}"; do
+  o="$out/obj/ib/$(basename "${f%.cpp}").o"
+  spawn "${cxx[@]}" "${common[@]}" -fsanitize=fuzzer-no-link,address,undefined \
+    -fno-sanitize-recover=undefined -c "$f" -o "$o"
+  ib_objs+=("$o")
+done
+wait_all
+spawn clang++ -fsanitize=fuzzer,address,undefined "${ib_objs[@]}" -lfmt -lyaml-cpp \
+  -o "$out/ibnetdiscover_fuzz"
 
 # The library sources the other targets reach, once, instrumented for the fuzzer,
 # in an archive so that each target links only the objects it needs.
@@ -57,7 +69,7 @@ sources=("$lib"/core/src/{status,log,clock,text,hostlist}.cpp "$lib"/kube/src/*.
 objs=()
 for f in "${sources[@]}"; do
   o="$out/obj/$(basename "$(dirname "$(dirname "$f")")")_$(basename "${f%.cpp}").o"
-  spawn clang++ "${common[@]}" -fsanitize=fuzzer-no-link,address -c "$f" -o "$o"
+  spawn "${cxx[@]}" "${common[@]}" -fsanitize=fuzzer-no-link,address -c "$f" -o "$o"
   objs+=("$o")
 done
 wait_all
@@ -67,8 +79,13 @@ ar rcs "$out/obj/libk8sbridge-fuzz.a" "${objs[@]}"
 targets=(fuzz_kubeconfig fuzz_watch_stream fuzz_status fuzz_hostlist fuzz_resume_file fuzz_kmsg
   fuzz_bridge_conf fuzz_pod_template)
 for target in "${targets[@]}"; do
-  spawn clang++ "${common[@]}" -fsanitize=fuzzer,address "$here/$target.cpp" \
-    "$out/obj/libk8sbridge-fuzz.a" "${libs[@]}" -o "$out/$target"
+  spawn "${cxx[@]}" "${common[@]}" -fsanitize=fuzzer-no-link,address -c "$here/$target.cpp" \
+    -o "$out/obj/$target.o"
+done
+wait_all
+for target in "${targets[@]}"; do
+  spawn clang++ -fsanitize=fuzzer,address "$out/obj/$target.o" "$out/obj/libk8sbridge-fuzz.a" \
+    "${libs[@]}" -o "$out/$target"
 done
 wait_all
 ls "$out"/ibnetdiscover_fuzz "${targets[@]/#/$out/}"

@@ -17,6 +17,9 @@ fi
 packages=(
   # build
   build-essential meson ninja-build pkg-config clang clang-format clang-tidy
+  # compiler cache for scripts/test.sh (under \$K8SBRIDGE_CACHE/ccache, keyed by the
+  # preprocessed sources and flags)
+  ccache
   # fuzz/: libFuzzer and the sanitizer runtimes, only recommended by clang (and so
   # left out by --no-install-recommends)
   libclang-rt-14-dev

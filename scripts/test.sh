@@ -11,6 +11,13 @@ export K8SBRIDGE_CACHE=${K8SBRIDGE_CACHE:-/var/cache/k8sbridge}
 build=${K8SBRIDGE_BUILD:-$root/build}
 asan_build=${K8SBRIDGE_ASAN_BUILD:-$root/build-asan}
 python=/usr/bin/python3
+# Every compile goes through ccache (meson finds it; fuzz/build.sh uses it too), its
+# cache under $K8SBRIDGE_CACHE keyed by the preprocessed source and the flags, and
+# paths relative to the checkout: a clean clone with warm caches recompiles only
+# what changed since the cache was filled.
+export CCACHE_DIR=${CCACHE_DIR:-$K8SBRIDGE_CACHE/ccache}
+export CCACHE_BASEDIR=$root
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-6G}
 
 start=$(date +%s)
 bash scripts/setup.sh || { echo "test: set-up failed"; echo "0 passed, 1 failed"; exit 1; }

@@ -6,6 +6,7 @@ over HTTPS with its generated CA and a bearer token from the written kubeconfig.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -264,7 +265,6 @@ class KubectlConformance(unittest.TestCase):
         version = json.loads(self.k("version", "-o", "json").stdout)
         self.assertEqual(version["serverVersion"]["minor"], "32")
 
-
     def test_drain_evicts_through_policy_v1(self):
         # What an admin runs: cordon, then an Eviction per pod (kubectl 1.32 sends it as
         # JSON; a protobuf one is read too, tests/unit/kubesim/protobuf_test.cpp).
@@ -283,6 +283,177 @@ class KubectlConformance(unittest.TestCase):
                      if r.get("path", "").endswith("/pods/drained/eviction")]
         self.assertEqual([r.get("code") for r in evictions], [201], evictions)
         self.assertNotEqual(self.k("get", "pod", "drained", check=False).returncode, 0)
+
+
+class KubectlAdminFlows(unittest.TestCase):
+    """The flows an admin runs with kubectl 1.32 (issue 17): waits, watches in table form,
+    describe, client- and server-side apply that drop or contest fields, cascading and
+    dry-run deletes. Each test uses its own objects in one shared kubesim."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sim = KubeSim("--fake-nodes", "2")
+        cls.manifests = cls.sim.dir / "manifests"
+        cls.manifests.mkdir()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sim.close()
+
+    def k(self, *args, **kw):
+        return self.sim.kubectl(*args, **kw)
+
+    def write(self, name, text):
+        path = self.manifests / name
+        path.write_text(text)
+        return str(path)
+
+    def make_pod(self, name, node=None):
+        node_line = f"  nodeName: {node}\n" if node else ""
+        self.k("create", "-f", self.write(f"{name}.yaml", POD_YAML.replace("name: web", f"name: {name}")
+                                          .replace("spec:\n", "spec:\n" + node_line)))
+
+    def set_pod_status(self, name, phase, ready):
+        status = {"status": {"phase": phase, "conditions": [
+            {"type": "Ready", "status": "True" if ready else "False"}]}}
+        code, _, body = self.sim.request(
+            "PATCH", f"/api/v1/namespaces/default/pods/{name}/status", status,
+            content_type="application/merge-patch+json")
+        self.assertEqual(code, 200, body)
+
+    def start_kubectl(self, *args):
+        proc = subprocess.Popen(
+            [KUBECTL, "--kubeconfig", self.sim.kubeconfig, *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, HOME=str(self.sim.dir)))
+        self.addCleanup(self.stop, proc)
+        return proc
+
+    @staticmethod
+    def stop(proc):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+        proc.stdout.close()
+        proc.stderr.close()
+
+    def test_wait_for_condition_ready(self):
+        self.make_pod("waited", node="node-0")
+        proc = self.start_kubectl("wait", "--for=condition=Ready", "pod/waited", "--timeout=60s")
+        self.set_pod_status("waited", "Running", ready=True)
+        out, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertIn("pod/waited condition met", out)
+
+    def test_get_pods_watch_in_table_form(self):
+        self.make_pod("watched", node="node-1")
+        proc = self.start_kubectl("get", "pods", "-w")
+        reader = LineReader(proc)
+        wait_for(lambda: reader.seen("NAME"), what="the table header of kubectl get pods -w")
+        self.assertRegex(reader.lines[0], r"NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE")
+        wait_for(lambda: reader.seen("watched"), what="the pod's row")
+        self.set_pod_status("watched", "Running", ready=True)
+        wait_for(lambda: any(re.match(r"watched\s+\S+\s+Running", line) for line in reader.lines),
+                 what="a new row with the pod Running")
+
+    def test_describe_node_and_pod(self):
+        self.make_pod("described", node="node-0")
+        uid = self.sim.kubectl_json("get", "pod", "described")["metadata"]["uid"]
+        # kubectl describe selects the events by the object's uid as well.
+        self.k("create", "-f", self.write("described-event.yaml", EVENT_YAML
+                                          .replace("web.kubesim1", "described.kubesim1")
+                                          .replace("  name: web\n", f"  name: described\n  uid: {uid}\n")))
+        pod = self.k("describe", "pod", "described").stdout
+        self.assertRegex(pod, r"Name:\s+described")
+        self.assertRegex(pod, r"Node:\s+node-0")
+        self.assertRegex(pod, r"Normal\s+Pulled\s+.*Container image pulled")
+        node = self.k("describe", "node", "node-0").stdout
+        self.assertRegex(node, r"Name:\s+node-0")
+        self.assertIn("Capacity:", node)
+        self.assertRegex(node, r"Non-terminated Pods:\s+\(\d+ in total\)")
+        self.assertRegex(node, r"default\s+described")
+        missing = self.k("describe", "node", "no-such-node", check=False)
+        self.assertNotEqual(missing.returncode, 0)
+        self.assertIn('nodes "no-such-node" not found', missing.stderr)
+
+    def test_client_side_apply_removes_a_field(self):
+        manifest = ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: csa\n  labels:\n"
+                    "    keep: 'yes'\n    drop: 'yes'\ndata:\n  keep: '1'\n  drop: '2'\n")
+        self.k("apply", "-f", self.write("csa.yaml", manifest))
+        trimmed = manifest.replace("    drop: 'yes'\n", "").replace("  drop: '2'\n", "")
+        self.assertIn("configmap/csa configured",
+                      self.k("apply", "-f", self.write("csa.yaml", trimmed)).stdout)
+        cm = self.sim.kubectl_json("get", "configmap", "csa")
+        self.assertEqual(cm["data"], {"keep": "1"})
+        self.assertEqual(cm["metadata"]["labels"], {"keep": "yes"})
+
+    def test_server_side_apply_conflict_then_force(self):
+        manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  mode: {}\n"
+        self.k("apply", "--server-side", "--field-manager=alice",
+               "-f", self.write("ssa.yaml", manifest.format("fast")))
+        path = self.write("ssa.yaml", manifest.format("slow"))
+        conflict = self.k("apply", "--server-side", "-f", path, check=False)
+        self.assertNotEqual(conflict.returncode, 0)
+        self.assertIn('Apply failed with 1 conflict: conflict with "alice": .data.mode',
+                      conflict.stderr)
+        self.assertEqual(self.sim.kubectl_json("get", "configmap", "ssa")["data"], {"mode": "fast"})
+        self.assertIn("configmap/ssa serverside-applied",
+                      self.k("apply", "--server-side", "--force-conflicts", "-f", path).stdout)
+        cm = self.sim.kubectl_json("get", "configmap", "ssa", "--show-managed-fields")
+        self.assertEqual(cm["data"], {"mode": "slow"})
+        owners = {e["manager"]: e["fieldsV1"] for e in cm["metadata"]["managedFields"]}
+        self.assertEqual(owners, {"kubectl": {"f:data": {"f:mode": {}}}})
+
+    def make_owner_and_dependent(self, owner, dependent):
+        self.k("create", "-f", self.write(f"{owner}.yaml",
+               f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {owner}\n"))
+        uid = self.sim.kubectl_json("get", "configmap", owner)["metadata"]["uid"]
+        self.k("create", "-f", self.write(f"{dependent}.yaml", (
+            f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {dependent}\n"
+            f"  ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: {owner}\n"
+            f"    uid: {uid}\n    blockOwnerDeletion: true\n")))
+
+    def test_delete_cascade_foreground(self):
+        self.make_owner_and_dependent("owner", "dependent")
+        out = self.k("delete", "configmap", "owner", "--cascade=foreground", "--timeout=60s").stdout
+        self.assertIn('configmap "owner" deleted', out)
+        for name in ("owner", "dependent"):
+            gone = self.k("get", "configmap", name, check=False)
+            self.assertIn(f'configmaps "{name}" not found', gone.stderr)
+
+    def test_delete_cascade_orphan_keeps_the_dependent(self):
+        self.make_owner_and_dependent("parent", "orphaned")
+        self.k("delete", "configmap", "parent", "--cascade=orphan", "--timeout=60s")
+        self.assertIn('configmaps "parent" not found',
+                      self.k("get", "configmap", "parent", check=False).stderr)
+        orphaned = self.sim.kubectl_json("get", "configmap", "orphaned")
+        self.assertNotIn("ownerReferences", orphaned["metadata"])
+
+    def test_dry_run_server_leaves_objects_unchanged(self):
+        self.make_pod("dry", node="node-1")
+        before = self.sim.kubectl_json("get", "pod", "dry")
+        self.assertIn('pod "dry" deleted (server dry run)',
+                      self.k("delete", "pod", "dry", "--dry-run=server").stdout)
+        # kubectl patch does not mark its output as a dry run; the object below shows it.
+        self.assertIn("pod/dry patched",
+                      self.k("patch", "pod", "dry", "--dry-run=server",
+                             "-p", '{"metadata":{"labels":{"dry":"run"}}}').stdout)
+        changed = POD_YAML.replace("name: web", "name: dry").replace("app: web", "app: other")
+        path = self.write("dry.yaml", changed)
+        self.assertIn("(server dry run)", self.k("apply", "--dry-run=server", "-f", path).stdout)
+        # kubectl create made "kubectl-create" the owner of the label: a plain server-side
+        # apply conflicts, even as a dry run; forced, it would take the label.
+        conflict = self.k("apply", "--server-side", "--dry-run=server", "-f", path, check=False)
+        self.assertIn('conflict with "kubectl-create" using v1: .metadata.labels.app',
+                      conflict.stderr)
+        self.assertIn("(server dry run)",
+                      self.k("apply", "--server-side", "--force-conflicts", "--dry-run=server",
+                             "-f", path).stdout)
+        after = self.sim.kubectl_json("get", "pod", "dry")
+        self.assertEqual(after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"])
+        self.assertNotIn("deletionTimestamp", after["metadata"])
+        self.assertEqual(after["metadata"]["labels"], {"app": "web"})
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

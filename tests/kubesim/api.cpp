@@ -11,6 +11,9 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "dry_run.h"
+#include "finalizers.h"
+#include "managed_fields.h"
 #include "patch.h"
 #include "protobuf.h"
 #include "quantity.h"
@@ -770,6 +773,12 @@ ApiResponse Api::Handle(const ApiRequest& request, const Route& route) {
                                       "accepted media types include: application/json, "
                                       "application/yaml"));
   }
+  bool dry_run = false;
+  if (auto bad = CheckDryRun(request, route, dry_run))
+    return *bad;
+  std::optional<DryRunScope> dry_run_scope;
+  if (dry_run)
+    dry_run_scope.emplace();
   if (route.resource.empty()) {
     if (request.method != "GET") {
       return StatusResponse(405, "MethodNotAllowed",
@@ -917,33 +926,22 @@ ApiResponse Api::List(const ApiRequest& request, const Route& route) {
 
 namespace {
 
-// Records `manager` in metadata.managedFields (one entry per manager and operation).
-// Field ownership itself is not tracked (docs/kubesim.md).
-void RecordManager(rapidjson::Document& doc, const std::string& manager, const char* operation,
-                   const std::string& api_version, const std::string& now) {
-  if (manager.empty())
-    return;
-  auto& a = doc.GetAllocator();
-  rapidjson::Value entry(rapidjson::kObjectType);
-  entry.AddMember("manager", rapidjson::Value(manager.c_str(), a), a);
-  entry.AddMember("operation", rapidjson::StringRef(operation), a);
-  entry.AddMember("apiVersion", rapidjson::Value(api_version.c_str(), a), a);
-  entry.AddMember("time", rapidjson::Value(now.c_str(), a), a);
-  entry.AddMember("fieldsType", "FieldsV1", a);
-  entry.AddMember("fieldsV1", rapidjson::Value(rapidjson::kObjectType), a);
-  rapidjson::Value* mf = const_cast<rapidjson::Value*>(Find(doc, "metadata.managedFields"));
-  if (mf == nullptr || !mf->IsArray()) {
-    SetMember(doc, "metadata.managedFields", rapidjson::Value(rapidjson::kArrayType));
-    mf = &doc["metadata"]["managedFields"];
-  }
-  for (rapidjson::SizeType i = 0; i < mf->Size(); ++i) {
-    if (GetString((*mf)[i], "manager") == manager &&
-        GetString((*mf)[i], "operation") == operation) {
-      mf->Erase(mf->Begin() + i);
-      break;
+// Who writes, for managedFields (managed_fields.h).
+WriteContext WriteContextOf(const ApiRequest& request, const Route& route, const Store& store) {
+  WriteContext context;
+  context.manager = QueryValue(request.query, "fieldManager");
+  if (context.manager.empty()) {
+    // handlers/rest.go managerOrUserAgent: the User-Agent up to its first '/',
+    // printable characters only, at most 128.
+    for (char c : request.user_agent.substr(0, request.user_agent.find('/'))) {
+      if (std::isprint(static_cast<unsigned char>(c)) && context.manager.size() < 128)
+        context.manager += c;
     }
   }
-  mf->PushBack(entry, a);
+  context.api_version = GroupVersion(route.group, route.version);
+  context.now = store.NowTimestamp();
+  context.subresource = route.subresource;
+  return context;
 }
 
 }  // namespace
@@ -1060,11 +1058,14 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
     doc.AddMember("kind", rapidjson::Value(def->kind.c_str(), a), a);
   if (Find(doc, "metadata.resourceVersion") != nullptr)
     doc["metadata"].RemoveMember("resourceVersion");
-  RecordManager(doc, QueryValue(request.query, "fieldManager"),
-                request.content_type.find("apply-patch") != std::string::npos ? "Apply" : "Update",
-                GroupVersion(route.group, route.version), store_.NowTimestamp());
-  if (Truthy(request.query, "dryRun") || QueryValue(request.query, "dryRun") == "All") {
-    return JsonResponse(201, RenderObject(doc, route.group));
+  WriteContext context = WriteContextOf(request, route, store_);
+  if (request.content_type.find("apply-patch") != std::string::npos) {
+    rapidjson::Document applied(rapidjson::kObjectType);
+    if (Status s = ServerSideApply(applied, doc, true, context); !s.ok())
+      return ErrorFromStatus(s, named);
+    doc.Swap(applied);
+  } else {
+    TrackUpdate(nullptr, doc, context);
   }
   auto created = store_.Create(route.resource, route.ns, std::move(doc));
   if (!created.ok())
@@ -1086,12 +1087,58 @@ ApiResponse Api::Update(const ApiRequest& request, const Route& route) {
   }
   if (route.group == "events.k8s.io")
     RenameMembers(doc, false);
+  if (auto current = store_.Get(route.resource, route.ns, route.name); current.ok())
+    TrackUpdate(current->get(), doc, WriteContextOf(request, route, store_));
   auto updated = store_.Update(route.resource, route.ns, route.name, std::move(doc),
                                route.subresource == "status");
   if (!updated.ok())
     return ErrorFromStatus(updated.status(), route);
   return JsonResponse(200, RenderObject(**updated, route.group));
 }
+
+namespace {
+
+// `patch` of content `type` applied to `next`. kConflict: a failed json-patch test, or
+// an apply conflict.
+Status PatchDocument(const std::string& type, rapidjson::Document& next,
+                     const rapidjson::Value& patch, const ApiRequest& request, const Route& route,
+                     const Store& store, std::vector<ApplyConflict>& conflicts) {
+  if (type == "application/json-patch+json")
+    return ApplyJsonPatch(next, patch);
+  if (!patch.IsObject())
+    return Status::InvalidArgument(fmt::format("a {} body must be a JSON object", type));
+  if (type == "application/merge-patch+json") {
+    ApplyMergePatch(next, patch, next.GetAllocator());
+    return Status::Ok();
+  }
+  if (type == "application/apply-patch+yaml") {
+    return ServerSideApply(next, patch, Truthy(request.query, "force"),
+                           WriteContextOf(request, route, store), &conflicts);
+  }
+  return ApplyStrategicMergePatch(next, patch, next.GetAllocator());
+}
+
+// errors.NewApplyConflict: 409 Conflict whose details hold only the causes.
+ApiResponse ApplyConflictResponse(const Status& s, const std::vector<ApplyConflict>& conflicts) {
+  ApiResponse r = StatusResponse(409, "Conflict", s.message());
+  auto doc = ParseJson(r.body);
+  if (!doc.ok())
+    return r;
+  auto& a = (*doc)->GetAllocator();
+  rapidjson::Value causes(rapidjson::kArrayType);
+  for (const ApplyConflict& c : conflicts) {
+    rapidjson::Value cause(rapidjson::kObjectType);
+    cause.AddMember("reason", "FieldManagerConflict", a);
+    cause.AddMember("message", rapidjson::Value(c.message.c_str(), a), a);
+    cause.AddMember("field", rapidjson::Value(c.field.c_str(), a), a);
+    causes.PushBack(cause, a);
+  }
+  SetMember(**doc, "details.causes", std::move(causes));
+  r.body = ToJson(**doc);
+  return r;
+}
+
+}  // namespace
 
 ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
   std::string type = request.content_type.substr(0, request.content_type.find(';'));
@@ -1139,29 +1186,18 @@ ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
     std::string base_rv = GetString(**current, "metadata.resourceVersion");
     auto next = Clone(**current);
     auto& a = next->GetAllocator();
-    Status s;
-    if (type == "application/json-patch+json") {
-      s = ApplyJsonPatch(*next, p);
-      if (s.code() == Status::Code::kConflict) {
-        return StatusResponse(422, "Invalid", s.message(), route.resource, route.name, route.group);
-      }
-    } else if (type == "application/merge-patch+json") {
-      if (!p.IsObject())
-        s = Status::InvalidArgument("a merge patch must be a JSON object");
-      if (s.ok())
-        ApplyMergePatch(*next, p, a);
-    } else {
-      if (!p.IsObject())
-        s = Status::InvalidArgument("a strategic merge patch must be an object");
-      if (s.ok())
-        s = ApplyStrategicMergePatch(*next, p, a);
-    }
+    std::vector<ApplyConflict> conflicts;
+    Status s = PatchDocument(type, *next, p, request, route, store_, conflicts);
+    if (s.code() == Status::Code::kConflict && type == "application/json-patch+json")
+      return StatusResponse(422, "Invalid", s.message(), route.resource, route.name, route.group);
+    if (s.code() == Status::Code::kConflict)
+      return ApplyConflictResponse(s, conflicts);
     if (!s.ok())
       return StatusResponse(422, "Invalid", s.message(), route.resource, route.name);
     if (!next->IsObject())
       return StatusResponse(422, "Invalid", "the patch removed the object");
-    RecordManager(*next, manager, apply ? "Apply" : "Update",
-                  GroupVersion(route.group, route.version), store_.NowTimestamp());
+    if (!apply)
+      TrackUpdate(current->get(), *next, WriteContextOf(request, route, store_));
     // A resourceVersion put in by the patch is a precondition; otherwise retry races.
     std::string patched_rv = GetString(*next, "metadata.resourceVersion");
     bool client_precondition = patched_rv != base_rv;
@@ -1181,32 +1217,38 @@ ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
 
 namespace {
 
-// DeleteOptions from the body and from the query (the query wins, as in Kubernetes).
-Result<std::pair<DeleteOptions, bool /*orphan_dependents_false*/>> ParseDeleteOptions(
-    const ApiRequest& request) {
+// DeleteOptions from the body, or when there is none from the query (the handler in
+// k8s.io/apiserver/pkg/endpoints/handlers/delete.go decodes one or the other).
+// The bool is orphanDependents=false, for the 202 of a pending delete.
+Result<std::pair<DeleteOptions, bool>> DeleteOptionsFromBody(const std::string& body) {
   DeleteOptions options;
-  bool accepted = false;
-  if (!request.body.empty()) {
-    auto parsed = ParseJson(request.body);
-    if (!parsed.ok())
-      return parsed.status();
-    const rapidjson::Value& d = **parsed;
-    if (d.IsObject()) {
-      if (d.HasMember("gracePeriodSeconds") && d["gracePeriodSeconds"].IsInt64()) {
-        options.grace_period_seconds = d["gracePeriodSeconds"].GetInt64();
-      }
-      std::string uid = GetString(d, "preconditions.uid");
-      if (!uid.empty())
-        options.precondition_uid = uid;
-      std::string rv = GetString(d, "preconditions.resourceVersion");
-      if (!rv.empty())
-        options.precondition_resource_version = rv;
-      const rapidjson::Value* orphan = Find(d, "orphanDependents");
-      if (orphan != nullptr && orphan->IsBool() && !orphan->GetBool())
-        accepted = true;
-    }
-  }
-  std::string grace = QueryValue(request.query, "gracePeriodSeconds");
+  auto parsed = ParseJson(body);
+  if (!parsed.ok())
+    return parsed.status();
+  const rapidjson::Value& d = **parsed;
+  if (!d.IsObject())
+    return std::make_pair(options, false);
+  if (d.HasMember("gracePeriodSeconds") && d["gracePeriodSeconds"].IsInt64())
+    options.grace_period_seconds = d["gracePeriodSeconds"].GetInt64();
+  std::string uid = GetString(d, "preconditions.uid");
+  if (!uid.empty())
+    options.precondition_uid = uid;
+  std::string rv = GetString(d, "preconditions.resourceVersion");
+  if (!rv.empty())
+    options.precondition_resource_version = rv;
+  const rapidjson::Value* orphan = Find(d, "orphanDependents");
+  if (orphan != nullptr && orphan->IsBool())
+    options.orphan_dependents = orphan->GetBool();
+  std::string policy = GetString(d, "propagationPolicy");
+  if (!policy.empty())
+    options.propagation_policy = policy;
+  return std::make_pair(options, options.orphan_dependents == false);
+}
+
+Result<std::pair<DeleteOptions, bool>> DeleteOptionsFromQuery(
+    const std::map<std::string, std::string>& query) {
+  DeleteOptions options;
+  std::string grace = QueryValue(query, "gracePeriodSeconds");
   if (!grace.empty()) {
     char* end = nullptr;
     long long g = std::strtoll(grace.c_str(), &end, 10);
@@ -1216,9 +1258,30 @@ Result<std::pair<DeleteOptions, bool /*orphan_dependents_false*/>> ParseDeleteOp
     }
     options.grace_period_seconds = g;
   }
-  if (QueryValue(request.query, "orphanDependents") == "false")
-    accepted = true;
-  return std::make_pair(options, accepted);
+  if (!QueryValue(query, "propagationPolicy").empty())
+    options.propagation_policy = QueryValue(query, "propagationPolicy");
+  if (!QueryValue(query, "orphanDependents").empty())
+    options.orphan_dependents = QueryValue(query, "orphanDependents") == "true";
+  return std::make_pair(options, options.orphan_dependents == false);
+}
+
+Result<std::pair<DeleteOptions, bool>> ParseDeleteOptions(const ApiRequest& request) {
+  auto options = request.body.empty() ? DeleteOptionsFromQuery(request.query)
+                                      : DeleteOptionsFromBody(request.body);
+  if (!options.ok())
+    return options;
+  if (Status s = ValidatePropagation(options->first); !s.ok()) {
+    return Status::InvalidArgument(
+        fmt::format("DeleteOptions.meta.k8s.io \"\" is invalid: {}", s.message()));
+  }
+  return options;
+}
+
+// Bad JSON is 400; options that decode but do not validate are 422, as upstream.
+ApiResponse BadDeleteOptions(const Status& s) {
+  if (s.message().rfind("DeleteOptions.meta.k8s.io", 0) == 0)
+    return StatusResponse(422, "Invalid", s.message(), "DeleteOptions", "", "meta.k8s.io");
+  return BadBody(s);
 }
 
 }  // namespace
@@ -1226,13 +1289,14 @@ Result<std::pair<DeleteOptions, bool /*orphan_dependents_false*/>> ParseDeleteOp
 ApiResponse Api::Delete(const ApiRequest& request, const Route& route) {
   auto options = ParseDeleteOptions(request);
   if (!options.ok())
-    return BadBody(options.status());
+    return BadDeleteOptions(options.status());
   auto deleted = store_.Delete(route.resource, route.ns, route.name, options->first);
   if (!deleted.ok())
     return ErrorFromStatus(deleted.status(), route);
   // Kubernetes answers 202 only for a pending delete with orphanDependents=false.
   int code = (!deleted->removed && options->second) ? 202 : 200;
-  if (route.resource == "pods" || route.resource == "namespaces") {
+  // A delete that finalizers hold answers with the object, as upstream.
+  if (route.resource == "pods" || route.resource == "namespaces" || !deleted->removed) {
     return JsonResponse(code, RenderObject(*deleted->object, route.group));
   }
   ApiResponse r = StatusResponse(code, "", "", route.resource, route.name, route.group);
@@ -1254,7 +1318,7 @@ ApiResponse Api::DeleteCollection(const ApiRequest& request, const Route& route)
     return error;
   auto options = ParseDeleteOptions(request);
   if (!options.ok())
-    return BadBody(options.status());
+    return BadDeleteOptions(options.status());
   ListResult result = store_.List(route.resource, route.ns,
                                   [&](const rapidjson::Value& v) { return selectors->Matches(v); });
   std::string items;

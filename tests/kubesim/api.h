@@ -20,7 +20,8 @@ struct ApiRequest {
   std::string content_type;
   std::string accept;  // "application/json;as=Table;v=v1;g=meta.k8s.io,..." asks for a Table
   std::string body;
-  std::string user;  // authenticated user, for managedFields
+  std::string user;        // authenticated user, for managedFields
+  std::string user_agent;  // names the field manager when the request gives none
 };
 
 struct ApiResponse {

@@ -328,6 +328,28 @@ Status MergeList(const std::string& field, rapidjson::Value& target, const rapid
   return Status::Ok();
 }
 
+// $retainKeys: the map keeps only the listed keys (kubectl sends it for fields with the
+// retainKeys strategy, e.g. a volume switching its source).
+Status RetainKeys(rapidjson::Value& target, const rapidjson::Value& patch) {
+  auto keys = patch.FindMember("$retainKeys");
+  if (keys == patch.MemberEnd())
+    return Status::Ok();
+  if (!keys->value.IsArray())
+    return Status::InvalidArgument("strategic merge patch: $retainKeys must be a list");
+  std::set<std::string> kept;
+  for (const auto& k : keys->value.GetArray()) {
+    if (k.IsString())
+      kept.insert(k.GetString());
+  }
+  for (auto it = target.MemberBegin(); it != target.MemberEnd();) {
+    if (kept.count(it->name.GetString()) == 0)
+      it = target.EraseMember(it);
+    else
+      ++it;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ApplyStrategicMergePatch(rapidjson::Value& target, const rapidjson::Value& patch,
@@ -400,7 +422,7 @@ Status ApplyStrategicMergePatch(rapidjson::Value& target, const rapidjson::Value
     if (!s.ok())
       return s;
   }
-  return Status::Ok();
+  return RetainKeys(target, patch);
 }
 
 // ---- YAML ----------------------------------------------------------------------------
@@ -500,6 +522,15 @@ Result<std::vector<std::unique_ptr<rapidjson::Document>>> YamlDocumentsToJson(
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(fmt::format("invalid YAML: {}", e.what()));
   }
+}
+
+std::string MergeKeyOf(const std::string& field) {
+  auto it = MergeKeys().find(field);
+  return it == MergeKeys().end() ? "" : it->second;
+}
+
+bool IsSetList(const std::string& field) {
+  return IsPrimitiveMergeList(field);
 }
 
 }  // namespace kubesim

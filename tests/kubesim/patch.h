@@ -31,6 +31,11 @@ Status ApplyJsonPatch(rapidjson::Document& target, const rapidjson::Value& patch
 Status ApplyStrategicMergePatch(rapidjson::Value& target, const rapidjson::Value& patch,
                                 rapidjson::Document::AllocatorType& alloc);
 
+// The merge key strategic merge uses for a list field ("containers" -> "name"), "" for
+// atomic lists; IsSetList: lists merged as sets of scalars ("finalizers").
+std::string MergeKeyOf(const std::string& field);
+bool IsSetList(const std::string& field);
+
 // YAML (one document) to JSON. Plain scalars become null/bool/number where YAML 1.2's
 // core schema says so; quoted scalars stay strings.
 Result<std::unique_ptr<rapidjson::Document>> YamlToJson(const std::string& yaml);

@@ -16,6 +16,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "finalizers.h"
+
 namespace kubesim {
 
 namespace net = boost::asio;
@@ -418,6 +420,7 @@ struct Server::Impl {
       req.query = ParseQuery(target.substr(q + 1));
     req.content_type = std::string(hreq[http::field::content_type]);
     req.accept = std::string(hreq[http::field::accept]);
+    req.user_agent = std::string(hreq[http::field::user_agent]);
     req.body = hreq.body();
 
     // Authentication: the bearer token or a client certificate from the test CA.
@@ -656,6 +659,7 @@ Status Server::Start() {
   s.threads.emplace_back([&s]() {
     while (!s.stopping) {
       s.store.ReapExpired();
+      CollectGarbage(s.store);
       std::unique_lock lock(s.mu);
       s.sessions_done.wait_for(lock, s.options.reap_interval, [&] { return s.stopping.load(); });
     }

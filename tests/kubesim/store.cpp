@@ -10,6 +10,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "finalizers.h"
+
 namespace kubesim {
 
 const char* ChangeTypeName(ChangeType type) {
@@ -242,6 +244,15 @@ ListResult Store::List(const std::string& resource, const std::string& ns,
 
 Result<ObjectPtr> Store::CommitLocked(ChangeType type, const Key& key, ObjectPtr previous,
                                       std::unique_ptr<rapidjson::Document> next) {
+  if (DryRunScope::Active()) {
+    // What the write would store, under the stored object's RV (none for a create).
+    if (previous != nullptr)
+      SetString(*next, "metadata.resourceVersion",
+                GetString(*previous, "metadata.resourceVersion"));
+    else if (next->HasMember("metadata") && (*next)["metadata"].IsObject())
+      (*next)["metadata"].RemoveMember("resourceVersion");
+    return ObjectPtr(next.release());
+  }
   uint64_t rv = ++resource_version_;
   SetString(*next, "metadata.resourceVersion", std::to_string(rv));
   ObjectPtr committed(next.release());
@@ -257,6 +268,8 @@ Result<ObjectPtr> Store::CommitLocked(ChangeType type, const Key& key, ObjectPtr
 }
 
 void Store::RemoveLocked(const Key& key, ObjectPtr previous) {
+  if (DryRunScope::Active())
+    return;
   uint64_t rv = ++resource_version_;
   auto last = Clone(*previous);
   SetString(*last, "metadata.resourceVersion", std::to_string(rv));
@@ -402,7 +415,19 @@ Result<ObjectPtr> Store::Update(const std::string& resource, const std::string& 
   SetString(*next, "metadata.resourceVersion", GetString(stored, "metadata.resourceVersion"));
   if (*next == stored)
     return it->second;
-  return CommitLocked(ChangeType::kModified, key, it->second, std::move(next));
+  return CommitUpdateLocked(key, it->second, std::move(next));
+}
+
+Result<ObjectPtr> Store::CommitUpdateLocked(const Key& key, ObjectPtr stored,
+                                            std::unique_ptr<rapidjson::Document> next) {
+  if (Status s = CheckNoNewFinalizers(*stored, *next); !s.ok())
+    return s;
+  if (ShouldDeleteDuringUpdate(*stored, *next)) {
+    // The update emptied the finalizers of an object being deleted: it goes now.
+    RemoveLocked(key, stored);
+    return ObjectPtr(next.release());
+  }
+  return CommitLocked(ChangeType::kModified, key, std::move(stored), std::move(next));
 }
 
 Result<ObjectPtr> Store::Mutate(const std::string& resource, const std::string& ns_in,
@@ -441,7 +466,7 @@ Result<ObjectPtr> Store::Mutate(const std::string& resource, const std::string& 
   SetString(*next, "metadata.resourceVersion", GetString(stored, "metadata.resourceVersion"));
   if (*next == stored)
     return it->second;
-  return CommitLocked(ChangeType::kModified, key, it->second, std::move(next));
+  return CommitUpdateLocked(key, it->second, std::move(next));
 }
 
 Result<ObjectPtr> Store::BindPod(const std::string& ns, const std::string& name,
@@ -506,6 +531,8 @@ Result<DeleteResult> Store::Delete(const std::string& resource, const std::strin
     for (auto& [k, v] : doomed)
       RemoveLocked(k, v);
   }
+  auto marked = Clone(*stored);
+  bool finalizers_changed = ApplyDeletionFinalizers(*marked, options);
   if (resource == "pods") {
     int64_t grace = 30;
     const rapidjson::Value* spec_grace = Find(*stored, "spec.terminationGracePeriodSeconds");
@@ -523,20 +550,37 @@ Result<DeleteResult> Store::Delete(const std::string& resource, const std::strin
       if (existing != nullptr && existing->IsInt64() && existing->GetInt64() <= grace) {
         return DeleteResult{stored, false};  // already terminating with a shorter grace
       }
-      auto next = Clone(*stored);
       auto deadline = clock_.WallNow() + std::chrono::seconds(grace);
-      SetString(*next, "metadata.deletionTimestamp", FormatTime(deadline, false));
-      SetMember(*next, "metadata.deletionGracePeriodSeconds", rapidjson::Value(grace));
-      auto committed = CommitLocked(ChangeType::kModified, key, stored, std::move(next));
+      SetString(*marked, "metadata.deletionTimestamp", FormatTime(deadline, false));
+      SetMember(*marked, "metadata.deletionGracePeriodSeconds", rapidjson::Value(grace));
+      auto committed = CommitLocked(ChangeType::kModified, key, stored, std::move(marked));
       if (!committed.ok())
         return committed.status();
       return DeleteResult{*committed, false};
     }
   }
+  if (HasFinalizers(*marked))
+    return MarkForFinalizersLocked(key, stored, std::move(marked), finalizers_changed);
   RemoveLocked(key, stored);
   auto last = Clone(*stored);
-  SetString(*last, "metadata.resourceVersion", std::to_string(resource_version_));
+  if (!DryRunScope::Active())
+    SetString(*last, "metadata.resourceVersion", std::to_string(resource_version_));
   return DeleteResult{ObjectPtr(last.release()), true};
+}
+
+Result<DeleteResult> Store::MarkForFinalizersLocked(const Key& key, ObjectPtr stored,
+                                                    std::unique_ptr<rapidjson::Document> marked,
+                                                    bool finalizers_changed) {
+  std::string now = NowTimestamp();
+  std::string existing = GetString(*stored, "metadata.deletionTimestamp");
+  auto deadline = ParseTime(existing);
+  MarkAsDeleting(*marked, now, deadline && *deadline > clock_.WallNow());
+  if (!finalizers_changed && *marked == *stored)
+    return DeleteResult{stored, false};
+  auto committed = CommitLocked(ChangeType::kModified, key, stored, std::move(marked));
+  if (!committed.ok())
+    return committed.status();
+  return DeleteResult{*committed, false};
 }
 
 void Store::RegisterKubelet(const std::string& node_name) {
@@ -560,6 +604,8 @@ Status Store::FinalizePodDeletion(const std::string& ns, const std::string& name
     return Status::Conflict(fmt::format("pods \"{}\" has uid {}, not {}", name,
                                         GetString(*it->second, "metadata.uid"), uid));
   }
+  if (HeldByFinalizersLocked(key, it->second))
+    return Status::Ok();
   RemoveLocked(key, it->second);
   return Status::Ok();
 }
@@ -577,8 +623,23 @@ void Store::ReapExpired() {
     if (!deadline || *deadline <= now)
       doomed.emplace_back(it->first, it->second);
   }
-  for (auto& [k, v] : doomed)
-    RemoveLocked(k, v);
+  for (auto& [k, v] : doomed) {
+    if (!HeldByFinalizersLocked(k, v))
+      RemoveLocked(k, v);
+  }
+}
+
+bool Store::HeldByFinalizersLocked(const Key& key, const ObjectPtr& pod) {
+  if (!HasFinalizers(*pod))
+    return false;
+  // The grace period is over, but finalizers keep the pod (grace 0) until they go.
+  const rapidjson::Value* grace = Find(*pod, "metadata.deletionGracePeriodSeconds");
+  if (grace == nullptr || !grace->IsInt64() || grace->GetInt64() != 0) {
+    auto next = Clone(*pod);
+    SetMember(*next, "metadata.deletionGracePeriodSeconds", rapidjson::Value(int64_t{0}));
+    (void)CommitLocked(ChangeType::kModified, key, pod, std::move(next));
+  }
+  return true;
 }
 
 Result<std::unique_ptr<Watcher>> Store::Watch(const std::string& resource, const std::string& ns,

@@ -70,6 +70,10 @@ struct DeleteOptions {
   std::optional<int64_t> grace_period_seconds;
   std::optional<std::string> precondition_uid;
   std::optional<std::string> precondition_resource_version;
+  // "Foreground", "Background" or "Orphan" (validated by the API); orphanDependents,
+  // the deprecated spelling. Absent: the object's own finalizers decide (finalizers.h).
+  std::optional<std::string> propagation_policy;
+  std::optional<bool> orphan_dependents;
 };
 
 struct DeleteResult {
@@ -83,6 +87,21 @@ struct DeleteResult {
 struct ListResult {
   std::vector<ObjectPtr> items;  // sorted by (namespace, name)
   uint64_t resource_version = 0;
+};
+
+// While one lives on a thread, that thread's writes to any Store are computed (checks,
+// defaults, deletionTimestamp, finalizers) but not committed: no object changes, no
+// resourceVersion is taken, no watch event (dryRun=All; defined in dry_run.cpp).
+class DryRunScope {
+ public:
+  DryRunScope();
+  ~DryRunScope();
+  DryRunScope(const DryRunScope&) = delete;
+  DryRunScope& operator=(const DryRunScope&) = delete;
+  static bool Active();
+
+ private:
+  bool previous_;
 };
 
 class Store;
@@ -205,6 +224,14 @@ class Store {
   Result<ObjectPtr> CommitLocked(ChangeType type, const Key& key, ObjectPtr previous,
                                  std::unique_ptr<rapidjson::Document> next);
   void RemoveLocked(const Key& key, ObjectPtr previous);
+  // Finalizers (finalizers.h): an update that may empty them, a delete they hold, and a
+  // terminated pod they keep.
+  Result<ObjectPtr> CommitUpdateLocked(const Key& key, ObjectPtr stored,
+                                       std::unique_ptr<rapidjson::Document> next);
+  Result<DeleteResult> MarkForFinalizersLocked(const Key& key, ObjectPtr stored,
+                                               std::unique_ptr<rapidjson::Document> marked,
+                                               bool finalizers_changed);
+  bool HeldByFinalizersLocked(const Key& key, const ObjectPtr& pod);
   bool ManagedByKubeletLocked(const rapidjson::Value& pod) const;
 
   k8sbridge::Clock& clock_;

@@ -99,6 +99,26 @@ BOOST_AUTO_TEST_CASE(strategic_merge_directives) {
               Status::Code::kInvalidArgument));
 }
 
+// What kubectl's client-side apply sends when a manifest drops a field: null for a map
+// key, $patch: delete for a keyed list element, $retainKeys for a volume changing source.
+BOOST_AUTO_TEST_CASE(strategic_merge_removals_kubectl_sends) {
+  auto pod = Json(R"({"metadata":{"labels":{"a":"1","b":"2"}},
+                      "spec":{"volumes":[{"name":"v","emptyDir":{}}],
+                              "containers":[{"name":"c","env":[{"name":"X"},{"name":"Y"}]}]}})");
+  auto p = Json(R"({"metadata":{"labels":{"b":null}},
+                    "spec":{"$setElementOrder/volumes":[{"name":"v"}],
+                            "volumes":[{"$retainKeys":["hostPath","name"],"name":"v",
+                                        "emptyDir":null,"hostPath":{"path":"/d"}}],
+                            "containers":[{"name":"c","env":[{"$patch":"delete","name":"X"}]}]}})");
+  BOOST_REQUIRE(ApplyStrategicMergePatch(pod, p, pod.GetAllocator()).ok());
+  BOOST_TEST(
+      ToJson(pod) ==
+      R"({"metadata":{"labels":{"a":"1"}},"spec":{"volumes":[{"name":"v","hostPath":{"path":"/d"}}],"containers":[{"name":"c","env":[{"name":"Y"}]}]}})");
+  auto bad = Json(R"({"spec":{"$retainKeys":"name"}})");
+  BOOST_TEST((ApplyStrategicMergePatch(pod, bad, pod.GetAllocator()).code() ==
+              Status::Code::kInvalidArgument));
+}
+
 BOOST_AUTO_TEST_CASE(yaml_to_json_types) {
   auto doc =
       YamlToJson("a: 1\nb: '1'\nc: true\nd: ~\ne: 1.5\nf: [x, -2]\ng: {h: \"no\"}\ni: 08x\n");
