@@ -164,11 +164,12 @@ class TestKubelet:
 
 class PodCluster:
     """Use as a context manager. Node groups: a list of (name, hostlist, extra keys,
-    template overrides) written to k8sbridge.conf; `nodes` are the Slurm NodeSpecs."""
+    template overrides) written to k8sbridge.conf; `nodes` are the Slurm NodeSpecs.
+    `slurm_conf_extra` may be a function of the Rig (for lines naming its paths)."""
 
     def __init__(self, nodes, groups, *, fake_nodes=4, gpus_per_node=8, ib_leaves=2,
                  suspend_time=600, conf_extra="", slurm_conf_extra="", extra_templates=None,
-                 log_root=None, kubelet="kubesim"):
+                 log_root=None, kubelet="kubesim", retry_deadline=15):
         if kubelet not in KUBELETS:
             raise ValueError(f"kubelet must be one of {KUBELETS}, not {kubelet!r}")
         self.kubelet = kubelet
@@ -179,6 +180,7 @@ class PodCluster:
                              str(gpus_per_node), "--gpu-product", GPU_PRODUCT,
                              "--ib-leaves", str(ib_leaves)]
         self.suspend_time = suspend_time
+        self.retry_deadline = retry_deadline
         self.conf_extra = conf_extra
         self.slurm_conf_extra = slurm_conf_extra
         self.extra_templates = extra_templates or {}
@@ -217,8 +219,9 @@ class PodCluster:
                             "--pod-network", str(self.rig.pod_network),
                             "--kubelet-state-dir", str(self.dir / "kubelet")]
         self.sim = KubeSim(*kubelet_args, *self.kubesim_args, scheduler=True)
+        extra = self.slurm_conf_extra
         self.rig.config.slurm_conf_extra = (self._power_programs() + "\n" +
-                                            self.slurm_conf_extra)
+                                            (extra(self.rig) if callable(extra) else extra))
         self._write_k8sbridge_conf()
         self.rig.start()
         self.create_munge_secret("munge-key", self.rig.munge_key.read_bytes())
@@ -298,7 +301,8 @@ template:
             (self.dir / name).write_text(text(self) if callable(text) else text)
         lines = ["ClusterName=rig", f"Kubeconfig={self.sim.kubeconfig}", "Namespace=default",
                  f"WorkerCommand={WORKER}",
-                 "RetryDeadline=15", f"LogFile={self.power_log}", self.conf_extra]
+                 f"RetryDeadline={self.retry_deadline}", f"LogFile={self.power_log}",
+                 self.conf_extra]
         for name, hostlist, extra in self.groups:
             template = "worker.yaml"
             if "PodTemplate=" in extra:

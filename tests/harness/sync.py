@@ -191,10 +191,12 @@ class SyncRigTestCase(RigTestCase):
         return body
 
     def set_ready(self, node, status):
-        cond = {"type": "Ready", "status": status,
-                "reason": "KubeletReady" if status == "True" else "NodeStatusUnknown",
-                "message": "kubelet is posting ready status" if status == "True"
-                else "Kubelet stopped posting node status."}
+        # What a kubelet posts (True, False) or the node controller writes (Unknown).
+        reason, message = {
+            "True": ("KubeletReady", "kubelet is posting ready status"),
+            "False": ("KubeletNotReady", "container runtime network not ready"),
+        }.get(status, ("NodeStatusUnknown", "Kubelet stopped posting node status."))
+        cond = {"type": "Ready", "status": status, "reason": reason, "message": message}
         code, _, body = self.sim.request(
             "PATCH", f"/api/v1/nodes/{node}/status", {"status": {"conditions": [cond]}},
             content_type="application/merge-patch+json")

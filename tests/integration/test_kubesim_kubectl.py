@@ -265,6 +265,25 @@ class KubectlConformance(unittest.TestCase):
         version = json.loads(self.k("version", "-o", "json").stdout)
         self.assertEqual(version["serverVersion"]["minor"], "32")
 
+    def test_drain_evicts_through_policy_v1(self):
+        # What an admin runs: cordon, then an Eviction per pod (kubectl 1.32 sends it as
+        # JSON; a protobuf one is read too, tests/unit/kubesim/protobuf_test.cpp).
+        (self.manifests / "drained.yaml").write_text(
+            BOUND_POD_YAML.replace("name: bound", "name: drained")
+            .replace("nodeName: node-0", "nodeName: node-3"))
+        self.k("apply", "-f", str(self.manifests / "drained.yaml"))
+        self.addCleanup(self.k, "uncordon", "node-3", check=False)
+        out = self.k("drain", "node-3", "--ignore-daemonsets", "--force",
+                     "--delete-emptydir-data", "--grace-period=1", "--timeout=60s").stdout
+        self.assertIn("node/node-3 cordoned", out)
+        self.assertIn("pod/drained evicted", out)
+        self.assertIn("node/node-3 drained", out)
+        self.assertTrue(self.sim.kubectl_json("get", "node", "node-3")["spec"]["unschedulable"])
+        evictions = [r for r in self.sim.requests_log()
+                     if r.get("path", "").endswith("/pods/drained/eviction")]
+        self.assertEqual([r.get("code") for r in evictions], [201], evictions)
+        self.assertNotEqual(self.k("get", "pod", "drained", check=False).returncode, 0)
+
 
 class KubectlAdminFlows(unittest.TestCase):
     """The flows an admin runs with kubectl 1.32 (issue 17): waits, watches in table form,

@@ -5,7 +5,7 @@ directions.
   pod; a resume undoes both. A cordon made by someone else is left alone (and drains
   the Slurm node with a k8sbridge: reason until it is lifted). `--once` does one pass,
   and refuses while a daemon holds the Lease.
-- A Kubernetes node NotReady drains its Slurm node with a k8sbridge: reason; when it
+- A Kubernetes node NotReady (Ready False) drains its Slurm node with a k8sbridge: reason; when it
   is Ready again the drain is undone, and an admin drain on another node is untouched.
 """
 
@@ -118,13 +118,15 @@ class SyncDrains(SyncRigTestCase):
             rig.check_output(["scontrol", "update", "nodename=w-0", "state=drain",
                               "reason=admin: fan replacement"])
 
-            self.set_ready("node-1", "Unknown")
+            # Ready False: the kubelet posts NotReady (a lost node, Ready Unknown, is
+            # test_sync_lost_node.py's).
+            self.set_ready("node-1", "False")
 
             node = rig.wait_reason("w-1", "k8sbridge:", 30,
                                    lambda: f"w-1 drained; log:\n{d.log()[-3000:]}")
             self.assertIn("DRAIN", node["State"])
-            self.assertIn("Kubernetes node node-1 NotReady", node["Reason"])
-            self.assertIn("Kubelet stopped posting node status", node["Reason"])
+            self.assertIn("Kubernetes node node-1 NotReady (False)", node["Reason"])
+            self.assertIn("container runtime network not ready", node["Reason"])
             # Mirrored back onto the pod, like any drain.
             wait_for(lambda: self.pod("w-1")["metadata"].get("annotations", {}).get(
                 "k8sbridge.io/slurm-drain-reason", "").startswith("k8sbridge:"), 30,

@@ -15,6 +15,8 @@
 #include "finalizers.h"
 #include "managed_fields.h"
 #include "patch.h"
+#include "protobuf.h"
+#include "quantity.h"
 #include "schema.h"
 #include "selector.h"
 #include "validation.h"
@@ -717,7 +719,17 @@ ApiResponse Api::ErrorFromStatus(const Status& status, const Route& route) const
 
 ApiResponse Api::Handle(const ApiRequest& request, const Route& route) {
   if (request.content_type.find("protobuf") != std::string::npos) {
-    // No protobuf here: client-go then retries the request as JSON.
+    // The one protobuf body read: an Eviction (protobuf.h), taken on as JSON.
+    if (request.method == "POST" && route.subresource == "eviction") {
+      auto eviction = DecodeEvictionProtobuf(request.body);
+      if (!eviction.ok())
+        return StatusResponse(400, "BadRequest", eviction.status().message());
+      ApiRequest as_json = request;
+      as_json.content_type = "application/json";
+      as_json.body = EvictionJson(*eviction);
+      return Handle(as_json, route);
+    }
+    // No other protobuf here: client-go then retries the request as JSON.
     return StatusResponse(415, "UnsupportedMediaType",
                           fmt::format("the body of the request was in an unknown format - "
                                       "accepted media types include: application/json, "

@@ -9,6 +9,7 @@
 #include "k8sbridge/contract.h"
 #include "k8sbridge/kube/api_error.h"
 #include "k8sbridge/power/feature_placement.h"
+#include "k8sbridge/power/lost_node.h"
 #include "k8sbridge/power/worker_pod.h"
 
 namespace k8sbridge::power {
@@ -177,57 +178,137 @@ Status WaitGone(const PowerContext& ctx, Steady::time_point deadline, const std:
 struct CreateResult {
   NodeAction action = NodeAction::kFailed;
   Status status;
+  std::string name;  // of the pod that serves the node
 };
 
-CreateResult CreatePod(const PowerContext& ctx, Steady::time_point deadline,
-                       const std::string& node, const kube::Object& pod) {
+// What became of a pod of ours on the Kubernetes node it is bound to.
+enum class OnLostNode {
+  kNotLost,       // its node is there and not lost: judge the pod as usual
+  kForceDeleted,  // its node is gone or out of service: removed, the name is free
+  kLeftBehind,    // its node is lost: deleted gracefully (it may stay Terminating for
+                  // ever), and the Slurm node gets its next pod name
+};
+
+// A pod on a lost Kubernetes node is never waited for: the API server keeps it
+// until the kubelet confirms. It is force-deleted only where Kubernetes' pod GC
+// would do so too (the Node object gone, or not Ready with out-of-service), since
+// anywhere else its processes may still run.
+Result<OnLostNode> LeaveLostNode(const PowerContext& ctx, Steady::time_point deadline,
+                                 const std::string& node, const kube::Object& pod) {
+  const std::string host = kube::pod::NodeName(pod);
+  if (host.empty())
+    return OnLostNode::kNotLost;
+  auto read = WithRetry(ctx, deadline, fmt::format("get node {}", host),
+                        [&] { return ctx.client.Get(kube::kNodes, "", host); });
+  if (!read.ok() && !IsNotFound(read.status())) {
+    ctx.log.Warning("node {}: Kubernetes node {} of pod {} cannot be read ({}): judged as if up",
+                    node, host, pod.Name(), read.status().message());
+    return OnLostNode::kNotLost;
+  }
+  const kube::Object* k8s_node = read.ok() ? &*read : nullptr;
+  if (NodeShutDown(k8s_node)) {
+    kube::DeleteOptions options;
+    options.precondition_uid = pod.Uid();
+    options.grace_period_seconds = 0;
+    const std::string ns = ctx.setup.config.kube.namespace_;
+    auto r = WithRetry(ctx, deadline, fmt::format("force-delete pod {}/{}", ns, pod.Name()),
+                       [&] { return ctx.client.Delete(kube::kPods, ns, pod.Name(), options); });
+    if (!r.ok() && !IsNotFound(r.status()))
+      return r.status();
+    ctx.log.Warning("node {}: pod {} was on Kubernetes node {}, which is {}: force-deleted", node,
+                    pod.Name(), host,
+                    k8s_node ? fmt::format("shut down ({})", contract::kOutOfServiceTaintKey)
+                             : std::string("deleted"));
+    return OnLostNode::kForceDeleted;
+  }
+  const std::string why = NodeLostWhy(*k8s_node);
+  if (why.empty())
+    return OnLostNode::kNotLost;
+  if (!pod.IsBeingDeleted()) {
+    if (auto deleted = DeleteOwned(ctx, deadline, pod); !deleted.ok())
+      return deleted.status();
+  }
+  ctx.log.Warning(
+      "node {}: pod {} is on lost Kubernetes node {} ({}): left to Kubernetes (never "
+      "force-deleted while that node may still run it); the node gets a pod of another name",
+      node, pod.Name(), host, why);
+  return OnLostNode::kLeftBehind;
+}
+
+// The rendered pod under the Slurm node's n-th name (lost_node.h); a replacement
+// keeps the node's name as its hostname.
+void NamePod(kube::Object& pod, const std::string& node, int n) {
+  pod.SetString("/metadata/name", WorkerPodName(node, n));
+  if (n > 0 && !pod.Has("/spec/hostname"))
+    pod.SetString("/spec/hostname", node);
+}
+
+// After a 409 for `name`: the pod found there, judged. nullopt: create again under
+// `n` (which may have moved on to the next name); else the result for the node.
+std::optional<CreateResult> OnConflict(const PowerContext& ctx, Steady::time_point deadline,
+                                       const std::string& node, const std::string& name, int& n,
+                                       bool& replaced) {
   const std::string& ns = ctx.setup.config.kube.namespace_;
-  const std::string& cluster = ctx.setup.config.cluster_name;
+  auto existing = WithRetry(ctx, deadline, fmt::format("get pod {}/{}", ns, name),
+                            [&] { return ctx.client.Get(kube::kPods, ns, name); });
+  if (!existing.ok()) {
+    if (IsNotFound(existing.status()))
+      return std::nullopt;  // gone in between: create again
+    return CreateResult{NodeAction::kFailed, existing.status(), name};
+  }
+  ExistingPodVerdict verdict = JudgeExistingPod(*existing, ctx.setup.config.cluster_name, node);
+  if (verdict.action == ExistingPod::kNotOurs)
+    return CreateResult{NodeAction::kFailed, Status::AlreadyExists(verdict.reason), name};
+  auto lost = LeaveLostNode(ctx, deadline, node, *existing);
+  if (!lost.ok())
+    return CreateResult{NodeAction::kFailed, lost.status(), name};
+  if (*lost != OnLostNode::kNotLost) {
+    replaced = true;
+    n += *lost == OnLostNode::kLeftBehind ? 1 : 0;
+    return std::nullopt;
+  }
+  if (verdict.action == ExistingPod::kHealthy) {
+    ctx.log.Info("node {}: pod {}/{} already exists ({}): counted as resumed", node, ns, name,
+                 verdict.reason);
+    return CreateResult{NodeAction::kExisting, {}, name};
+  }
+  ctx.log.Info("node {}: replacing leftover pod {}/{}: {}", node, ns, name, verdict.reason);
+  if (!existing->IsBeingDeleted()) {
+    auto deleted = DeleteOwned(ctx, deadline, *existing);
+    if (!deleted.ok())
+      return CreateResult{NodeAction::kFailed, deleted.status(), name};
+  }
+  if (Status gone = WaitGone(ctx, deadline, name); !gone.ok())
+    return CreateResult{NodeAction::kFailed, gone, name};
+  replaced = true;
+  return std::nullopt;
+}
+
+CreateResult CreatePod(const PowerContext& ctx, Steady::time_point deadline,
+                       const std::string& node, kube::Object pod) {
+  const std::string& ns = ctx.setup.config.kube.namespace_;
   bool replaced = false;
+  int n = 0;
   // Create; on 409 look at what is there. Bounded: a pod that keeps reappearing is
-  // someone else's loop, not ours to fight.
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    auto created = WithRetry(ctx, deadline, fmt::format("create pod {}/{}", ns, node),
+  // someone else's loop, not ours to fight, and so are many pods stuck on lost nodes.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    NamePod(pod, node, n);
+    const std::string name = pod.Name();
+    auto created = WithRetry(ctx, deadline, fmt::format("create pod {}/{}", ns, name),
                              [&] { return ctx.client.Create(kube::kPods, ns, pod); });
     if (created.ok())
-      return {replaced ? NodeAction::kReplaced : NodeAction::kCreated, {}};
+      return {replaced ? NodeAction::kReplaced : NodeAction::kCreated, {}, name};
     if (kube::HttpCode(created.status()) != 409)
-      return {NodeAction::kFailed, created.status()};
-
-    auto existing = WithRetry(ctx, deadline, fmt::format("get pod {}/{}", ns, node),
-                              [&] { return ctx.client.Get(kube::kPods, ns, node); });
-    if (!existing.ok()) {
-      if (IsNotFound(existing.status()))
-        continue;  // gone in between: create again
-      return {NodeAction::kFailed, existing.status()};
-    }
-    ExistingPodVerdict verdict = JudgeExistingPod(*existing, cluster, node);
-    switch (verdict.action) {
-      case ExistingPod::kHealthy:
-        ctx.log.Info("node {}: pod {}/{} already exists ({}): counted as resumed", node, ns, node,
-                     verdict.reason);
-        return {NodeAction::kExisting, {}};
-      case ExistingPod::kNotOurs:
-        return {NodeAction::kFailed, Status::AlreadyExists(verdict.reason)};
-      case ExistingPod::kReplace: {
-        ctx.log.Info("node {}: replacing leftover pod {}/{}: {}", node, ns, node, verdict.reason);
-        if (!existing->IsBeingDeleted()) {
-          auto deleted = DeleteOwned(ctx, deadline, *existing);
-          if (!deleted.ok())
-            return {NodeAction::kFailed, deleted.status()};
-        }
-        if (Status gone = WaitGone(ctx, deadline, node); !gone.ok())
-          return {NodeAction::kFailed, gone};
-        replaced = true;
-        break;
-      }
-    }
+      return {NodeAction::kFailed, created.status(), name};
+    if (auto done = OnConflict(ctx, deadline, node, name, n, replaced))
+      return *done;
   }
   return {NodeAction::kFailed,
           Status::Conflict(fmt::format(
               "pod {}/{} kept reappearing while k8sbridge replaced it: is another controller "
-              "creating pods of this name?",
-              ns, node))};
+              "creating pods of this name, or are its pods stuck on lost Kubernetes nodes?",
+              ns, pod.Name())),
+          pod.Name()};
 }
 
 // What the nodes of one resume call share: read or made once, when first needed.
@@ -280,14 +361,28 @@ NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_p
   CreateResult created = CreatePod(ctx, deadline, node, *pod);
   if (created.action == NodeAction::kFailed)
     return fail(created.status);
-  ctx.log.Info("node {}: pod {}/{} {}", node, ctx.setup.config.kube.namespace_, node,
+  ctx.log.Info("node {}: pod {}/{} {}", node, ctx.setup.config.kube.namespace_, created.name,
                NodeActionName(created.action));
   return {node, created.action, {}};
 }
 
-// Suspend and ResumeFail: delete our pod; with `resume_failed`, record why first.
-// `listed` is the node's pod from Suspend's list of our pods, when it was there;
-// otherwise the pod is read by name (it may be absent, or not ours).
+template <typename Fn>
+PowerReport ForEachNode(const PowerContext& ctx, const std::vector<std::string>& nodes, Fn fn) {
+  PowerReport report;
+  report.nodes.resize(nodes.size());
+  const auto deadline = ctx.client.clock().Now() + ctx.setup.config.kube.retry_deadline;
+  kube::ForEachBounded(nodes.size(), static_cast<size_t>(ctx.setup.config.kube.concurrency),
+                       [&](size_t i) {
+                         report.nodes[i] = fn(deadline, nodes[i]);
+                         return Status::Ok();
+                       });
+  return report;
+}
+
+// Suspend and ResumeFail: delete our pods of `node`; with `resume_failed`, record
+// why first. `listed`: the node's pods from the list of our pods (a replacement has
+// another name, lost_node.h); none there, the pod named after the node is read (it
+// may be absent, or not ours).
 NodeOutcome DeleteNodePod(const PowerContext& ctx, Steady::time_point deadline,
                           const std::string& node, bool resume_failed,
                           const kube::Object* listed = nullptr) {
@@ -326,27 +421,69 @@ NodeOutcome DeleteNodePod(const PowerContext& ctx, Steady::time_point deadline,
                          "Delete", why);
   }
   if (pod->IsBeingDeleted()) {
-    ctx.log.Info("node {}: pod {}/{} is already terminating", node, ns, node);
+    ctx.log.Info("node {}: pod {}/{} is already terminating", node, ns, pod->Name());
     return {node, NodeAction::kDeleted, {}};
   }
   auto deleted = DeleteOwned(ctx, deadline, *pod);
   if (!deleted.ok())
     return failed(deleted.status());
-  ctx.log.Info("node {}: pod {}/{} deleted", node, ns, node);
+  ctx.log.Info("node {}: pod {}/{} deleted", node, ns, pod->Name());
   return {node, NodeAction::kDeleted, {}};
 }
 
-template <typename Fn>
-PowerReport ForEachNode(const PowerContext& ctx, const std::vector<std::string>& nodes, Fn fn) {
-  PowerReport report;
-  report.nodes.resize(nodes.size());
+NodeOutcome DeleteNodePods(const PowerContext& ctx, Steady::time_point deadline,
+                           const std::string& node, bool resume_failed,
+                           const std::vector<const kube::Object*>& listed) {
+  if (listed.empty())
+    return DeleteNodePod(ctx, deadline, node, resume_failed);
+  NodeOutcome outcome{node, NodeAction::kDeleted, {}};
+  for (const kube::Object* pod : listed) {
+    NodeOutcome one = DeleteNodePod(ctx, deadline, node, resume_failed, pod);
+    if (one.action == NodeAction::kFailed)
+      outcome = std::move(one);
+  }
+  return outcome;
+}
+
+// Our pods by the Slurm node of their node label, from one list: all of the
+// cluster's for several nodes, one node's for one. Empty when the list failed (then
+// each node's pod is read by name).
+std::map<std::string, std::vector<kube::Object>, std::less<>> ListNodePods(
+    const PowerContext& ctx, const std::vector<std::string>& nodes) {
+  std::map<std::string, std::vector<kube::Object>, std::less<>> ours;
   const auto deadline = ctx.client.clock().Now() + ctx.setup.config.kube.retry_deadline;
-  kube::ForEachBounded(nodes.size(), static_cast<size_t>(ctx.setup.config.kube.concurrency),
-                       [&](size_t i) {
-                         report.nodes[i] = fn(deadline, nodes[i]);
-                         return Status::Ok();
-                       });
-  return report;
+  const std::string& cluster = ctx.setup.config.cluster_name;
+  kube::ListOptions options;
+  options.label_selector =
+      nodes.size() == 1 ? NodePodsSelector(cluster, nodes[0]) : OwnedPodsSelector(cluster);
+  auto listed = WithRetry(ctx, deadline, "list worker pods", [&] {
+    return ctx.client.List(kube::kPods, ctx.setup.config.kube.namespace_, options);
+  });
+  if (!listed.ok()) {
+    ctx.log.Warning("listing the worker pods failed ({}); reading each node's pod instead",
+                    listed.status().message());
+    return ours;
+  }
+  for (auto& pod : listed->items) {
+    const std::string node = SlurmNodeOf(pod);
+    if (IsOwnedWorkerPod(pod, cluster, node))
+      ours[node].push_back(std::move(pod));
+  }
+  return ours;
+}
+
+// Suspend and ResumeFail: every pod of ours of each node is deleted.
+PowerReport DeleteEachNodesPods(const PowerContext& ctx, const std::vector<std::string>& nodes,
+                                bool resume_failed) {
+  const auto ours = ListNodePods(ctx, nodes);
+  return ForEachNode(ctx, nodes, [&](Steady::time_point deadline, const std::string& node) {
+    std::vector<const kube::Object*> pods;
+    if (auto it = ours.find(node); it != ours.end()) {
+      for (const kube::Object& pod : it->second)
+        pods.push_back(&pod);
+    }
+    return DeleteNodePods(ctx, deadline, node, resume_failed, pods);
+  });
 }
 
 }  // namespace
@@ -360,34 +497,14 @@ PowerReport Resume(const PowerContext& ctx, const std::vector<std::string>& node
 }
 
 PowerReport Suspend(const PowerContext& ctx, const std::vector<std::string>& nodes) {
-  // One list of our pods instead of a read per node; a node missing from it is
-  // read by name, so an absent pod and a pod that is not ours stay distinct.
-  std::map<std::string, kube::Object, std::less<>> ours;
-  if (nodes.size() > 1) {
-    const auto deadline = ctx.client.clock().Now() + ctx.setup.config.kube.retry_deadline;
-    kube::ListOptions options;
-    options.label_selector = OwnedPodsSelector(ctx.setup.config.cluster_name);
-    auto listed = WithRetry(ctx, deadline, "list worker pods", [&] {
-      return ctx.client.List(kube::kPods, ctx.setup.config.kube.namespace_, options);
-    });
-    if (listed.ok()) {
-      for (auto& pod : listed->items)
-        ours.emplace(pod.Name(), std::move(pod));
-    } else {
-      ctx.log.Warning("listing the worker pods failed ({}); reading each node's pod instead",
-                      listed.status().message());
-    }
-  }
-  return ForEachNode(ctx, nodes, [&](Steady::time_point deadline, const std::string& node) {
-    auto it = ours.find(node);
-    return DeleteNodePod(ctx, deadline, node, false, it == ours.end() ? nullptr : &it->second);
-  });
+  // One list of our pods instead of a read per node (and a replacement pod is not
+  // named after its node); a node missing from it is read by name, so an absent pod
+  // and a pod that is not ours stay distinct.
+  return DeleteEachNodesPods(ctx, nodes, false);
 }
 
 PowerReport ResumeFail(const PowerContext& ctx, const std::vector<std::string>& nodes) {
-  return ForEachNode(ctx, nodes, [&](Steady::time_point deadline, const std::string& node) {
-    return DeleteNodePod(ctx, deadline, node, true);
-  });
+  return DeleteEachNodesPods(ctx, nodes, true);
 }
 
 }  // namespace k8sbridge::power

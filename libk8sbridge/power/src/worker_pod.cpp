@@ -388,6 +388,10 @@ std::string OwnedPodsSelector(std::string_view cluster) {
                      contract::kClusterLabel, cluster);
 }
 
+std::string NodePodsSelector(std::string_view cluster, std::string_view node) {
+  return fmt::format("{},{}={}", OwnedPodsSelector(cluster), contract::kNodeLabel, node);
+}
+
 bool IsOwnedWorkerPod(const kube::Object& pod, std::string_view cluster, std::string_view node) {
   auto labels = pod.Labels();
   auto is = [&](std::string_view key, std::string_view value) {

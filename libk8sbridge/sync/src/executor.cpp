@@ -7,6 +7,7 @@
 #include <rapidjson/writer.h>
 
 #include "k8sbridge/contract.h"
+#include "k8sbridge/power/lost_node.h"
 #include "k8sbridge/power/worker_pod.h"
 #include "k8sbridge/slurm/node_reason.h"
 #include "k8sbridge/text.h"
@@ -50,6 +51,11 @@ rapidjson::Value& Spec(rapidjson::Document& doc) {
     doc.AddMember("spec", rapidjson::Value(rapidjson::kObjectType), doc.GetAllocator());
   }
   return doc["spec"];
+}
+
+// The pod an action is about: its own name, or the Slurm node's (the usual pod name).
+const std::string& PodName(const Action& action) {
+  return action.pod_name.empty() ? action.target : action.pod_name;
 }
 
 }  // namespace
@@ -181,23 +187,57 @@ Result<SlurmNode> Executor::LiveIfDue(const Action& action) {
   return node;
 }
 
+// The node's pods are listed by its node label (a replacement has another name); one
+// stranded on a lost node (being deleted there: it may stay for ever) counts as none.
 Status Executor::CheckNoPodOfOurs(const std::string& name, std::string_view if_one) {
-  auto pod = client_.Get(kube::kPods, options_.namespace_, name);
-  if (!pod.ok()) {
-    if (pod.status().code() == Status::Code::kNotFound)
-      return Status::Ok();
-    return pod.status().WithContext(
-        fmt::format("pod {} cannot be read live, so nothing is done to its node", name));
+  kube::ListOptions o;
+  o.label_selector = power::NodePodsSelector(options_.cluster, name);
+  auto pods = client_.List(kube::kPods, options_.namespace_, o);
+  if (!pods.ok()) {
+    return pods.status().WithContext(
+        fmt::format("the pods of {} cannot be read live, so nothing is done to it", name));
   }
-  if (power::IsOwnedWorkerPod(*pod, options_.cluster, name))
+  for (const kube::Object& pod : pods->items) {
+    if (!power::IsOwnedWorkerPod(pod, options_.cluster, name))
+      continue;
+    if (pod.IsBeingDeleted() && !kube::pod::NodeName(pod).empty()) {
+      auto host = LiveNode(kube::pod::NodeName(pod));
+      if (!host.ok())
+        return host.status();
+      if (power::Stranded(pod, host->get())) {
+        log_.Debug("sync: pod {} of {} is stranded on a lost Kubernetes node: counted as none",
+                   pod.Name(), name);
+        continue;
+      }
+    }
     not_due_ = if_one;
+  }
   return Status::Ok();
+}
+
+Result<std::unique_ptr<kube::Object>> Executor::LiveNode(const std::string& name) {
+  auto node = client_.Get(kube::kNodes, "", name);
+  if (node.ok())
+    return std::make_unique<kube::Object>(std::move(*node));
+  if (node.status().code() == Status::Code::kNotFound)
+    return std::unique_ptr<kube::Object>();
+  return node.status().WithContext(
+      fmt::format("Kubernetes node {} cannot be read live, so nothing is done", name));
 }
 
 Status Executor::Fail(const Action& action) {
   auto live = LiveIfDue(action);
   if (!live.ok() || !not_due_.empty())
     return live.status();
+  if (action.rule == Rule::kNodeLost && !action.k8s_node.empty()) {
+    auto host = LiveNode(action.k8s_node);
+    if (!host.ok())
+      return host.status();
+    if (*host && power::NodeLostWhy(**host).empty()) {
+      not_due_ = fmt::format("Kubernetes node {} is back (read live)", action.k8s_node);
+      return Status::Ok();
+    }
+  }
   // The informer may be behind: "no pod" must be the API server's answer.
   if (action.rule == Rule::kPodLost || action.rule == Rule::kNoPodStarting) {
     Status s = CheckNoPodOfOurs(action.target, "its pod exists (read live; the cache is behind)");
@@ -247,7 +287,7 @@ void Executor::PodEvent(const Action& action, std::string_view type, std::string
   ref.api_version = "v1";
   ref.kind = "Pod";
   ref.namespace_ = options_.namespace_;
-  ref.name = action.target;
+  ref.name = PodName(action);
   ref.uid = action.uid;
   events_->Record(ref, type, reason, "Sync", note);
 }
@@ -286,8 +326,8 @@ Status Executor::PatchPodAnnotations(const Action& action, bool set) {
                        JsonString(contract::kDrainUserAnnotation),
                        JsonString(contract::kDrainTimeAnnotation));
   }
-  auto r =
-      client_.Patch(kube::kPods, options_.namespace_, action.target, kube::PatchType::kMerge, body);
+  auto r = client_.Patch(kube::kPods, options_.namespace_, PodName(action), kube::PatchType::kMerge,
+                         body);
   if (!r.ok()) {
     if (r.status().code() == Status::Code::kNotFound)
       return Status::Ok();  // the pod went meanwhile: nothing left to annotate
@@ -403,20 +443,20 @@ Status Executor::Uncordon(const Action& action) {
 Status Executor::DeletePod(const Action& action) {
   // Ownership is checked again on the live object: a pod created under the same
   // name by someone else must never be deleted.
-  auto pod = client_.Get(kube::kPods, options_.namespace_, action.target);
+  const std::string name = PodName(action);
+  auto pod = client_.Get(kube::kPods, options_.namespace_, name);
   if (!pod.ok())
     return pod.status().code() == Status::Code::kNotFound ? Status::Ok() : pod.status();
   if (!power::IsOwnedWorkerPod(*pod, options_.cluster, action.target)) {
-    return Status::PermissionDenied(
-        fmt::format("pod {} lacks k8sbridge's ownership labels for cluster {}: not deleted",
-                    action.target, options_.cluster));
+    return Status::PermissionDenied(fmt::format(
+        "pod {} lacks k8sbridge's ownership labels for node {} of cluster {}: not deleted", name,
+        action.target, options_.cluster));
   }
   if (!action.uid.empty() && pod->Uid() != action.uid)
-    return Status::Conflict(
-        fmt::format("pod {} was replaced meanwhile: not deleted", action.target));
+    return Status::Conflict(fmt::format("pod {} was replaced meanwhile: not deleted", name));
   kube::DeleteOptions o;
   o.precondition_uid = pod->Uid();
-  auto r = client_.Delete(kube::kPods, options_.namespace_, action.target, o);
+  auto r = client_.Delete(kube::kPods, options_.namespace_, name, o);
   if (!r.ok() && r.status().code() != Status::Code::kNotFound)
     return r.status();
   PodEvent(action, "Normal", contract::kOrphanDeletedEvent, action.reason);

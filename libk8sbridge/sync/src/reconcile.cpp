@@ -9,6 +9,7 @@
 
 #include "k8sbridge/contract.h"
 #include "k8sbridge/features/features.h"
+#include "k8sbridge/power/lost_node.h"
 #include "k8sbridge/power/worker_pod.h"
 #include "k8sbridge/text.h"
 
@@ -16,13 +17,48 @@ namespace k8sbridge::sync {
 
 namespace {
 
-// The cluster's worker pods (all three ownership labels) by Slurm node name.
+std::map<std::string, const kube::Object*> NodesByName(const World& world) {
+  std::map<std::string, const kube::Object*> nodes;
+  for (const auto& n : world.nodes)
+    nodes.emplace(n.Name(), &n);
+  return nodes;
+}
+
+// The Kubernetes node a pod is bound to, nullptr when its Node object is gone.
+const kube::Object* HostOf(const kube::Object& pod,
+                           const std::map<std::string, const kube::Object*>& nodes) {
+  auto it = nodes.find(kube::pod::NodeName(pod));
+  return it == nodes.end() ? nullptr : it->second;
+}
+
+bool IsStranded(const kube::Object& pod, const std::map<std::string, const kube::Object*>& nodes) {
+  return power::Stranded(pod, HostOf(pod, nodes));
+}
+
+// The cluster's worker pods (all three ownership labels), by the Slurm node of
+// their node label. A Slurm node may have more than one (a replacement beside an old
+// pod stuck on a lost node): its pod is the one that is not being deleted, else one
+// being deleted that is not stranded, the newest first. An old pod that terminates
+// beside a live replacement is so never read as the node's failure.
 std::map<std::string, const kube::Object*> OwnedPodsByNode(const World& world,
                                                            const std::string& cluster) {
+  const auto nodes = NodesByName(world);
+  auto rank = [&](const kube::Object& p) {
+    return p.IsBeingDeleted() ? (IsStranded(p, nodes) ? 0 : 1) : 2;
+  };
   std::map<std::string, const kube::Object*> pods;
   for (const auto& p : world.pods) {
-    if (power::IsOwnedWorkerPod(p, cluster, p.Name()))
-      pods.emplace(p.Name(), &p);
+    const std::string node = power::SlurmNodeOf(p);
+    if (node.empty() || !power::IsOwnedWorkerPod(p, cluster, node))
+      continue;
+    auto [it, inserted] = pods.emplace(node, &p);
+    if (inserted)
+      continue;
+    const kube::Object& have = *it->second;
+    const auto newer =
+        p.String("/metadata/creationTimestamp") > have.String("/metadata/creationTimestamp");
+    if (rank(p) > rank(have) || (rank(p) == rank(have) && newer))
+      it->second = &p;
   }
   return pods;
 }
@@ -110,6 +146,20 @@ std::string Field(const rapidjson::Value* v, const char* name) {
 
 bool HardwareTaint(const Taint& t) {
   return t.key == contract::kHardwareTaintKey;
+}
+
+// Why the Kubernetes node under a bound `pod` is lost (its Node object gone, or
+// power::NodeLostWhy), as a reason's text; "" if it is not, or the pod is unbound.
+std::string LostHostWhy(const kube::Object& pod,
+                        const std::map<std::string, const kube::Object*>& nodes) {
+  const std::string host = kube::pod::NodeName(pod);
+  if (host.empty())
+    return "";
+  auto it = nodes.find(host);
+  if (it == nodes.end())
+    return fmt::format("Kubernetes node {} is gone (no Node object)", host);
+  const std::string why = power::NodeLostWhy(*it->second);
+  return why.empty() ? "" : fmt::format("Kubernetes node {} lost: {}", host, why);
 }
 
 }  // namespace
@@ -372,7 +422,7 @@ void Reconciler::PlanFeatures(const World& world, std::vector<Action>& out) {
         features::ReplaceLabelFeatures(before, now, n.features, n.features_act);
     Action a(ActionKind::kSetFeatures, n.name,
              fmt::format("labels of Kubernetes node {} give [{}]", host->first, now_text));
-    a.pod_name = pod->first;
+    a.pod_name = pod->second->Name();
     a.uid = pod->second->Uid();
     a.label_features = now_text;
     a.update_slurm = u.changed;
@@ -445,11 +495,13 @@ void PlanDrainMirrors(const World& world, const PodsByNode& pods, std::vector<Ac
         a.drain_user = n.reason_user;
         a.drain_time = when;
         a.uid = pod.Uid();
+        a.pod_name = pod.Name();
         out.push_back(std::move(a));
       }
     } else if (have) {
       Action a{ActionKind::kClearDrain, n.name, "Slurm no longer drains the node"};
       a.uid = pod.Uid();
+      a.pod_name = pod.Name();
       out.push_back(std::move(a));
     }
   }
@@ -539,14 +591,8 @@ void Reconciler::PlanSlurmToKube(const World& world, std::vector<Action>& out) {
 // are undone when their cause is gone.
 void Reconciler::PlanKubeToSlurm(const World& world, std::vector<Action>& out) {
   const std::string& cluster = options_.cluster;
-  std::map<std::string, const kube::Object*> nodes;
-  for (const auto& n : world.nodes)
-    nodes.emplace(n.Name(), &n);
-  std::map<std::string, const kube::Object*> pods;
-  for (const auto& p : world.pods) {
-    if (power::IsOwnedWorkerPod(p, cluster, p.Name()))
-      pods.emplace(p.Name(), &p);
-  }
+  const auto nodes = NodesByName(world);
+  const auto pods = OwnedPodsByNode(world, cluster);
   for (const SlurmNode& n : world.slurm) {
     if (n.drain) {
       std::string host = TroubleNodeOf(n.reason);
@@ -569,6 +615,9 @@ void Reconciler::PlanKubeToSlurm(const World& world, std::vector<Action>& out) {
     auto host = nodes.find(kube::pod::NodeName(*p->second));
     if (host == nodes.end())
       continue;
+    // A lost node fails the Slurm nodes of the pool (PlanPods); a drain is for the rest.
+    if (PodRulesApply(n) && !power::NodeLostWhy(*host->second).empty())
+      continue;
     if (auto trouble = NodeTrouble(*host->second, cluster)) {
       Action a{ActionKind::kDrain, n.name, *trouble};
       a.rule = Rule::kNodeTrouble;
@@ -581,10 +630,15 @@ void Reconciler::PlanKubeToSlurm(const World& world, std::vector<Action>& out) {
 // that reports no node at all (a controller started with another slurm.conf, a
 // broken answer) says nothing about any pod: every pod would look orphaned, and
 // a small cluster stays under the mass-action cap, so none is deleted then.
-void Reconciler::PlanOrphans(const World& world, const PodsByNode& pods,
+void Reconciler::PlanOrphans(const World& world,
                              const std::map<std::string, const SlurmNode*>& slurm,
                              std::vector<Action>& out) {
-  for (const auto& [name, pod] : pods) {
+  const auto current = OwnedPodsByNode(world, options_.cluster);
+  for (const kube::Object& p : world.pods) {
+    const kube::Object* pod = &p;
+    const std::string name = power::SlurmNodeOf(p);
+    if (name.empty() || !power::IsOwnedWorkerPod(p, options_.cluster, name))
+      continue;
     if (pod->IsBeingDeleted() || world.slurm.empty())
       continue;
     auto it = slurm.find(name);
@@ -593,11 +647,15 @@ void Reconciler::PlanOrphans(const World& world, const PodsByNode& pods,
       why = fmt::format("Slurm has no node {}", name);
     else if (it->second->powered_down && !it->second->powering_up)
       why = fmt::format("Slurm node {} is POWERED_DOWN", name);
+    else if (auto c = current.find(name); c != current.end() && c->second != pod)
+      why =
+          fmt::format("a second pod of Slurm node {} (pod {} serves it)", name, c->second->Name());
     if (why.empty())
       continue;
-    if (Held("orphan:" + name, options_.orphan_grace)) {
+    if (Held("orphan:" + pod->Name(), options_.orphan_grace)) {
       Action a{ActionKind::kDeletePod, name, why};
       a.uid = pod->Uid();
+      a.pod_name = pod->Name();
       out.push_back(std::move(a));
     }
   }
@@ -620,14 +678,24 @@ void Reconciler::CountUnschedulable(const std::string& group) {
 }
 
 void Reconciler::PlanNodePod(const SlurmNode& n, const conf::NodeGroup& group,
-                             const kube::Object* pod, std::vector<Action>& out) {
+                             const kube::Object* pod, const std::string& host_lost,
+                             std::vector<Action>& out) {
   auto fail = [&](std::string text, Rule rule) {
     Action a{ActionKind::kFail, n.name, SlurmReason(text)};
     a.rule = rule;
-    if (pod)
+    if (pod) {
       a.uid = pod->Uid();
+      a.pod_name = pod->Name();
+      a.k8s_node = kube::pod::NodeName(*pod);
+    }
     out.push_back(std::move(a));
   };
+  // Its status is stale and its pod may never be confirmed gone: DOWN at once (the
+  // jobs requeue), whatever the pod last said.
+  if (pod && !host_lost.empty()) {
+    fail(host_lost, Rule::kNodeLost);
+    return;
+  }
   if (!pod) {
     if (n.powering_up) {
       if (Held("start:" + n.name, options_.orphan_grace)) {
@@ -657,21 +725,26 @@ void Reconciler::PlanNodePod(const SlurmNode& n, const conf::NodeGroup& group,
   }
 }
 
-// Pods against their Slurm nodes: failures, losses, unschedulable pods, orphans.
+bool Reconciler::PodRulesApply(const SlurmNode& n) const {
+  return options_.config && n.cloud && options_.config->GroupOf(n.name);
+}
+
+// Pods against their Slurm nodes: lost Kubernetes nodes, failures, losses,
+// unschedulable pods, orphans.
 void Reconciler::PlanPods(const World& world, std::vector<Action>& out) {
   const auto pods = OwnedPodsByNode(world, options_.cluster);
-  PlanOrphans(world, pods, SlurmByName(world), out);
-  if (!options_.config)
-    return;
+  const auto nodes = NodesByName(world);
+  PlanOrphans(world, SlurmByName(world), out);
   for (const SlurmNode& n : world.slurm) {
-    const conf::NodeGroup* group = options_.config->GroupOf(n.name);
-    if (!group || !n.cloud)
+    if (!PodRulesApply(n))
       continue;
     // Slurm is already taking the node down (or did): nothing to add.
     if (n.Down() || n.powered_down || n.powering_down || n.power_down)
       continue;
     auto it = pods.find(n.name);
-    PlanNodePod(n, *group, it == pods.end() ? nullptr : it->second, out);
+    const kube::Object* pod = it == pods.end() ? nullptr : it->second;
+    PlanNodePod(n, *options_.config->GroupOf(n.name), pod, pod ? LostHostWhy(*pod, nodes) : "",
+                out);
   }
 }
 
@@ -713,9 +786,13 @@ void Reconciler::PlanReturns(const World& world, std::vector<Action>& out) {
   if (!options_.config)
     return;
   const auto pods = OwnedPodsByNode(world, options_.cluster);
+  const auto nodes = NodesByName(world);
   for (const SlurmNode& n : world.slurm) {
     const conf::NodeGroup* group = options_.config->GroupOf(n.name);
-    if (!group || !n.cloud || !Returnable(n, wall_) || pods.count(n.name))
+    if (!group || !n.cloud || !Returnable(n, wall_))
+      continue;
+    // A pod stuck on a lost node counts as none: Kubernetes may keep it for ever.
+    if (auto it = pods.find(n.name); it != pods.end() && !IsStranded(*it->second, nodes))
       continue;
     // An open breaker keeps its group out of service, even before its drain lands.
     auto open = open_until_.find(group->name);

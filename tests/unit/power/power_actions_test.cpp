@@ -74,6 +74,11 @@ class FakeApi {
     std::lock_guard lock(mu_);
     gone_after_gets_[name] = gets;
   }
+  // A Kubernetes node that GET /api/v1/nodes/<name> answers (absent: 404).
+  void PutNode(const std::string& name, const std::string& json) {
+    std::lock_guard lock(mu_);
+    node_objects_[name] = json;
+  }
   // The Kubernetes nodes a list of /api/v1/nodes returns (a JSON array); none: 404.
   void SetNodes(std::string json_array) {
     std::lock_guard lock(mu_);
@@ -101,6 +106,12 @@ class FakeApi {
     if (path == "/api/v1/nodes" && r.method == "GET" && !nodes_.empty()) {
       return FakeTransport::Json(
           200, R"({"kind":"NodeList","metadata":{"resourceVersion":"9"},"items":)" + nodes_ + "}");
+    }
+    if (path.rfind("/api/v1/nodes/", 0) == 0 && r.method == "GET") {
+      auto n = node_objects_.find(path.substr(14));
+      if (n == node_objects_.end())
+        return FakeTransport::Json(404, StatusJson(404, "NotFound", "nodes not found"));
+      return FakeTransport::Json(200, n->second);
     }
     if (path == "/apis/events.k8s.io/v1/namespaces/slurm/events" && r.method == "POST") {
       events_.push_back(r.body);
@@ -171,6 +182,7 @@ class FakeApi {
   std::map<std::pair<std::string, std::string>, std::deque<Fault>> faults_;
   std::vector<std::string> events_;
   std::map<std::string, int> gone_after_gets_;
+  std::map<std::string, std::string> node_objects_;
   std::string nodes_;
   int uid_ = 0;
 
@@ -190,6 +202,27 @@ std::string LeftoverPod(const std::string& name, const std::string& phase, bool 
          R"(","namespace":"slurm","uid":"old-)" + name + R"(","labels":{)" + labels + "}" +
          deletion + R"(},"spec":{"containers":[{"name":"slurmd","image":"x"}]},)" +
          R"("status":{"phase":")" + phase + R"("}})";
+}
+
+// A Kubernetes node with Ready `ready` and `taints` (a JSON array).
+std::string NodeJson(const std::string& name, const std::string& ready,
+                     const std::string& taints = "[]") {
+  return R"({"apiVersion":"v1","kind":"Node","metadata":{"name":")" + name +
+         R"("},"spec":{"taints":)" + taints +
+         R"(},"status":{"conditions":[{"type":"Ready","status":")" + ready +
+         R"(","reason":"NodeStatusUnknown","message":"Kubelet stopped posting node status."}]}})";
+}
+
+// LeftoverPod bound to Kubernetes node `host`, named `name` (a replacement's name).
+std::string BoundPod(const std::string& node, const std::string& host, bool terminating,
+                     const std::string& name = "") {
+  auto pod = *kube::Object::Parse(LeftoverPod(node, "Running", true, terminating));
+  pod.SetString("/spec/nodeName", host);
+  if (!name.empty()) {
+    pod.SetString("/metadata/name", name);
+    pod.SetString("/metadata/uid", "old-" + name);
+  }
+  return pod.ToJson();
 }
 
 struct Fixture {
@@ -392,6 +425,88 @@ BOOST_FIXTURE_TEST_CASE(leftover_that_never_goes_fails_the_node_at_the_deadline,
   BOOST_TEST((Outcome(report, "w-5").action == power::NodeAction::kFailed));
   BOOST_TEST(slurm.failed()["w-5"].find("still there") != std::string::npos, slurm.failed()["w-5"]);
   BOOST_TEST(clock.total_slept() <= std::chrono::seconds(10));
+}
+
+// The old pod is Terminating on a Kubernetes node whose kubelet is gone: it may stay
+// so for ever. The resume does not wait for it: the node gets a pod under its next
+// name at once, the old one is never force-deleted.
+BOOST_FIXTURE_TEST_CASE(pod_stuck_on_a_lost_node_gets_a_replacement_at_once, Fixture) {
+  api.PutNode("n-0", NodeJson("n-0", "Unknown"));
+  api.Put("w-0", BoundPod("w-0", "n-0", /*terminating=*/true));
+  auto report = power::Resume(Context(), {"w-0"}, OneJob({"w-0"}));
+  BOOST_TEST((Outcome(report, "w-0").action == power::NodeAction::kReplaced));
+  BOOST_TEST(clock.total_slept() == std::chrono::seconds(0));  // nothing awaited
+  BOOST_TEST(Count("DELETE", "w-0") == 0);
+  BOOST_TEST(api.Pod("w-0").Uid() == "old-w-0");  // left to Kubernetes
+  BOOST_REQUIRE(api.Has("w-0.1"));
+  kube::Object replacement = api.Pod("w-0.1");
+  BOOST_TEST(power::IsOwnedWorkerPod(replacement, "hpc1", "w-0"));
+  BOOST_TEST(replacement.String("/spec/hostname") == "w-0");
+  BOOST_TEST(log.Contains("left to Kubernetes", LogLevel::kWarning));
+  BOOST_TEST(slurm.failed().empty());
+  // Resumed again while both are there: the replacement counts.
+  auto again = power::Resume(Context(), {"w-0"}, OneJob({"w-0"}));
+  BOOST_TEST((Outcome(again, "w-0").action == power::NodeAction::kExisting));
+  BOOST_TEST(api.PodCount() == 2u);
+}
+
+// A pod of ours still Running on a lost node is deleted gracefully (never forced),
+// then the node gets its next name.
+BOOST_FIXTURE_TEST_CASE(running_pod_on_a_lost_node_is_deleted_gracefully_and_replaced, Fixture) {
+  api.PutNode("n-0",
+              NodeJson("n-0", "True",
+                       R"([{"key":"node.kubernetes.io/unreachable","effect":"NoExecute"}])"));
+  api.Put("w-1", BoundPod("w-1", "n-0", false));
+  auto report = power::Resume(Context(), {"w-1"}, OneJob({"w-1"}));
+  BOOST_TEST((Outcome(report, "w-1").action == power::NodeAction::kReplaced));
+  BOOST_TEST(Count("DELETE", "w-1") == 1);
+  BOOST_TEST(api.Has("w-1.1"));
+  for (const auto& r : transport->requests()) {
+    if (r.method == "DELETE")
+      BOOST_TEST(r.body.find("gracePeriodSeconds") == std::string::npos, r.body);
+  }
+}
+
+// Where Kubernetes' pod GC would force-delete too (the Node object gone, or NotReady
+// with out-of-service), the stuck pod is force-deleted by uid and its name reused.
+// out-of-service on a Ready node is not enough.
+BOOST_FIXTURE_TEST_CASE(pod_on_a_deleted_or_out_of_service_node_is_force_deleted, Fixture) {
+  const std::string oos = R"([{"key":"node.kubernetes.io/out-of-service","effect":"NoExecute"}])";
+  api.Put("w-2", BoundPod("w-2", "gone-node", true));
+  api.PutNode("n-3", NodeJson("n-3", "False", oos));
+  api.Put("w-3", BoundPod("w-3", "n-3", true));
+  auto report = power::Resume(Context(), {"w-2", "w-3"}, OneJob({"w-2", "w-3"}));
+  for (std::string node : {"w-2", "w-3"}) {
+    BOOST_TEST((Outcome(report, node).action == power::NodeAction::kReplaced), node);
+    BOOST_TEST(Count("DELETE", node) == 1, node);
+    BOOST_TEST(api.Pod(node).Uid() != "old-" + node, node);
+    BOOST_TEST(!api.Has(node + ".1"), node);
+  }
+  for (const auto& r : transport->requests()) {
+    if (r.method == "DELETE") {
+      BOOST_TEST(r.body.find(R"("gracePeriodSeconds":0)") != std::string::npos, r.body);
+      BOOST_TEST(r.body.find("old-w-") != std::string::npos, r.body);
+    }
+  }
+  api.PutNode("n-4", NodeJson("n-4", "True", oos));
+  api.Put("w-4", BoundPod("w-4", "n-4", true));
+  api.GoneAfterGets("w-4", 2);
+  auto ready = power::Resume(Context(), {"w-4"}, OneJob({"w-4"}));
+  BOOST_TEST((Outcome(ready, "w-4").action == power::NodeAction::kReplaced));
+  BOOST_TEST(Count("DELETE", "w-4") == 0);  // awaited, as any terminating leftover
+}
+
+// Suspend finds a node's pods by their node label: the replacement is deleted, the
+// old one stuck Terminating is left as it is.
+BOOST_FIXTURE_TEST_CASE(suspend_deletes_a_replacement_found_by_its_node_label, Fixture) {
+  api.PutNode("n-0", NodeJson("n-0", "Unknown"));
+  api.Put("w-0", BoundPod("w-0", "n-0", true));
+  api.Put("w-0.1", BoundPod("w-0", "n-1", false, "w-0.1"));
+  auto report = power::Suspend(Context(), {"w-0"});
+  BOOST_TEST((Outcome(report, "w-0").action == power::NodeAction::kDeleted));
+  BOOST_TEST(!api.Has("w-0.1"));
+  BOOST_TEST(api.Has("w-0"));
+  BOOST_TEST(Count("DELETE", "w-0") == 0);
 }
 
 BOOST_FIXTURE_TEST_CASE(foreign_pod_is_never_touched_on_resume, Fixture) {

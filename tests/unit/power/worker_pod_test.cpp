@@ -4,6 +4,7 @@
 #include <rapidjson/writer.h>
 #include <boost/test/unit_test.hpp>
 
+#include "k8sbridge/power/lost_node.h"
 #include "k8sbridge/power/worker_pod.h"
 #include "recording_logger.h"
 
@@ -376,6 +377,55 @@ BOOST_AUTO_TEST_CASE(ownership_selector_and_check) {
   BOOST_CHECK(!power::IsOwnedWorkerPod(*pod, "hpc1", "w-3"));
   // A freshly rendered pod judged as if it came back from the API: ours, healthy.
   BOOST_CHECK(power::JudgeExistingPod(*pod, "hpc1", "w-2").action == power::ExistingPod::kHealthy);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(lost_node)
+
+kube::Object NodeWith(const std::string& ready, const std::string& taints = "[]") {
+  auto o = kube::Object::Parse(
+      R"({"kind":"Node","metadata":{"name":"n-0"},"spec":{"taints":)" + taints +
+      R"(},"status":{"conditions":[{"type":"Ready","status":")" + ready +
+      R"(","reason":"NodeStatusUnknown","message":"Kubelet stopped posting node status."}]}})");
+  BOOST_REQUIRE(o.ok());
+  return *o;
+}
+
+BOOST_AUTO_TEST_CASE(a_node_is_lost_when_its_kubelet_stopped_posting) {
+  BOOST_TEST(power::NodeLostWhy(NodeWith("Unknown")) ==
+             "Ready Unknown: NodeStatusUnknown: Kubelet stopped posting node status.");
+  BOOST_TEST(power::NodeLostWhy(NodeWith("False")).empty());  // the kubelet posts
+  BOOST_TEST(power::NodeLostWhy(NodeWith("True")).empty());
+  BOOST_TEST(power::NodeLostWhy(NodeWith(
+                 "True", R"([{"key":"node.kubernetes.io/unreachable","effect":"NoSchedule"}])")) ==
+             "taint node.kubernetes.io/unreachable");
+}
+
+BOOST_AUTO_TEST_CASE(force_delete_only_when_kubernetes_pod_gc_would) {
+  const std::string oos = R"([{"key":"node.kubernetes.io/out-of-service","effect":"NoExecute"}])";
+  BOOST_TEST(power::NodeShutDown(nullptr));  // the Node object is gone
+  const kube::Object unknown_oos = NodeWith("Unknown", oos);
+  const kube::Object ready_oos = NodeWith("True", oos);
+  const kube::Object unknown = NodeWith("Unknown");
+  BOOST_TEST(power::NodeShutDown(&unknown_oos));
+  BOOST_TEST(!power::NodeShutDown(&ready_oos));
+  BOOST_TEST(!power::NodeShutDown(&unknown));  // lost, but may still run its pods
+}
+
+BOOST_AUTO_TEST_CASE(replacement_names_are_never_another_nodes) {
+  BOOST_TEST(power::WorkerPodName("w-3", 0) == "w-3");
+  BOOST_TEST(power::WorkerPodName("w-3", 1) == "w-3.1");
+  auto pod = kube::Object::Parse(
+      R"({"kind":"Pod","metadata":{"name":"w-3.1","labels":{"k8sbridge.io/node":"w-3"},)"
+      R"("deletionTimestamp":"2027-01-01T00:00:00Z"},"spec":{"nodeName":"n-0"}})");
+  BOOST_REQUIRE(pod.ok());
+  BOOST_TEST(power::SlurmNodeOf(*pod) == "w-3");
+  const kube::Object unknown = NodeWith("Unknown");
+  const kube::Object ready = NodeWith("True");
+  BOOST_TEST(power::Stranded(*pod, &unknown));
+  BOOST_TEST(power::Stranded(*pod, nullptr));
+  BOOST_TEST(!power::Stranded(*pod, &ready));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

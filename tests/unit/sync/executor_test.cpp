@@ -96,6 +96,8 @@ class FakeApi {
     if (fail_gets_ && r.method == "GET")
       return FakeTransport::Json(500, R"({"kind":"Status","code":500,"reason":"InternalError"})");
     auto it = objects_.find(path);
+    if (it == objects_.end() && r.method == "GET" && path.ends_with("/pods"))
+      return FakeTransport::Json(200, ListLocked(path, r.url));
     if (it == objects_.end())
       return FakeTransport::Json(404, R"({"kind":"Status","code":404,"reason":"NotFound"})");
     rapidjson::Document doc;
@@ -124,6 +126,45 @@ class FakeApi {
   }
 
  private:
+  // A list of the objects under `path`, with the url's labelSelector (k=v terms).
+  std::string ListLocked(const std::string& path, const std::string& url) const {
+    std::string selector;
+    if (size_t at = url.find("labelSelector="); at != std::string::npos) {
+      std::string raw = url.substr(at + 14);
+      raw = raw.substr(0, raw.find('&'));
+      for (size_t i = 0; i < raw.size(); ++i) {
+        if (raw[i] == '%' && i + 2 < raw.size()) {
+          selector += static_cast<char>(std::stoi(raw.substr(i + 1, 2), nullptr, 16));
+          i += 2;
+        } else {
+          selector += raw[i];
+        }
+      }
+    }
+    std::string items;
+    for (const auto& [key, json] : objects_) {
+      if (!key.starts_with(path + "/") || key.find('/', path.size() + 1) != std::string::npos)
+        continue;
+      kube::Object o = *kube::Object::Parse(json);
+      bool match = true;
+      size_t start = 0;
+      while (match && start < selector.size()) {
+        size_t comma = selector.find(',', start);
+        std::string term =
+            selector.substr(start, comma == std::string::npos ? comma : comma - start);
+        start = comma == std::string::npos ? selector.size() : comma + 1;
+        const size_t eq = term.find('=');
+        auto labels = o.Labels();
+        auto l = labels.find(term.substr(0, eq));
+        match = l != labels.end() && l->second == term.substr(eq + 1);
+      }
+      if (match)
+        items += (items.empty() ? "" : ",") + json;
+    }
+    return R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[)" +
+           items + "]}";
+  }
+
   mutable std::mutex mu_;
   std::map<std::string, std::string> objects_;
   int events_ = 0, writes_ = 0, rv_ = 100;
@@ -454,6 +495,68 @@ BOOST_FIXTURE_TEST_CASE(lost_and_start_rules_confirm_the_pod_is_gone_live, Fixtu
     BOOST_TEST(slurm.calls().back() == "fail w-0 k8sbridge: no pod");
     clock.Advance(10s);
   }
+}
+
+// A lost Kubernetes node (Ready Unknown) is read again live before the DOWN: back
+// (Ready) does nothing, gone (404) or still lost fails the node, an error does nothing.
+BOOST_FIXTURE_TEST_CASE(lost_node_fail_rechecks_the_kubernetes_node_live, Fixture) {
+  const std::string lost =
+      R"({"apiVersion":"v1","kind":"Node","metadata":{"name":"n-0","resourceVersion":"2"},)"
+      R"("spec":{},"status":{"conditions":[{"type":"Ready","status":"Unknown"}]}})";
+  ks::Action a{ActionKind::kFail, "w-0", "k8sbridge: Kubernetes node n-0 lost: Ready Unknown"};
+  a.rule = ks::Rule::kNodeLost;
+  a.k8s_node = "n-0";
+  a.uid = "u-w-0";
+  BOOST_TEST(exec->Execute(a).ok());  // live: Ready again
+  BOOST_TEST(slurm.calls().empty());
+  BOOST_TEST(log.Contains("not done: Kubernetes node n-0 is back (read live)"));
+  api.FailGets(true);
+  clock.Advance(10s);
+  BOOST_TEST(!exec->Execute(a).ok());
+  BOOST_TEST(slurm.calls().empty());
+  api.FailGets(false);
+  api.Put(kNodePath, lost);
+  clock.Advance(10s);
+  BOOST_TEST(exec->Execute(a).ok());
+  BOOST_TEST(slurm.calls() == std::vector<std::string>{
+                                  "fail w-0 k8sbridge: Kubernetes node n-0 lost: Ready Unknown"});
+  // Gone: as lost.
+  api.Erase(kNodePath);
+  slurm.SetNodes({Up("w-0")});
+  clock.Advance(10s);
+  BOOST_TEST(exec->Execute(a).ok());
+  BOOST_TEST(slurm.calls().size() == 2u);
+}
+
+// The resume's live look for a pod of ours lists the node's pods by label: a pod
+// stranded on a lost node (being deleted there) counts as none; one being deleted on
+// a Ready node, or a replacement under another name, holds the resume back.
+BOOST_FIXTURE_TEST_CASE(resume_ignores_a_pod_stranded_on_a_lost_node, Fixture) {
+  ks::SlurmNode n = Up("w-0");
+  n.base = ks::SlurmNode::Base::kDown;
+  n.powered_down = true;
+  n.reason = "k8sbridge: Kubernetes node n-0 lost: Ready Unknown";
+  slurm.SetNodes({n});
+  kube::Object pod = api.Get(kPodPath);
+  pod.SetString("/metadata/deletionTimestamp", "2027-01-15T08:00:00Z");
+  api.Put(kPodPath, pod.ToJson());
+  ks::Action a{ActionKind::kResume, "w-0", "back to service"};
+  BOOST_TEST(exec->Execute(a).ok());  // n-0 is Ready: the pod will go, wait
+  BOOST_TEST(slurm.calls().empty());
+  api.Put(kNodePath,
+          R"({"apiVersion":"v1","kind":"Node","metadata":{"name":"n-0","resourceVersion":"2"},)"
+          R"("spec":{},"status":{"conditions":[{"type":"Ready","status":"Unknown"}]}})");
+  std::string replacement = PodJson();
+  replacement.replace(replacement.find(R"("name":"w-0")"), 12, R"("name":"w-0.1")");
+  replacement.replace(replacement.find(R"("uid":"u-w-0")"), 13, R"("uid":"u-w-0.1")");
+  api.Put("/api/v1/namespaces/slurm/pods/w-0.1", replacement);
+  clock.Advance(10s);
+  BOOST_TEST(exec->Execute(a).ok());  // the replacement is a pod of ours
+  BOOST_TEST(slurm.calls().empty());
+  api.Erase("/api/v1/namespaces/slurm/pods/w-0.1");
+  clock.Advance(10s);
+  BOOST_TEST(exec->Execute(a).ok());
+  BOOST_TEST(slurm.calls() == std::vector<std::string>{"resume w-0"});
 }
 
 // Leadership is asked before every action: lost mid-pass, the rest is not done.

@@ -54,11 +54,15 @@ kube::Object Pod(const std::string& name, const std::string& host, const std::st
 kube::Object Node(const std::string& name, const std::string& ready = "True",
                   const std::string& spec_extra = "", const std::string& annotations = "") {
   std::string spec = "{" + spec_extra + "}";
-  return Parse(
-      R"({"apiVersion":"v1","kind":"Node","metadata":{"name":")" + name + R"(","annotations":{)" +
-      annotations + R"(}},"spec":)" + spec +
-      R"(,"status":{"conditions":[{"type":"Ready","status":")" + ready +
-      R"(","reason":"NodeStatusUnknown","message":"Kubelet stopped posting node status."}]}})");
+  // What the node controller writes for a silent kubelet, and a kubelet for itself.
+  const std::string why =
+      ready == "Unknown"
+          ? R"("reason":"NodeStatusUnknown","message":"Kubelet stopped posting node status.")"
+          : R"("reason":"KubeletNotReady","message":"container runtime is down")";
+  return Parse(R"({"apiVersion":"v1","kind":"Node","metadata":{"name":")" + name +
+               R"(","annotations":{)" + annotations + R"(}},"spec":)" + spec +
+               R"(,"status":{"conditions":[{"type":"Ready","status":")" + ready + "\"," + why +
+               "}]}}");
 }
 
 SlurmNode Up(const std::string& name) {
@@ -81,6 +85,13 @@ SlurmNode Drained(const std::string& name, const std::string& reason) {
 SlurmNode PoweredDown(const std::string& name) {
   SlurmNode n = Up(name);
   n.powered_down = true;
+  return n;
+}
+
+SlurmNode FailedDown(const std::string& name, const std::string& reason) {
+  SlurmNode n = PoweredDown(name);
+  n.base = SlurmNode::Base::kDown;
+  n.reason = reason;
   return n;
 }
 
@@ -226,16 +237,19 @@ BOOST_FIXTURE_TEST_CASE(foreign_cordon_is_never_lifted_and_drains_with_our_reaso
   BOOST_TEST(!Find(actions, ActionKind::kUndrain, "w-0"));  // still cordoned by someone
 }
 
+// Ready False: the kubelet posts and says NotReady. Its pods' status is current, so
+// the pod rules see what really fails; the node is drained meanwhile.
 BOOST_FIXTURE_TEST_CASE(not_ready_node_drains_and_recovery_undrains_only_ours, Fixture) {
   ks::World w{{Up("w-0"), Drained("w-1", "admin: bad fan")},
               {Pod("w-0", "n-0", "Running"), Pod("w-1", "n-0", "Running")},
-              {Node("n-0", "Unknown")}};
+              {Node("n-0", "False")}};
   auto actions = Plan(w);
   const auto* drain = Find(actions, ActionKind::kDrain, "w-0");
   BOOST_REQUIRE(drain);
   BOOST_TEST(drain->reason ==
-             "k8sbridge: Kubernetes node n-0 NotReady (Unknown): NodeStatusUnknown: "
-             "Kubelet stopped posting node status.");
+             "k8sbridge: Kubernetes node n-0 NotReady (False): KubeletNotReady: "
+             "container runtime is down");
+  BOOST_TEST(!Find(actions, ActionKind::kFail, "w-0"));
   BOOST_TEST(!Find(actions, ActionKind::kDrain, "w-1"));
   BOOST_TEST(ks::TroubleNodeOf(drain->reason) == "n-0");
 
@@ -248,6 +262,100 @@ BOOST_FIXTURE_TEST_CASE(not_ready_node_drains_and_recovery_undrains_only_ours, F
   actions = Plan(w);
   BOOST_TEST(Find(actions, ActionKind::kUndrain, "w-0"));
   BOOST_TEST(!Find(actions, ActionKind::kUndrain, "w-1"));
+}
+
+// Ready Unknown (the kubelet stopped posting), the unreachable taint, or a Node object
+// deleted under a pod: DOWN at once (its jobs requeue), then POWER_DOWN, with what
+// Kubernetes said; never a drain. A foreign reason is the executor's to keep.
+BOOST_FIXTURE_TEST_CASE(lost_node_fails_its_slurm_nodes_at_once, Fixture) {
+  const std::string unreachable =
+      R"("taints":[{"key":"node.kubernetes.io/unreachable","effect":"NoExecute"}])";
+  ks::World w{
+      {Up("w-0"), Drained("w-1", "admin: bad fan"), Up("w-2"), Up("w-3"), Up("w-4")},
+      {Pod("w-0", "n-0", "Running"), Pod("w-1", "n-0", "Running"), Pod("w-2", "n-1", "Running"),
+       Pod("w-3", "n-9", "Running"), Pod("w-4", "n-2", "Running")},
+      {Node("n-0", "Unknown"), Node("n-1", "True", unreachable), Node("n-2")}};
+  auto actions = Plan(w);
+  const auto* fail = Find(actions, ActionKind::kFail, "w-0");
+  BOOST_REQUIRE(fail);
+  BOOST_TEST(fail->reason ==
+             "k8sbridge: Kubernetes node n-0 lost: Ready Unknown: NodeStatusUnknown: Kubelet "
+             "stopped posting node status.");
+  BOOST_TEST((fail->rule == ks::Rule::kNodeLost));
+  BOOST_TEST(fail->k8s_node == "n-0");
+  BOOST_TEST(fail->pod_name == "w-0");
+  BOOST_TEST(Find(actions, ActionKind::kFail, "w-1"));
+  BOOST_REQUIRE(Find(actions, ActionKind::kFail, "w-2"));
+  BOOST_TEST(Find(actions, ActionKind::kFail, "w-2")->reason ==
+             "k8sbridge: Kubernetes node n-1 lost: taint node.kubernetes.io/unreachable");
+  BOOST_REQUIRE(Find(actions, ActionKind::kFail, "w-3"));
+  BOOST_TEST(Find(actions, ActionKind::kFail, "w-3")->reason ==
+             "k8sbridge: Kubernetes node n-9 is gone (no Node object)");
+  BOOST_TEST(!Find(actions, ActionKind::kFail, "w-4"));
+  for (std::string name : {"w-0", "w-1", "w-2", "w-3"})
+    BOOST_TEST(!Find(actions, ActionKind::kDrain, name), name);
+  // Cordoned alone: a drain, as before.
+  ks::World c{{Up("w-0")},
+              {Pod("w-0", "n-0", "Running")},
+              {Node("n-0", "True", R"("unschedulable":true)")}};
+  auto cordoned = Plan(c);
+  BOOST_TEST(Find(cordoned, ActionKind::kDrain, "w-0"));
+  BOOST_TEST(!Find(cordoned, ActionKind::kFail, "w-0"));
+}
+
+// The old pod stays Terminating on the lost node (no kubelet confirms): it holds back
+// neither the return to service nor a replacement, and is never the node's pod
+// beside a live one, even when its node comes back and it terminates for real.
+BOOST_FIXTURE_TEST_CASE(a_pod_stranded_on_a_lost_node_counts_as_none, Fixture) {
+  const std::string deleting = R"("deletionTimestamp":"2027-01-15T08:00:00Z")";
+  const std::string reason = "k8sbridge: Kubernetes node n-0 lost: Ready Unknown";
+  ks::World w{{FailedDown("w-0", reason)},
+              {Pod("w-0", "n-0", "Running", deleting)},
+              {Node("n-0", "Unknown"), Node("n-1")}};
+  BOOST_TEST(Find(Plan(w), ActionKind::kResume, "w-0"));
+  // On a Ready node the pod will go: wait for it.
+  w.nodes[0] = Node("n-0");
+  BOOST_TEST(!Find(Plan(w), ActionKind::kResume, "w-0"));
+  w.nodes[0] = Node("n-0", "Unknown");
+
+  // Resumed: a replacement under a fresh name runs on n-1.
+  kube::Object replacement =
+      Parse(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"w-0.1","namespace":"slurm",)"
+            R"("uid":"u-w-0.1","creationTimestamp":"2027-01-15T08:01:00Z",)" +
+            OwnedLabels("w-0") + R"(},"spec":{"nodeName":"n-1"},"status":{"phase":"Running"}})");
+  w.slurm = {Up("w-0")};
+  w.pods.push_back(replacement);
+  BOOST_TEST(Strings(Plan(w)).empty());
+  BOOST_TEST(Strings(Plan(w, 1h)).empty());
+  w.nodes[0] = Node("n-0");  // back: the old pod terminates for real
+  BOOST_TEST(Strings(Plan(w)).empty());
+  // A second live pod of the node (an older one whose delete failed) is an orphan.
+  kube::Object older = replacement;
+  older.SetString("/metadata/name", "w-0.2");
+  older.SetString("/metadata/uid", "u-w-0.2");
+  older.SetString("/metadata/creationTimestamp", "2027-01-15T07:00:00Z");
+  w.pods.push_back(older);
+  Plan(w);
+  const auto second_actions = Plan(w, 61s);
+  const auto* second = Find(second_actions, ActionKind::kDeletePod, "w-0");
+  BOOST_REQUIRE(second);
+  BOOST_TEST(second->pod_name == "w-0.2");
+  BOOST_TEST(second->reason == "a second pod of Slurm node w-0 (pod w-0.1 serves it)");
+  w.pods.pop_back();
+  // The replacement is what the drain mirror annotates.
+  w.slurm = {Drained("w-0", "admin: bad fan")};
+  const auto mirrors = Plan(w);
+  const auto* mirror = Find(mirrors, ActionKind::kMirrorDrain, "w-0");
+  BOOST_REQUIRE(mirror);
+  BOOST_TEST(mirror->pod_name == "w-0.1");
+  // Powered down with the replacement left: an orphan, deleted by its own name.
+  w.slurm = {PoweredDown("w-0")};
+  Plan(w);
+  const auto orphans = Plan(w, 61s);
+  const auto* orphan = Find(orphans, ActionKind::kDeletePod, "w-0");
+  BOOST_REQUIRE(orphan);
+  BOOST_TEST(orphan->pod_name == "w-0.1");
+  BOOST_TEST(orphan->uid == "u-w-0.1");
 }
 
 BOOST_FIXTURE_TEST_CASE(no_execute_taint_drains_but_our_taint_does_not, Fixture) {
@@ -415,13 +523,6 @@ BOOST_FIXTURE_TEST_CASE(resume_latency_is_measured_from_powering_up, Fixture) {
   auto l = r->TakeResumeLatencies();
   BOOST_REQUIRE(l.size() == 1u);
   BOOST_TEST(std::chrono::duration_cast<std::chrono::seconds>(l[0]).count() == 7);
-}
-
-SlurmNode FailedDown(const std::string& name, const std::string& reason) {
-  SlurmNode n = PoweredDown(name);
-  n.base = SlurmNode::Base::kDown;
-  n.reason = reason;
-  return n;
 }
 
 // Slurm 24.11 keeps a node DOWN after its power-down (down~): only nodes k8sbridge

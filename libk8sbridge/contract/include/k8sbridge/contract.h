@@ -38,6 +38,16 @@ inline constexpr std::string_view kHardwareReasonAnnotation = "k8sbridge.io/hard
 // k8sbridge-health's node condition (the default of its KubeConditionType key).
 inline constexpr std::string_view kHealthConditionType = "K8sbridgeHealthProblem";
 
+// ---- Kubernetes nodes: what Kubernetes' node lifecycle says (read, never written).
+// The node controller's taint for a node whose kubelet stopped posting (Ready Unknown).
+inline constexpr std::string_view kUnreachableTaintKey = "node.kubernetes.io/unreachable";
+// An admin's statement that a node is shut down: its pods may be force-deleted.
+inline constexpr std::string_view kOutOfServiceTaintKey = "node.kubernetes.io/out-of-service";
+// A replacement worker pod for a Slurm node whose old pod is stuck on a lost node is
+// named <node><separator><n> (n = 1, 2, ...): never a DNS label, so never another
+// Slurm node's pod name.
+inline constexpr std::string_view kReplacementPodSeparator = ".";
+
 // ---- Events: reportingController of each program, and the reasons they record.
 inline constexpr std::string_view kPowerController = "k8sbridge.io/power";
 inline constexpr std::string_view kSyncController = "k8sbridge.io/sync";

@@ -38,6 +38,10 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
 // worker pods of one cluster.
 std::string OwnedPodsSelector(std::string_view cluster);
 
+// OwnedPodsSelector and k8sbridge.io/node=<node>: the pods of one Slurm node, whatever
+// their names (a replacement is not named after its node, lost_node.h).
+std::string NodePodsSelector(std::string_view cluster, std::string_view node);
+
 // What to do about a pod that already exists under a node's name.
 enum class ExistingPod {
   kHealthy,  // Pending or Running, not terminating, ours: counts as success

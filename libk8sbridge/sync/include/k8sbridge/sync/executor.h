@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -73,9 +74,12 @@ class Executor {
   Status ResumeNode(const Action& action);
   // The node read live; not_due_ says why `action` is no longer due on it ("" if it is).
   Result<SlurmNode> LiveIfDue(const Action& action);
-  // A live GET of the pod: one of ours exists → not_due_ = if_one. None (404, or a
-  // pod without our labels) → OK. An API error is returned: nothing is done.
+  // A live list of the node's pods (by its node label): one of ours exists → not_due_
+  // = if_one. None (or only pods stranded on lost Kubernetes nodes) → OK. An API
+  // error is returned: nothing is done.
   Status CheckNoPodOfOurs(const std::string& name, std::string_view if_one);
+  // The Kubernetes node read live: nullptr when it is gone (404); an error otherwise.
+  Result<std::unique_ptr<kube::Object>> LiveNode(const std::string& name);
   Status Cordon(const Action& action);
   Status Uncordon(const Action& action);
   Status PatchPodAnnotations(const Action& action, bool set);

@@ -79,6 +79,7 @@ enum class Rule {
   kNoPodStarting,  // kFail: no pod while the node is POWERING_UP
   kUnschedulable,  // kFail: the pod stays Unschedulable
   kNodeTrouble,    // kDrain: the pod's Kubernetes node is NotReady, cordoned, tainted
+  kNodeLost,       // kFail: the pod's Kubernetes node is lost (Ready Unknown) or gone
   kBreaker,        // kDrain: the node group's circuit breaker is open
 };
 
@@ -93,8 +94,12 @@ struct Action {
   // kCordon: the Slurm nodes whose hardware drains want it (sorted).
   std::vector<std::string> slurm_nodes;
   std::string uid;  // kDeletePod: precondition; kMirrorDrain/kClearDrain/kFail: the pod's
+  // kFail for Rule::kNodeLost: the Kubernetes node, read again live before the DOWN.
+  std::string k8s_node;
   // kSetFeatures: the Slurm node's new features (when update_slurm), and the pod
-  // (pod_name) gets contract::kLabelFeaturesAnnotation = label_features.
+  // (pod_name) gets contract::kLabelFeaturesAnnotation = label_features. pod_name is
+  // also the pod of kMirrorDrain, kClearDrain, kFail and kDeletePod (a replacement pod
+  // is not named after its Slurm node, docs/power.md); "" = `target`.
   std::string features, features_act, label_features, pod_name;
   bool update_slurm = false;
   Rule rule = Rule::kOther;
@@ -177,10 +182,13 @@ class Reconciler {
   // PlanPods' steps: pods without a Slurm node to run; one cloud node's pod
   // (nullptr: none) and what fails the node; the breaker's count.
   using PodsByNode = std::map<std::string, const kube::Object*>;
-  void PlanOrphans(const World& world, const PodsByNode& pods,
-                   const std::map<std::string, const SlurmNode*>& slurm, std::vector<Action>& out);
-  void PlanNodePod(const SlurmNode& n, const conf::NodeGroup& group, const kube::Object* pod,
+  void PlanOrphans(const World& world, const std::map<std::string, const SlurmNode*>& slurm,
                    std::vector<Action>& out);
+  // `host_lost`: why the pod's Kubernetes node is lost, "" if it is not.
+  void PlanNodePod(const SlurmNode& n, const conf::NodeGroup& group, const kube::Object* pod,
+                   const std::string& host_lost, std::vector<Action>& out);
+  // A CLOUD node of a NodeGroup: the pod rules are for those only.
+  bool PodRulesApply(const SlurmNode& n) const;
   void CountUnschedulable(const std::string& group);
   void PlanBreakers(const World& world, std::vector<Action>& out);
   void PlanFeatures(const World& world, std::vector<Action>& out);

@@ -1,0 +1,81 @@
+#include "k8sbridge/power/lost_node.h"
+
+#include <fmt/format.h>
+#include <rapidjson/pointer.h>
+
+#include "k8sbridge/contract.h"
+
+namespace k8sbridge::power {
+
+namespace {
+
+const rapidjson::Value* ReadyCondition(const kube::Object& node) {
+  const rapidjson::Value* list = rapidjson::Pointer("/status/conditions").Get(node.json());
+  if (!list || !list->IsArray())
+    return nullptr;
+  for (const auto& c : list->GetArray()) {
+    if (c.IsObject() && c.HasMember("type") && c["type"].IsString() &&
+        std::string_view(c["type"].GetString()) == "Ready")
+      return &c;
+  }
+  return nullptr;
+}
+
+std::string Member(const rapidjson::Value& v, const char* name) {
+  auto m = v.FindMember(name);
+  return m != v.MemberEnd() && m->value.IsString() ? m->value.GetString() : "";
+}
+
+bool HasTaint(const kube::Object& node, std::string_view key) {
+  const rapidjson::Value* taints = rapidjson::Pointer("/spec/taints").Get(node.json());
+  if (!taints || !taints->IsArray())
+    return false;
+  for (const auto& t : taints->GetArray()) {
+    if (t.IsObject() && Member(t, "key") == key)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string NodeLostWhy(const kube::Object& node) {
+  if (const rapidjson::Value* ready = ReadyCondition(node);
+      ready && Member(*ready, "status") == "Unknown") {
+    std::string out = "Ready Unknown";
+    for (const char* field : {"reason", "message"}) {
+      if (std::string text = Member(*ready, field); !text.empty())
+        out += ": " + text;
+    }
+    return out;
+  }
+  if (HasTaint(node, contract::kUnreachableTaintKey))
+    return fmt::format("taint {}", contract::kUnreachableTaintKey);
+  return "";
+}
+
+bool NodeShutDown(const kube::Object* node) {
+  if (node == nullptr)
+    return true;
+  const rapidjson::Value* ready = ReadyCondition(*node);
+  const bool is_ready = ready && Member(*ready, "status") == "True";
+  return !is_ready && HasTaint(*node, contract::kOutOfServiceTaintKey);
+}
+
+std::string WorkerPodName(std::string_view node, int n) {
+  if (n == 0)
+    return std::string(node);
+  return fmt::format("{}{}{}", node, contract::kReplacementPodSeparator, n);
+}
+
+std::string SlurmNodeOf(const kube::Object& pod) {
+  return pod.String("/metadata/labels/" + kube::PointerEscape(contract::kNodeLabel));
+}
+
+bool Stranded(const kube::Object& pod, const kube::Object* host) {
+  if (!pod.IsBeingDeleted() || kube::pod::NodeName(pod).empty())
+    return false;  // an unbound pod is removed at once
+  return host == nullptr || !NodeLostWhy(*host).empty() || NodeShutDown(host);
+}
+
+}  // namespace k8sbridge::power
