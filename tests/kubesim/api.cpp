@@ -11,6 +11,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "disruption.h"
 #include "patch.h"
 #include "quantity.h"
 #include "selector.h"
@@ -65,6 +66,14 @@ const std::vector<ResourceDef>& Resources() {
       {"", "v1", "events", "Event", "event", true, {"ev"}, {}},
       {"events.k8s.io", "v1", "events", "Event", "event", true, {"ev"}, {}},
       {"coordination.k8s.io", "v1", "leases", "Lease", "lease", true, {}, {}},
+      {"policy",
+       "v1",
+       "poddisruptionbudgets",
+       "PodDisruptionBudget",
+       "poddisruptionbudget",
+       true,
+       {"pdb"},
+       {"status"}},
   };
   return defs;
 }
@@ -972,27 +981,9 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
     return StatusResponse(201, "", "", "", "");
   }
   if (route.subresource == "eviction") {
-    // No PodDisruptionBudgets here: an eviction always succeeds. As in Kubernetes the
-    // pod first gets DisruptionTarget=True, then is deleted with the eviction's options.
-    DeleteOptions options;
-    const rapidjson::Value* grace = Find(doc, "deleteOptions.gracePeriodSeconds");
-    if (grace != nullptr && grace->IsInt64())
-      options.grace_period_seconds = grace->GetInt64();
-    std::string uid = GetString(doc, "deleteOptions.preconditions.uid");
-    if (!uid.empty())
-      options.precondition_uid = uid;
-    std::string now = store_.NowTimestamp();
-    auto marked = store_.Mutate("pods", route.ns, route.name, [&](rapidjson::Document& pod) {
-      SetCondition(pod, "DisruptionTarget", "True", "EvictionByEvictionAPI",
-                   "Eviction API: evicting", now);
-      return Status::Ok();
-    });
-    if (!marked.ok())
-      return ErrorFromStatus(marked.status(), route);
-    auto deleted = store_.Delete("pods", route.ns, route.name, options);
-    if (!deleted.ok())
-      return ErrorFromStatus(deleted.status(), route);
-    return StatusResponse(201, "", "", "", "");
+    return EvictPod(
+        store_, route, doc,
+        Truthy(request.query, "dryRun") || QueryValue(request.query, "dryRun") == "All");
   }
   const ResourceDef* def = FindDef(route.group, route.version, route.resource);
   std::string body_ns = GetString(doc, "metadata.namespace");
@@ -1035,6 +1026,11 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
     }
     if (Status s = ValidateContainerResources(*containers); !s.ok())
       return ErrorFromStatus(s, named);
+    AddDefaultTolerations(doc, admission_);
+  }
+  if (route.resource == "poddisruptionbudgets") {
+    if (Status s = ValidatePodDisruptionBudget(doc); !s.ok())
+      return ErrorFromStatus(s, named);
   }
   auto& a = doc.GetAllocator();
   if (doc.HasMember("apiVersion"))
@@ -1075,6 +1071,10 @@ ApiResponse Api::Update(const ApiRequest& request, const Route& route) {
   }
   if (route.group == "events.k8s.io")
     RenameMembers(doc, false);
+  if (route.resource == "poddisruptionbudgets" && route.subresource.empty()) {
+    if (Status s = ValidatePodDisruptionBudget(doc); !s.ok())
+      return ErrorFromStatus(s, route);
+  }
   auto updated = store_.Update(route.resource, route.ns, route.name, std::move(doc),
                                route.subresource == "status");
   if (!updated.ok())

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "admission.h"
 #include "store.h"
 
 namespace kubesim {
@@ -54,6 +55,8 @@ std::string StatusJson(int code, const std::string& reason, const std::string& m
 class Api {
  public:
   explicit Api(Store& store) : store_(store) {}
+  // The admission plugins' settings (admission.h).
+  void set_admission(const AdmissionOptions& options) { admission_ = options; }
 
   // Routes the request. Returns false (with `error` set) for unknown paths or methods;
   // discovery and health paths give a Route with an empty resource.
@@ -94,6 +97,7 @@ class Api {
   ApiResponse ErrorFromStatus(const Status& status, const Route& route) const;
 
   Store& store_;
+  AdmissionOptions admission_;
 };
 
 // True when the Accept header asks for a meta.k8s.io Table (kubectl get does).

@@ -125,7 +125,9 @@ bool PeerClosed(int fd) {
 
 struct Server::Impl {
   Impl(Store& s, ServerOptions o, k8sbridge::Logger& l)
-      : store(s), api(s), options(std::move(o)), log(l), token(options.token) {}
+      : store(s), api(s), options(std::move(o)), log(l), token(options.token) {
+    api.set_admission(options.admission);
+  }
 
   Store& store;
   Api api;

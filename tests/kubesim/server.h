@@ -65,6 +65,7 @@ struct ServerOptions {
   std::string token;                               // required bearer token
   std::chrono::milliseconds bookmark_interval{1000};
   std::chrono::milliseconds reap_interval{100};  // Store::ReapExpired cadence
+  AdmissionOptions admission;
 };
 
 class Server {

@@ -6,6 +6,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "api.h"
 #include "store.h"
 
 namespace kubesim::testing {
@@ -25,6 +26,27 @@ inline rapidjson::Document PodJson(const std::string& name, const std::string& e
     spec += R"(,"nodeName":")" + node + "\"";
   return Json(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")" + name + "\"" + extra_meta +
               R"(},"spec":{)" + spec + "}}");
+}
+
+// One request through the Api as the server would route it ("PATH?QUERY" target).
+inline ApiResponse CallApi(Api& api, const std::string& method, const std::string& target,
+                           const std::string& body = "",
+                           const std::string& content_type = "application/json",
+                           const std::string& accept = "application/json") {
+  ApiRequest req;
+  req.method = method;
+  size_t q = target.find('?');
+  req.path = target.substr(0, q);
+  if (q != std::string::npos)
+    req.query = ParseQuery(target.substr(q + 1));
+  req.body = body;
+  req.content_type = content_type;
+  req.accept = accept;
+  Route route;
+  ApiResponse error;
+  if (!api.ResolveRoute(req, route, error))
+    return error;
+  return api.Handle(req, route);
 }
 
 inline void CreateNamespace(Store& store, const std::string& name) {
