@@ -1364,7 +1364,14 @@ void Api::Watch(const ApiRequest& request, const Route& route, const WatchHooks&
                 "\n");
     return;
   }
-  auto last_sent = std::chrono::steady_clock::now();
+  // Bookmarks as the watch cache sends them: every bookmark_interval, and one 2 s
+  // before the watch's timeout (cacher.go's nextBookmarkTime).
+  auto next_bookmark = [&](std::chrono::steady_clock::time_point from) {
+    auto next = from + hooks.bookmark_interval;
+    auto before_timeout = deadline - std::chrono::seconds(2);
+    return before_timeout > from && before_timeout < next ? before_timeout : next;
+  };
+  auto bookmark_at = next_bookmark(std::chrono::steady_clock::now());
   while (!hooks.stopping()) {
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline)
@@ -1373,8 +1380,9 @@ void Api::Watch(const ApiRequest& request, const Route& route, const WatchHooks&
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
-    auto wait = std::min<std::chrono::steady_clock::duration>(deadline - now,
-                                                              std::chrono::milliseconds(200));
+    auto wait = std::min<std::chrono::steady_clock::duration>(
+        {deadline - now, std::chrono::milliseconds(200),
+         std::max<std::chrono::steady_clock::duration>(bookmark_at - now, {})});
     auto next = watcher->Next(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
     if (!next.ok()) {
       hooks.write(fmt::format(R"({{"type":"ERROR","object":{}}})",
@@ -1388,12 +1396,11 @@ void Api::Watch(const ApiRequest& request, const Route& route, const WatchHooks&
         continue;
       if (!hooks.write(line))
         return;
-      last_sent = std::chrono::steady_clock::now();
-    } else if (bookmarks &&
-               std::chrono::steady_clock::now() - last_sent >= hooks.bookmark_interval) {
+    }
+    if (bookmarks && std::chrono::steady_clock::now() >= bookmark_at) {
       if (!hooks.write(bookmark_line(watcher->position(), false)))
         return;
-      last_sent = std::chrono::steady_clock::now();
+      bookmark_at = next_bookmark(std::chrono::steady_clock::now());
     }
   }
 }

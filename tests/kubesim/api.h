@@ -79,7 +79,7 @@ class Api {
     std::function<bool()> stopping;
     std::function<bool()> stalled;
     bool expire_after_backlog = false;
-    std::chrono::milliseconds bookmark_interval{1000};
+    std::chrono::milliseconds bookmark_interval{60000};
   };
   void Watch(const ApiRequest& request, const Route& route, const WatchHooks& hooks);
 

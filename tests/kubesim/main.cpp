@@ -49,7 +49,8 @@ Runs until SIGTERM or SIGINT. SIGHUP re-reads DIR/token (token rotation).
   --ib-spines S           spines above the leaves (default 1)
   --cpu Q --memory Q      capacity of generated nodes (default 64, 512Gi)
   --history-window N      watch history length; older RVs get 410 (default 10000)
-  --bookmark-interval-ms  idle time before a watch BOOKMARK (default 1000)
+  --bookmark-interval-ms  time between a watch's BOOKMARKs (default 60000, as a real
+                          API server; one also comes 2 s before the watch's timeout)
   --no-scheduler          do not bind pending pods
   --default-not-ready-toleration-seconds N
   --default-unreachable-toleration-seconds N
