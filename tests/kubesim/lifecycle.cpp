@@ -39,6 +39,20 @@ const char* ConditionTaintKey(const std::string& ready) {
   return "";
 }
 
+// True when the node's not-ready/unreachable taints are exactly `want_key`'s two (or
+// none for ""), so that a pass need not copy the node to find out.
+bool HasConditionTaints(const rapidjson::Value& node, const std::string& want_key) {
+  int wanted = 0;
+  for (const Taint& t : NodeTaints(node)) {
+    if (t.key != kTaintNotReady && t.key != kTaintUnreachable)
+      continue;
+    if (t.key != want_key)
+      return false;
+    wanted += t.effect == "NoSchedule" || t.effect == "NoExecute" ? 1 : 0;
+  }
+  return wanted == (want_key.empty() ? 0 : 2);
+}
+
 // Rewrites the node's not-ready/unreachable taints to `want_key` (both effects), or
 // removes them when it is empty. Taints that are already right stay untouched (their
 // timeAdded too).
@@ -198,8 +212,10 @@ void Controllers::NodeLifecyclePass() {
     if (!current.ok())
       continue;
     const std::string ready = NodeReadyStatus(**current);
-    if (Status s = ReconcileNodeConditionTaints(store_, name); !s.ok())
-      log_.Warning("node lifecycle: {}: {}", name, s.ToString());
+    if (!HasConditionTaints(**current, ConditionTaintKey(ready))) {
+      if (Status s = ReconcileNodeConditionTaints(store_, name); !s.ok())
+        log_.Warning("node lifecycle: {}: {}", name, s.ToString());
+    }
     auto [it, first] = ready_.emplace(name, ready);
     if (!first && it->second == "True" && ready != "True") {
       log_.Info("node lifecycle: node {} is not Ready ({}): marking its pods not Ready", name,
@@ -319,10 +335,11 @@ void Controllers::PodGcPass() {
         ForceDelete(*pod, "DeletionByPodGC", "PodGC: node no longer exists");
       continue;
     }
+    if (!IsTerminating(*pod) || NodeReadyStatus(*node->second) == "True")
+      continue;
     const std::vector<Taint> taints = NodeTaints(*node->second);
-    const bool out_of_service = std::any_of(
-        taints.begin(), taints.end(), [](const Taint& t) { return t.key == kTaintOutOfService; });
-    if (IsTerminating(*pod) && NodeReadyStatus(*node->second) != "True" && out_of_service)
+    if (std::any_of(taints.begin(), taints.end(),
+                    [](const Taint& t) { return t.key == kTaintOutOfService; }))
       ForceDelete(*pod, "", "");
   }
   std::erase_if(node_missing_, [&](const auto& entry) { return missing.count(entry.first) == 0; });

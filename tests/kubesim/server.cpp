@@ -1,6 +1,8 @@
 #include "server.h"
 
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <map>
@@ -123,6 +125,17 @@ std::string FaultTypeName(Fault::Type t) {
       return "watch-reset";
   }
   return "";
+}
+
+// Waits (up to a second) until the kernel has sent everything written to `fd`, so that
+// a reset that follows cuts the stream after those bytes, not before them.
+void WaitUntilSent(int fd) {
+  for (int i = 0; i < 100; ++i) {
+    int unsent = 0;
+    if (ioctl(fd, SIOCOUTQ, &unsent) != 0 || unsent == 0)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 // True when the peer has closed its side (so an idle watch can end).
@@ -536,6 +549,7 @@ struct Server::Impl {
           alive = false;
         if (alive && reset_after > 0 && chunk.rfind(R"({"type":"BOOKMARK")", 0) != 0 &&
             ++events_sent >= reset_after) {
+          WaitUntilSent(raw.native_handle());
           Reset(raw);
           alive = false;
         }
