@@ -171,6 +171,37 @@ class Faults(PythonClientTestCase):
         self.assertEqual((events[-1]["object"]["code"], events[-1]["object"]["reason"]),
                          (410, "Expired"))
 
+    def test_watch_reset_after_n_events(self):
+        for i in range(3):
+            self.v1.create_namespaced_config_map(
+                "default", {"metadata": {"name": f"reset-{i}"}, "data": {"a": "1"}})
+        self.sim.add_fault(resource="configmaps", verb="watch", type="watch-reset",
+                           afterEvents=2, times=1)
+        # A plain connection sees two events, then the stream breaks mid-body.
+        conn = self.connection()
+        try:
+            conn.request("GET", "/api/v1/namespaces/default/configmaps?watch=1",
+                         headers={"Authorization": f"Bearer {self.sim.token}"})
+            resp = conn.getresponse()
+            self.assertEqual(resp.status, 200)
+            # http.client raises IncompleteRead (with what came) for a chunked body
+            # that ends without its last chunk.
+            with self.assertRaises(http.client.IncompleteRead) as broken:
+                resp.read()
+        finally:
+            conn.close()
+        lines = [json.loads(line) for line in broken.exception.partial.splitlines()]
+        self.assertEqual([e["type"] for e in lines], ["ADDED", "ADDED"])
+        # The Python client's watch gets the same two events, then an error.
+        self.sim.add_fault(resource="configmaps", verb="watch", type="watch-reset",
+                           afterEvents=2, times=1)
+        seen = []
+        with self.assertRaises(Exception):
+            for ev in watch.Watch().stream(self.v1.list_namespaced_config_map, "default",
+                                           timeout_seconds=10):
+                seen.append(ev["object"].metadata.name)
+        self.assertEqual(seen, ["reset-0", "reset-1"])
+
     def test_latency(self):
         answered_before = self.answered("list", "nodes")
         fid = self.sim.add_fault(resource="nodes", verb="list", type="latency", latencyMs=3000)

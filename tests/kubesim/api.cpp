@@ -11,6 +11,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "disruption.h"
 #include "dry_run.h"
 #include "finalizers.h"
 #include "managed_fields.h"
@@ -46,6 +47,14 @@ const std::vector<ResourceDef>& Resources() {
       {"", "v1", "events", "Event", "event", true, {"ev"}, {}},
       {"events.k8s.io", "v1", "events", "Event", "event", true, {"ev"}, {}},
       {"coordination.k8s.io", "v1", "leases", "Lease", "lease", true, {}, {}},
+      {"policy",
+       "v1",
+       "poddisruptionbudgets",
+       "PodDisruptionBudget",
+       "poddisruptionbudget",
+       true,
+       {"pdb"},
+       {"status"}},
   };
   return defs;
 }
@@ -984,27 +993,15 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
     return StatusResponse(201, "", "", "", "");
   }
   if (route.subresource == "eviction") {
-    // No PodDisruptionBudgets here: an eviction always succeeds. As in Kubernetes the
-    // pod first gets DisruptionTarget=True, then is deleted with the eviction's options.
-    DeleteOptions options;
-    const rapidjson::Value* grace = Find(doc, "deleteOptions.gracePeriodSeconds");
-    if (grace != nullptr && grace->IsInt64())
-      options.grace_period_seconds = grace->GetInt64();
-    std::string uid = GetString(doc, "deleteOptions.preconditions.uid");
-    if (!uid.empty())
-      options.precondition_uid = uid;
-    std::string now = store_.NowTimestamp();
-    auto marked = store_.Mutate("pods", route.ns, route.name, [&](rapidjson::Document& pod) {
-      SetCondition(pod, "DisruptionTarget", "True", "EvictionByEvictionAPI",
-                   "Eviction API: evicting", now);
-      return Status::Ok();
-    });
-    if (!marked.ok())
-      return ErrorFromStatus(marked.status(), route);
-    auto deleted = store_.Delete("pods", route.ns, route.name, options);
-    if (!deleted.ok())
-      return ErrorFromStatus(deleted.status(), route);
-    return StatusResponse(201, "", "", "", "");
+    // kubectl drain --dry-run=server puts the dry run in the Eviction's deleteOptions.
+    bool body_dry_run = false;
+    if (const rapidjson::Value* dry = Find(doc, "deleteOptions.dryRun"); dry && dry->IsArray()) {
+      for (const auto& v : dry->GetArray())
+        body_dry_run = body_dry_run || (v.IsString() && std::string_view(v.GetString()) == "All");
+    }
+    return EvictPod(store_, route, doc,
+                    body_dry_run || Truthy(request.query, "dryRun") ||
+                        QueryValue(request.query, "dryRun") == "All");
   }
   const ResourceDef* def = FindDef(route.group, route.version, route.resource);
   std::string body_ns = GetString(doc, "metadata.namespace");
@@ -1031,8 +1028,15 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
   Route named = route;
   named.name = name;
   PrepareNamespace(*def, route.ns, doc);
+  // Mutating admission (DefaultTolerationSeconds) runs before validation, as upstream.
+  if (route.resource == "pods")
+    AddDefaultTolerations(doc, admission_);
   if (FieldErrors errors = ValidateCreate(route.group, route.resource, doc); !errors.empty())
     return InvalidResponse(def->kind, route.group, name, errors);
+  if (route.resource == "poddisruptionbudgets") {
+    if (Status s = ValidatePodDisruptionBudget(doc); !s.ok())
+      return ErrorFromStatus(s, named);
+  }
   auto& a = doc.GetAllocator();
   if (doc.HasMember("apiVersion"))
     doc.RemoveMember("apiVersion");
@@ -1093,6 +1097,10 @@ ApiResponse Api::Update(const ApiRequest& request, const Route& route) {
     if (auto invalid = ValidateAgainstStored(route, doc, **current))
       return *invalid;
     TrackUpdate(current->get(), doc, WriteContextOf(request, route, store_));
+  }
+  if (route.resource == "poddisruptionbudgets" && route.subresource.empty()) {
+    if (Status s = ValidatePodDisruptionBudget(doc); !s.ok())
+      return ErrorFromStatus(s, route);
   }
   auto updated = store_.Update(route.resource, route.ns, route.name, std::move(doc),
                                route.subresource == "status");
@@ -1453,7 +1461,14 @@ void Api::Watch(const ApiRequest& request, const Route& route, const WatchHooks&
                 "\n");
     return;
   }
-  auto last_sent = std::chrono::steady_clock::now();
+  // Bookmarks as the watch cache sends them: every bookmark_interval, and one 2 s
+  // before the watch's timeout (cacher.go's nextBookmarkTime).
+  auto next_bookmark = [&](std::chrono::steady_clock::time_point from) {
+    auto next = from + hooks.bookmark_interval;
+    auto before_timeout = deadline - std::chrono::seconds(2);
+    return before_timeout > from && before_timeout < next ? before_timeout : next;
+  };
+  auto bookmark_at = next_bookmark(std::chrono::steady_clock::now());
   while (!hooks.stopping()) {
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline)
@@ -1462,8 +1477,9 @@ void Api::Watch(const ApiRequest& request, const Route& route, const WatchHooks&
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
-    auto wait = std::min<std::chrono::steady_clock::duration>(deadline - now,
-                                                              std::chrono::milliseconds(200));
+    auto wait = std::min<std::chrono::steady_clock::duration>(
+        {deadline - now, std::chrono::milliseconds(200),
+         std::max<std::chrono::steady_clock::duration>(bookmark_at - now, {})});
     auto next = watcher->Next(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
     if (!next.ok()) {
       hooks.write(fmt::format(R"({{"type":"ERROR","object":{}}})",
@@ -1477,12 +1493,11 @@ void Api::Watch(const ApiRequest& request, const Route& route, const WatchHooks&
         continue;
       if (!hooks.write(line))
         return;
-      last_sent = std::chrono::steady_clock::now();
-    } else if (bookmarks &&
-               std::chrono::steady_clock::now() - last_sent >= hooks.bookmark_interval) {
+    }
+    if (bookmarks && std::chrono::steady_clock::now() >= bookmark_at) {
       if (!hooks.write(bookmark_line(watcher->position(), false)))
         return;
-      last_sent = std::chrono::steady_clock::now();
+      bookmark_at = next_bookmark(std::chrono::steady_clock::now());
     }
   }
 }

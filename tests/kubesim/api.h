@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "admission.h"
 #include "store.h"
 
 namespace kubesim {
@@ -55,6 +56,8 @@ std::string StatusJson(int code, const std::string& reason, const std::string& m
 class Api {
  public:
   explicit Api(Store& store) : store_(store) {}
+  // The admission plugins' settings (admission.h).
+  void set_admission(const AdmissionOptions& options) { admission_ = options; }
 
   // Routes the request. Returns false (with `error` set) for unknown paths or methods;
   // discovery and health paths give a Route with an empty resource.
@@ -77,7 +80,7 @@ class Api {
     std::function<bool()> stopping;
     std::function<bool()> stalled;
     bool expire_after_backlog = false;
-    std::chrono::milliseconds bookmark_interval{1000};
+    std::chrono::milliseconds bookmark_interval{60000};
   };
   void Watch(const ApiRequest& request, const Route& route, const WatchHooks& hooks);
 
@@ -95,6 +98,7 @@ class Api {
   ApiResponse ErrorFromStatus(const Status& status, const Route& route) const;
 
   Store& store_;
+  AdmissionOptions admission_;
 };
 
 // True when the Accept header asks for a meta.k8s.io Table (kubectl get does).

@@ -1006,16 +1006,7 @@ void Kubelet::Heartbeat(const std::string& node) {
   last_heartbeat_[node] = std::chrono::steady_clock::now();
   const std::string now = store_.NowTimestamp();
   (void)store_.Mutate("nodes", "", node, [&](rapidjson::Document& doc) {
-    SetCondition(doc, "Ready", "True", "KubeletReady", "kubelet is posting ready status", now);
-    for (auto& c : doc["status"]["conditions"].GetArray()) {
-      if (GetString(c, "type") != "Ready")
-        continue;
-      if (c.HasMember("lastHeartbeatTime"))
-        c.RemoveMember("lastHeartbeatTime");
-      c.AddMember("lastHeartbeatTime", S(now, doc.GetAllocator()), doc.GetAllocator());
-      if (c.HasMember("lastProbeTime"))
-        c.RemoveMember("lastProbeTime");
-    }
+    SetNodeReadyCondition(doc, "True", "KubeletReady", "kubelet is posting ready status", now);
     return Status::Ok();
   });
 }
@@ -1037,69 +1028,30 @@ Status Kubelet::SetNodeNotReadyLocked(const std::string& node) {
   not_ready_.insert(node);
   const std::string now = store_.NowTimestamp();
   Result<ObjectPtr> r = store_.Mutate("nodes", "", node, [&](rapidjson::Document& doc) {
-    SetCondition(doc, "Ready", "Unknown", "NodeStatusUnknown",
-                 "Kubelet stopped posting node status.", now);
-    auto& a = doc.GetAllocator();
-    if (Find(doc, "spec.taints") == nullptr) {
-      SetMember(doc, "spec.taints", rapidjson::Value(rapidjson::kArrayType));
-    }
-    rapidjson::Value& taints = doc["spec"]["taints"];
-    for (const char* effect : {"NoSchedule", "NoExecute"}) {
-      bool have = false;
-      for (const auto& t : taints.GetArray()) {
-        have = have || (GetString(t, "key") == "node.kubernetes.io/unreachable" &&
-                        GetString(t, "effect") == effect);
-      }
-      if (have)
-        continue;
-      rapidjson::Value t(rapidjson::kObjectType);
-      t.AddMember("key", "node.kubernetes.io/unreachable", a);
-      t.AddMember("effect", rapidjson::StringRef(effect), a);
-      t.AddMember("timeAdded", S(now, a), a);
-      taints.PushBack(t, a);
-    }
+    SetNodeReadyCondition(doc, "Unknown", kNodeStatusUnknownReason, kNodeStatusUnknownMessage, now);
     return Status::Ok();
   });
   if (!r.ok())
     return r.status();
-  // What the node lifecycle controller does to the pods of an unreachable node.
-  for (const ObjectPtr& pod :
-       store_
-           .List("pods", "",
-                 [&](const rapidjson::Value& p) { return GetString(p, "spec.nodeName") == node; })
-           .items) {
-    (void)store_.Mutate("pods", GetString(*pod, "metadata.namespace"),
-                        GetString(*pod, "metadata.name"), [&](rapidjson::Document& doc) {
-                          SetCondition(doc, "Ready", "False", "", "", now);
-                          return Status::Ok();
-                        });
-  }
+  // What the node lifecycle controller does next (lifecycle.h); done here at once so
+  // that the node and its pods look lost without waiting for the controller's pass.
+  if (Status s = ReconcileNodeConditionTaints(store_, node); !s.ok())
+    return s;
+  MarkPodsNotReady(store_, node);
   log_.Info("kubelet: node {} is NotReady (simulated)", node);
   return Status::Ok();
 }
 
 Status Kubelet::SetNodeReadyLocked(const std::string& node) {
   not_ready_.erase(node);
-  Result<ObjectPtr> r = store_.Mutate("nodes", "", node, [&](rapidjson::Document& doc) {
-    rapidjson::Value* taints = const_cast<rapidjson::Value*>(Find(doc, "spec.taints"));
-    if (taints != nullptr && taints->IsArray()) {
-      for (auto it = taints->Begin(); it != taints->End();) {
-        if (GetString(*it, "key") == "node.kubernetes.io/unreachable") {
-          it = taints->Erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-    return Status::Ok();
-  });
   Heartbeat(node);
+  Status s = ReconcileNodeConditionTaints(store_, node);
   for (auto& [uid, rp] : pods_) {
     if (rp.node == node)
       rp.reported.clear();  // report every pod again
   }
   log_.Info("kubelet: node {} is Ready again", node);
-  return r.ok() ? Status::Ok() : r.status();
+  return s;
 }
 
 Status Kubelet::EvictPod(const std::string& ns, const std::string& name,

@@ -29,13 +29,14 @@
 
 #include "k8sbridge/log.h"
 #include "kubelet_net.h"
+#include "lifecycle.h"
 #include "store.h"
 
 namespace kubesim {
 
 // Annotations through which a client (kubectl annotate) triggers the fault scenarios.
 // On a node: "NotReady" makes the node stop reporting (as if its kubelet died).
-inline constexpr const char* kFaultAnnotation = "kubesim.k8sbridge.io/fault";
+inline constexpr const char* kFaultAnnotation = kNodeFaultAnnotation;
 // On a pod: evict it (DisruptionTarget, then delete); the value is the grace period in
 // seconds, or empty for the pod's own.
 inline constexpr const char* kEvictAnnotation = "kubesim.k8sbridge.io/evict";

@@ -19,6 +19,7 @@
 #include "k8sbridge/log.h"
 #include "kubelet.h"  // kubelet: runs pods (scheduler/kubelet engineer)
 #include "kubelet_net.h"
+#include "lifecycle.h"
 #include "nodes.h"
 #include "scheduler.h"
 #include "server.h"
@@ -48,8 +49,16 @@ Runs until SIGTERM or SIGINT. SIGHUP re-reads DIR/token (token rotation).
   --ib-spines S           spines above the leaves (default 1)
   --cpu Q --memory Q      capacity of generated nodes (default 64, 512Gi)
   --history-window N      watch history length; older RVs get 410 (default 10000)
-  --bookmark-interval-ms  idle time before a watch BOOKMARK (default 1000)
+  --bookmark-interval-ms  time between a watch's BOOKMARKs (default 60000, as a real
+                          API server; one also comes 2 s before the watch's timeout)
   --no-scheduler          do not bind pending pods
+  --default-not-ready-toleration-seconds N
+  --default-unreachable-toleration-seconds N
+                          tolerationSeconds of the NoExecute tolerations every pod gets
+                          for node.kubernetes.io/not-ready and .../unreachable
+                          (DefaultTolerationSeconds admission; default 300 each)
+  --pod-gc-quarantine-ms  how long a pod's node must be missing before pod GC
+                          force-deletes the pod (default 40000, as upstream)
   --kubelet               run the pods bound to the fake nodes as processes in their own
                           network/UTS/mount namespaces (needs root; see docs/kubesim.md);
                           the API is also served on the bridge's gateway address
@@ -117,6 +126,7 @@ int main(int argc, char** argv) {
   bool https = true, scheduler = true, verbose = false;
   bool kubelet = false;
   kubesim::KubeletOptions kubelet_options;
+  kubesim::ControllerOptions controller_options;
   size_t history_window = 10000;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -200,6 +210,17 @@ int main(int argc, char** argv) {
       int n = 0;
       ok = int_value(n) && n > 0;
       server_options.bookmark_interval = std::chrono::milliseconds(n);
+    } else if (a == "--default-not-ready-toleration-seconds" ||
+               a == "--default-unreachable-toleration-seconds") {
+      int n = 0;
+      ok = int_value(n);
+      (a == "--default-not-ready-toleration-seconds"
+           ? server_options.admission.default_not_ready_toleration_seconds
+           : server_options.admission.default_unreachable_toleration_seconds) = n;
+    } else if (a == "--pod-gc-quarantine-ms") {
+      int n = 0;
+      ok = int_value(n);
+      controller_options.pod_gc_quarantine = std::chrono::milliseconds(n);
     } else if (a == "--no-scheduler") {
       scheduler = false;
     } else if (a == "--kubelet") {
@@ -319,6 +340,10 @@ int main(int argc, char** argv) {
       return Fail(bound.status().ToString());
     }
   }
+  // kube-controller-manager's node lifecycle, taint eviction, pod GC and disruption
+  // controllers (lifecycle.h).
+  kubesim::Controllers controllers(store, log, controller_options);
+  controllers.Start();
   std::unique_ptr<kubesim::Scheduler> sched;
   if (scheduler) {
     sched = std::make_unique<kubesim::Scheduler>(store, log);
@@ -385,6 +410,7 @@ int main(int argc, char** argv) {
     node_agent->Stop();  // stops every pod, removes the bridge
   if (sched)
     sched->Stop();
+  controllers.Stop();
   server.Stop();
   store.Shutdown();
   std::filesystem::remove(out / "ready", ec);

@@ -9,14 +9,16 @@
 
 #include <fmt/format.h>
 
+#include "taints.h"
+
 namespace kubesim {
 namespace {
 
 using Labels = std::map<std::string, std::string>;
 
-constexpr const char* kUnschedulableTaintKey = "node.kubernetes.io/unschedulable";
-constexpr const char* kNotReadyTaintKey = "node.kubernetes.io/not-ready";
-constexpr const char* kUnreachableTaintKey = "node.kubernetes.io/unreachable";
+constexpr const char* kUnschedulableTaintKey = kTaintUnschedulable;
+constexpr const char* kNotReadyTaintKey = kTaintNotReady;
+constexpr const char* kUnreachableTaintKey = kTaintUnreachable;
 
 // kube-scheduler's reason strings (pkg/scheduler/framework/plugins/...).
 constexpr const char* kReasonUnschedulable = "node(s) were unschedulable";
@@ -153,62 +155,12 @@ bool MatchLabelSelector(const rapidjson::Value* selector, const Labels& labels) 
   return true;
 }
 
-struct Taint {
-  std::string key, value, effect;
-};
-
-std::vector<Taint> NodeTaints(const rapidjson::Value& node) {
-  std::vector<Taint> taints;
-  if (const rapidjson::Value* list = Array(Find(node, "spec"), "taints")) {
-    for (const auto& t : list->GetArray()) {
-      taints.push_back(
-          {Str(Member(&t, "key")), Str(Member(&t, "value")), Str(Member(&t, "effect"))});
-    }
-  }
-  return taints;
-}
-
-bool Tolerates(const rapidjson::Value& toleration, const Taint& taint) {
-  const std::string effect = Str(Member(&toleration, "effect"));
-  if (!effect.empty() && effect != taint.effect)
-    return false;
-  const std::string key = Str(Member(&toleration, "key"));
-  const std::string op = Str(Member(&toleration, "operator"));
-  if (!key.empty() && key != taint.key)
-    return false;
-  if (op == "Exists")
-    return true;
-  if (key.empty())
-    return false;                                           // an empty key needs operator Exists
-  return Str(Member(&toleration, "value")) == taint.value;  // "Equal" (the default)
-}
-
-bool PodTolerates(const rapidjson::Value& pod, const Taint& taint) {
-  if (const rapidjson::Value* list = Array(Find(pod, "spec"), "tolerations")) {
-    for (const auto& t : list->GetArray()) {
-      if (Tolerates(t, taint))
-        return true;
-    }
-  }
-  return false;
-}
-
-// The Ready condition's status, or "" when the node reports none.
-std::string ReadyStatus(const rapidjson::Value& node) {
-  if (const rapidjson::Value* conds = Array(Find(node, "status"), "conditions")) {
-    for (const auto& c : conds->GetArray()) {
-      if (Str(Member(&c, "type")) == "Ready")
-        return Str(Member(&c, "status"));
-    }
-  }
-  return "";
-}
-
-// The node's taints plus the ones the node lifecycle controller would have added for a
-// node that is not Ready (kubesim has no such controller, so the filter implies them).
+// The node's taints plus the NoSchedule one the node lifecycle controller adds for a
+// node that is not Ready (lifecycle.h), so that a pod created in the moment between
+// the condition and the taint is not bound there either.
 std::vector<Taint> EffectiveTaints(const rapidjson::Value& node) {
   std::vector<Taint> taints = NodeTaints(node);
-  const std::string ready = ReadyStatus(node);
+  const std::string ready = NodeReadyStatus(node);
   if (!ready.empty() && ready != "True") {
     const char* key = ready == "Unknown" ? kUnreachableTaintKey : kNotReadyTaintKey;
     const bool present = std::any_of(taints.begin(), taints.end(), [&](const Taint& t) {

@@ -1,6 +1,8 @@
 #include "server.h"
 
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <map>
@@ -45,12 +47,13 @@ Result<Fault> ParseFault(const std::string& json) {
       {"reset-after", Fault::Type::kResetAfter},
       {"stall", Fault::Type::kStall},
       {"watch-expire", Fault::Type::kWatchExpire},
-      {"latency", Fault::Type::kLatency}};
+      {"latency", Fault::Type::kLatency},
+      {"watch-reset", Fault::Type::kWatchReset}};
   auto it = types.find(type);
   if (it == types.end()) {
     return Status::InvalidArgument(
         fmt::format("fault type \"{}\" is unknown: use status, reset-before, reset-after, stall, "
-                    "watch-expire or latency",
+                    "watch-expire, watch-reset or latency",
                     type));
   }
   f.type = it->second;
@@ -62,6 +65,13 @@ Result<Fault> ParseFault(const std::string& json) {
   get_int("retryAfterSeconds", f.retry_after_seconds);
   get_int("latencyMs", f.latency_ms);
   get_int("times", f.times);
+  get_int("afterEvents", f.after_events);
+  if (f.after_events < 0) {
+    return Status::InvalidArgument(
+        fmt::format("fault afterEvents {} is negative: give how many watch events to send "
+                    "before the reset",
+                    f.after_events));
+  }
   if (f.type == Fault::Type::kStatus && (f.code < 400 || f.code > 599)) {
     return Status::InvalidArgument(fmt::format("fault code {} is not an HTTP error", f.code));
   }
@@ -113,8 +123,21 @@ std::string FaultTypeName(Fault::Type t) {
       return "watch-expire";
     case Fault::Type::kLatency:
       return "latency";
+    case Fault::Type::kWatchReset:
+      return "watch-reset";
   }
   return "";
+}
+
+// Waits (up to a second) until the kernel has sent everything written to `fd`, so that
+// a reset that follows cuts the stream after those bytes, not before them.
+void WaitUntilSent(int fd) {
+  for (int i = 0; i < 100; ++i) {
+    int unsent = 0;
+    if (ioctl(fd, SIOCOUTQ, &unsent) != 0 || unsent == 0)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 // True when the peer has closed its side (so an idle watch can end).
@@ -127,7 +150,9 @@ bool PeerClosed(int fd) {
 
 struct Server::Impl {
   Impl(Store& s, ServerOptions o, k8sbridge::Logger& l)
-      : store(s), api(s), options(std::move(o)), log(l), token(options.token) {}
+      : store(s), api(s), options(std::move(o)), log(l), token(options.token) {
+    api.set_admission(options.admission);
+  }
 
   Store& store;
   Api api;
@@ -213,7 +238,8 @@ struct Server::Impl {
                       (it->resource == resource && route.subresource.empty())) &&
                      (it->verb == "*" || it->verb == route.verb);
         bool applies = match;
-        if (it->type == Fault::Type::kWatchExpire || it->type == Fault::Type::kStall) {
+        if (it->type == Fault::Type::kWatchExpire || it->type == Fault::Type::kStall ||
+            it->type == Fault::Type::kWatchReset) {
           applies = match && (route.verb == "watch" || it->type == Fault::Type::kStall);
         }
         if (applies && it->type == Fault::Type::kLatency) {
@@ -275,9 +301,9 @@ struct Server::Impl {
         if (!items.empty())
           items += ",";
         items += fmt::format(
-            R"({{"id":{},"resource":"{}","verb":"{}","type":"{}","code":{},"retryAfterSeconds":{},"latencyMs":{},"times":{},"hits":{}}})",
+            R"({{"id":{},"resource":"{}","verb":"{}","type":"{}","code":{},"retryAfterSeconds":{},"latencyMs":{},"afterEvents":{},"times":{},"hits":{}}})",
             f.id, f.resource, f.verb, FaultTypeName(f.type), f.code, f.retry_after_seconds,
-            f.latency_ms, f.times, f.hits);
+            f.latency_ms, f.after_events, f.times, f.hits);
       }
       return ok_json("{\"faults\":[" + items + "]}");
     }
@@ -508,7 +534,15 @@ struct Server::Impl {
         http::write_header(stream, serializer, ec);
         if (ec)
           alive = false;
+        if (alive && fault && fault->type == Fault::Type::kWatchReset && fault->after_events == 0) {
+          Reset(raw);
+          alive = false;
+        }
       };
+      // watch-reset: the connection dies mid-body after that many events.
+      const int reset_after =
+          fault && fault->type == Fault::Type::kWatchReset ? fault->after_events : -1;
+      int events_sent = 0;
       hooks.write = [&](const std::string& chunk) {
         if (!alive)
           return false;
@@ -516,6 +550,12 @@ struct Server::Impl {
         net::write(stream, http::make_chunk(net::buffer(chunk)), ec);
         if (ec)
           alive = false;
+        if (alive && reset_after > 0 && chunk.rfind(R"({"type":"BOOKMARK")", 0) != 0 &&
+            ++events_sent >= reset_after) {
+          WaitUntilSent(raw.native_handle());
+          Reset(raw);
+          alive = false;
+        }
         return alive;
       };
       int fd = raw.native_handle();

@@ -17,7 +17,8 @@
 // "reset-before" (TCP reset before the server acts), "reset-after" (the write commits,
 // then the connection is reset instead of answered), "stall" (a watch sends its headers
 // and then nothing; another request waits) until the fault is removed, "watch-expire"
-// (a watch sends what it has, then an ERROR event with a 410 Status), "latency"
+// (a watch sends what it has, then an ERROR event with a 410 Status), "watch-reset"
+// (a watch sends afterEvents events, then the TCP connection is reset mid-body), "latency"
 // (latencyMs before handling). resource and verb default to "*"; times 0 = until
 // removed.
 //
@@ -44,7 +45,15 @@
 namespace kubesim {
 
 struct Fault {
-  enum class Type { kStatus, kResetBefore, kResetAfter, kStall, kWatchExpire, kLatency };
+  enum class Type {
+    kStatus,
+    kResetBefore,
+    kResetAfter,
+    kStall,
+    kWatchExpire,
+    kLatency,
+    kWatchReset
+  };
   int id = 0;
   std::string resource = "*";  // "pods", "pods/status", ... or "*"
   std::string verb = "*";      // get list watch create update patch delete deletecollection
@@ -52,7 +61,8 @@ struct Fault {
   int code = 500;
   int retry_after_seconds = 0;
   int latency_ms = 0;
-  int times = 0;  // 0: until removed
+  int after_events = 0;  // watch-reset: events sent before the reset
+  int times = 0;         // 0: until removed
   int hits = 0;
 };
 
@@ -63,8 +73,10 @@ struct ServerOptions {
   std::vector<std::string> listen{"127.0.0.1:0"};  // host:port; port 0 picks one
   std::optional<TlsMaterial> tls;                  // HTTPS on every listener when set
   std::string token;                               // required bearer token
-  std::chrono::milliseconds bookmark_interval{1000};
+  // A real API server's watch cache sends a bookmark about once a minute.
+  std::chrono::milliseconds bookmark_interval{60000};
   std::chrono::milliseconds reap_interval{100};  // Store::ReapExpired cadence
+  AdmissionOptions admission;
 };
 
 class Server {

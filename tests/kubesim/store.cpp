@@ -175,6 +175,20 @@ void SetString(rapidjson::Document& doc, const char* path, const std::string& va
   SetMember(doc, path, rapidjson::Value(value.c_str(), doc.GetAllocator()));
 }
 
+// metadata.generation counts spec changes (the registry strategies of kinds whose
+// controllers report observedGeneration).
+void KeepOrBumpGeneration(const rapidjson::Value& stored, rapidjson::Document& next) {
+  const rapidjson::Value* old = Find(stored, "metadata.generation");
+  int64_t generation = old != nullptr && old->IsInt64() ? old->GetInt64() : 1;
+  const rapidjson::Value* old_spec = Find(stored, "spec");
+  const rapidjson::Value* new_spec = Find(next, "spec");
+  const bool same = (old_spec == nullptr && new_spec == nullptr) ||
+                    (old_spec != nullptr && new_spec != nullptr && *old_spec == *new_spec);
+  if (!same)
+    ++generation;
+  SetMember(next, "metadata.generation", rapidjson::Value(generation));
+}
+
 const char* KindOf(const std::string& resource) {
   if (resource == "pods")
     return "Pod";
@@ -190,6 +204,8 @@ const char* KindOf(const std::string& resource) {
     return "Event";
   if (resource == "leases")
     return "Lease";
+  if (resource == "poddisruptionbudgets")
+    return "PodDisruptionBudget";
   return "";
 }
 
@@ -349,6 +365,8 @@ Result<ObjectPtr> Store::Create(const std::string& resource, const std::string& 
       SetMember(*doc, "spec.terminationGracePeriodSeconds", rapidjson::Value(int64_t{30}));
     }
   }
+  if (resource == "poddisruptionbudgets")  // the disruption controller compares with it
+    SetMember(*doc, "metadata.generation", rapidjson::Value(int64_t{1}));
   if (resource == "namespaces" && GetString(*doc, "status.phase").empty()) {
     SetString(*doc, "status.phase", "Active");
   }
@@ -394,10 +412,13 @@ Result<ObjectPtr> Store::Update(const std::string& resource, const std::string& 
     next = std::make_unique<rapidjson::Document>();
     next->Swap(object);
     auto& alloc = next->GetAllocator();
-    if ((resource == "pods" || resource == "nodes") && stored.HasMember("status")) {
+    if ((resource == "pods" || resource == "nodes" || resource == "poddisruptionbudgets") &&
+        stored.HasMember("status")) {
       next->RemoveMember("status");
       next->AddMember("status", rapidjson::Value(stored["status"], alloc), alloc);
     }
+    if (resource == "poddisruptionbudgets")
+      KeepOrBumpGeneration(stored, *next);
     for (const char* keep :
          {"metadata.uid", "metadata.creationTimestamp", "metadata.namespace", "metadata.name",
           "metadata.deletionTimestamp", "metadata.deletionGracePeriodSeconds"}) {
@@ -493,11 +514,6 @@ Result<ObjectPtr> Store::BindPod(const std::string& ns, const std::string& name,
   });
 }
 
-bool Store::ManagedByKubeletLocked(const rapidjson::Value& pod) const {
-  std::string node = GetString(pod, "spec.nodeName");
-  return !node.empty() && kubelet_nodes_.count(node) != 0;
-}
-
 Result<DeleteResult> Store::Delete(const std::string& resource, const std::string& ns_in,
                                    const std::string& name, const DeleteOptions& options) {
   std::string ns = IsClusterScoped(resource) ? "" : ns_in;
@@ -584,6 +600,33 @@ Result<DeleteResult> Store::MarkForFinalizersLocked(const Key& key, ObjectPtr st
   return DeleteResult{*committed, false};
 }
 
+// The stand-in kubelet of a node without a registered kubelet confirms a deletion only
+// while the node exists and is not NotReady/Unknown (a node without a Ready condition,
+// as tests create them, counts as Ready here).
+bool Store::StandInKubeletMayFinalizeLocked(const rapidjson::Value& pod) const {
+  const std::string node = GetString(pod, "spec.nodeName");
+  if (node.empty())
+    return true;
+  if (kubelet_nodes_.count(node) != 0)
+    return false;
+  auto it = objects_.find(Key{"nodes", "", node});
+  if (it == objects_.end())
+    return false;
+  const rapidjson::Value* conditions = Find(*it->second, "status.conditions");
+  if (conditions == nullptr || !conditions->IsArray())
+    return true;
+  for (const auto& c : conditions->GetArray()) {
+    if (GetString(c, "type") == "Ready")
+      return GetString(c, "status") == "True";
+  }
+  return true;
+}
+
+bool Store::HasKubelet(const std::string& node_name) const {
+  std::lock_guard lock(mu_);
+  return kubelet_nodes_.count(node_name) != 0;
+}
+
 void Store::RegisterKubelet(const std::string& node_name) {
   std::lock_guard lock(mu_);
   kubelet_nodes_.insert(node_name);
@@ -618,7 +661,7 @@ void Store::ReapExpired() {
   auto it = objects_.lower_bound(Key{"pods", "", ""});
   for (; it != objects_.end() && std::get<0>(it->first) == "pods"; ++it) {
     std::string ts = GetString(*it->second, "metadata.deletionTimestamp");
-    if (ts.empty() || ManagedByKubeletLocked(*it->second))
+    if (ts.empty() || !StandInKubeletMayFinalizeLocked(*it->second))
       continue;
     auto deadline = ParseTime(ts);
     if (!deadline || *deadline <= now)

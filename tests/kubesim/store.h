@@ -181,10 +181,13 @@ class Store {
 
   // ---- Kubelet hooks ----------------------------------------------------------------
   // A kubelet that manages `node_name` registers here. Terminating pods bound to a
-  // registered node stay until FinalizePodDeletion; pods on any other node (or unbound
-  // ones) are removed by ReapExpired once their grace period has passed.
+  // registered node stay until FinalizePodDeletion. On any other node ReapExpired plays
+  // that node's kubelet: it removes them once their grace period has passed, but only
+  // while the node exists and is Ready (a lost node's pods stay Terminating until the
+  // node is deleted or pod GC force-deletes them, as in Kubernetes).
   void RegisterKubelet(const std::string& node_name);
   void UnregisterKubelet(const std::string& node_name);
+  bool HasKubelet(const std::string& node_name) const;
   // Removes a terminating pod (the kubelet calls this after its containers are gone).
   // If `uid` is not empty and the stored pod has another uid: kConflict (a new pod of
   // the same name). kNotFound if it is already gone.
@@ -232,7 +235,7 @@ class Store {
                                                std::unique_ptr<rapidjson::Document> marked,
                                                bool finalizers_changed);
   bool HeldByFinalizersLocked(const Key& key, const ObjectPtr& pod);
-  bool ManagedByKubeletLocked(const rapidjson::Value& pod) const;
+  bool StandInKubeletMayFinalizeLocked(const rapidjson::Value& pod) const;
 
   k8sbridge::Clock& clock_;
   const size_t history_window_;

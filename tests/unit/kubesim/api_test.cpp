@@ -47,7 +47,7 @@ BOOST_AUTO_TEST_CASE(discovery_documents) {
     BOOST_TEST(names.count(n) == 1u, n);
   }
   auto groups = Body(Call("GET", "/apis"));
-  BOOST_TEST(groups["groups"].Size() == 2u);
+  BOOST_TEST(groups["groups"].Size() == 3u);  // events.k8s.io, coordination.k8s.io, policy
   BOOST_TEST(GetString(Body(Call("GET", "/apis/coordination.k8s.io/v1")), "groupVersion") ==
              "coordination.k8s.io/v1");
   BOOST_TEST(GetString(Body(Call("GET", "/version")), "minor") == "32");
@@ -218,7 +218,9 @@ BOOST_AUTO_TEST_CASE(eviction_marks_disruption_target_then_deletes) {
   auto pod = Body(Call("GET", "/api/v1/namespaces/default/pods/e"));
   BOOST_TEST(!GetString(pod, "metadata.deletionTimestamp").empty());
   BOOST_TEST(GetString(pod["status"]["conditions"][0], "type") == "DisruptionTarget");
-  BOOST_TEST(Call("POST", "/api/v1/namespaces/default/pods/missing/eviction", "{}").code == 404);
+  BOOST_TEST(Call("POST", "/api/v1/namespaces/default/pods/missing/eviction",
+                  R"({"metadata":{"name":"missing"}})")
+                 .code == 404);
 }
 
 BOOST_AUTO_TEST_CASE(events_convert_between_groups) {
@@ -245,6 +247,35 @@ BOOST_AUTO_TEST_CASE(table_output_for_kubectl) {
   BOOST_TEST(ToJson(table["rows"][0]["cells"]) ==
              R"(["web","0/1","Pending","0","0s","<none>","<none>","<none>","<none>"])");
   BOOST_TEST(GetString(table["rows"][0]["object"], "metadata.name") == "web");
+}
+
+BOOST_AUTO_TEST_CASE(a_bookmark_comes_before_the_watch_timeout) {
+  // Bookmarks come every minute (hooks' default) and once 2 s before the timeout, as
+  // from a real API server's watch cache: a 3 s watch gets that one.
+  ApiRequest req;
+  req.method = "GET";
+  req.path = "/api/v1/namespaces";
+  req.query = ParseQuery("watch=1&resourceVersion=1&allowWatchBookmarks=true&timeoutSeconds=3");
+  Route route;
+  ApiResponse error;
+  BOOST_REQUIRE(api.ResolveRoute(req, route, error));
+  std::vector<std::string> lines;
+  Api::WatchHooks hooks;
+  hooks.fail = [&](const ApiResponse& r) { BOOST_FAIL("watch failed: " + r.body); };
+  hooks.begin = [] {};
+  hooks.write = [&](const std::string& chunk) {
+    lines.push_back(chunk);
+    return true;
+  };
+  hooks.stopping = [] { return false; };
+  hooks.stalled = [] { return false; };
+  BOOST_TEST(hooks.bookmark_interval == std::chrono::milliseconds(60000));
+  api.Watch(req, route, hooks);
+  BOOST_REQUIRE(!lines.empty());
+  BOOST_TEST(lines.back().find(R"({"type":"BOOKMARK")") == 0u);
+  BOOST_TEST(std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
+               return l.find("BOOKMARK") != std::string::npos;
+             }) == 1);
 }
 
 BOOST_AUTO_TEST_CASE(watch_streams_with_selectors_bookmarks_and_expiry) {

@@ -165,6 +165,40 @@ BOOST_AUTO_TEST_CASE(watch_is_chunked_newline_delimited_json) {
   BOOST_TEST(bad.code == 400);
 }
 
+BOOST_AUTO_TEST_CASE(watch_reset_fault_breaks_the_stream_after_n_events) {
+  Start();
+  Reply added = Call("POST", "/kubesim/faults",
+                     R"({"resource":"namespaces","verb":"watch","type":"watch-reset",)"
+                     R"("afterEvents":2,"times":1})");
+  BOOST_REQUIRE_MESSAGE(added.code == 200, added.body);
+  BOOST_TEST(Call("POST", "/kubesim/faults", R"({"type":"watch-reset","afterEvents":-1})").code ==
+             400);
+  // Read the stream as it comes: the reset ends it mid-body, after two of the four
+  // synthetic ADDED events and without the terminating chunk.
+  net::io_context io;
+  tcp::socket socket(io);
+  beast::error_code ec;
+  socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port), ec);
+  BOOST_REQUIRE(!ec);
+  http::request<http::string_body> req{http::verb::get,
+                                       "/api/v1/namespaces?watch=true&timeoutSeconds=30", 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::authorization, "Bearer secret");
+  http::write(socket, req, ec);
+  BOOST_REQUIRE(!ec);
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  while (!ec && !parser.is_done())
+    http::read_some(socket, buffer, parser, ec);
+  BOOST_TEST(!parser.is_done());
+  BOOST_TEST(parser.get().result_int() == 200);
+  const std::string& body = parser.get().body();
+  BOOST_TEST(std::count(body.begin(), body.end(), '\n') == 2);
+  // The fault was used up: the next watch streams to its end.
+  Reply whole = Call("GET", "/api/v1/namespaces?watch=true&timeoutSeconds=1");
+  BOOST_TEST(std::count(whole.body.begin(), whole.body.end(), '\n') == 4);
+}
+
 BOOST_AUTO_TEST_CASE(https_with_generated_ca_and_client_certificates) {
   auto tls = GenerateTlsMaterial({"10.0.0.1"});
   BOOST_REQUIRE(tls.ok());

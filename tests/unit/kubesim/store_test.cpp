@@ -117,7 +117,11 @@ BOOST_AUTO_TEST_CASE(bind_sets_node_and_condition_once) {
 }
 
 BOOST_AUTO_TEST_CASE(graceful_pod_delete_marks_then_reaper_removes) {
+  // The reaper plays the kubelet of an existing node; a pod on a missing one waits.
+  BOOST_REQUIRE(store.Create("nodes", "", Json(R"({"metadata":{"name":"node-1"}})")).ok());
   store.Create("pods", "default", PodJson("a", "", "node-1"));
+  store.Create("pods", "default", PodJson("lost", "", "node-9"));
+  BOOST_REQUIRE(store.Delete("pods", "default", "lost", {}).ok());
   DeleteOptions opts;
   opts.grace_period_seconds = 10;
   auto d = store.Delete("pods", "default", "a", opts);
@@ -126,9 +130,10 @@ BOOST_AUTO_TEST_CASE(graceful_pod_delete_marks_then_reaper_removes) {
   BOOST_TEST(GetString(*d->object, "metadata.deletionTimestamp") == "2027-01-15T08:00:10Z");
   store.ReapExpired();
   BOOST_TEST(store.Get("pods", "default", "a").ok());
-  clock.Advance(std::chrono::seconds(10));
+  clock.Advance(std::chrono::seconds(30));
   store.ReapExpired();
   BOOST_TEST((store.Get("pods", "default", "a").status().code() == Status::Code::kNotFound));
+  BOOST_TEST(store.Get("pods", "default", "lost").ok());
 }
 
 BOOST_AUTO_TEST_CASE(kubelet_managed_pods_wait_for_finalize) {

@@ -30,8 +30,10 @@ inline rapidjson::Document PodJson(const std::string& name, const std::string& e
 
 // Routes and handles one request as the server would; `target` may carry a query.
 inline ApiResponse CallApi(Api& api, const std::string& method, const std::string& target,
-                           const std::string& body, const std::string& content_type,
-                           const std::string& accept, const std::string& user_agent = "") {
+                           const std::string& body = "",
+                           const std::string& content_type = "application/json",
+                           const std::string& accept = "application/json",
+                           const std::string& user_agent = "") {
   ApiRequest req;
   req.method = method;
   size_t q = target.find('?');

@@ -298,10 +298,12 @@ BOOST_AUTO_TEST_CASE(pod_spec_is_immutable_but_for_images_and_tolerations) {
     return Send("PATCH", std::string(kPods) + "/p", body, "application/strategic-merge-patch+json");
   };
   BOOST_TEST(patch(R"({"spec":{"containers":[{"name":"c","image":"y"}]}})").code == 200);
-  BOOST_TEST(
-      patch(
-          R"({"spec":{"tolerations":[{"key":"a","operator":"Exists"},{"key":"b","operator":"Exists"}]}})")
-          .code == 200);
+  // An added toleration (after those admission gave the pod: DefaultTolerationSeconds).
+  BOOST_TEST(Send("PATCH", std::string(kPods) + "/p",
+                  R"([{"op":"add","path":"/spec/tolerations/-",)"
+                  R"("value":{"key":"b","operator":"Exists"}}])",
+                  "application/json-patch+json")
+                 .code == 200);
   BOOST_TEST(patch(R"({"metadata":{"labels":{"x":"1"}}})").code == 200);
   auto removed = patch(R"({"spec":{"tolerations":[]}})");
   BOOST_TEST(removed.code == 422);
