@@ -4,6 +4,7 @@ Every command is the real /usr/bin/kubectl against a kubesim started for the tes
 over HTTPS with its generated CA and a bearer token from the written kubeconfig.
 """
 
+import base64
 import json
 import os
 import re
@@ -248,8 +249,6 @@ class KubectlConformance(unittest.TestCase):
                  what="kubesim to accept the token file after SIGHUP")
 
     def test_10_list_paging_and_discovery(self):
-        # kubectl's generators ("create configmap") send protobuf, which kubesim does not
-        # speak (docs/kubesim.md); manifests go as JSON.
         for i in range(5):
             cm = self.manifests / f"page-{i}.yaml"
             cm.write_text(f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: page-{i}\n"
@@ -283,6 +282,27 @@ class KubectlConformance(unittest.TestCase):
                      if r.get("path", "").endswith("/pods/drained/eviction")]
         self.assertEqual([r.get("code") for r in evictions], [201], evictions)
         self.assertNotEqual(self.k("get", "pod", "drained", check=False).returncode, 0)
+
+    def test_generators_send_protobuf_and_it_is_read(self):
+        # kubectl's generators send their objects as protobuf (client-go's typed client),
+        # which kubesim reads for these kinds as the API server does.
+        self.k("create", "namespace", "gen-ns")
+        self.addCleanup(self.k, "delete", "namespace", "gen-ns", check=False)
+        self.k("create", "configmap", "gen-cm", "-n", "gen-ns", "--from-literal=mode=fast",
+               "--from-literal=level=3")
+        self.k("create", "secret", "generic", "gen-secret", "-n", "gen-ns",
+               "--from-literal=token=s3cret", "--type=Opaque")
+        self.assertEqual(self.sim.kubectl_json("get", "namespace", "gen-ns")["metadata"]["name"],
+                         "gen-ns")
+        cm = self.sim.kubectl_json("get", "configmap", "gen-cm", "-n", "gen-ns")
+        self.assertEqual(cm["data"], {"mode": "fast", "level": "3"})
+        secret = self.sim.kubectl_json("get", "secret", "gen-secret", "-n", "gen-ns")
+        self.assertEqual(secret["type"], "Opaque")
+        self.assertEqual(base64.b64decode(secret["data"]["token"]), b"s3cret")
+        creates = [r for r in self.sim.requests_log() if r.get("verb") == "create"
+                   and r.get("resource") in ("namespaces", "configmaps", "secrets")]
+        self.assertTrue(creates)
+        self.assertEqual({r.get("code") for r in creates}, {201}, creates)
 
 
 class KubectlAdminFlows(unittest.TestCase):

@@ -728,17 +728,16 @@ ApiResponse Api::ErrorFromStatus(const Status& status, const Route& route) const
 
 ApiResponse Api::Handle(const ApiRequest& request, const Route& route) {
   if (request.content_type.find("protobuf") != std::string::npos) {
-    // The one protobuf body read: an Eviction (protobuf.h), taken on as JSON.
-    if (request.method == "POST" && route.subresource == "eviction") {
-      auto eviction = DecodeEvictionProtobuf(request.body);
-      if (!eviction.ok())
-        return StatusResponse(400, "BadRequest", eviction.status().message());
+    // The protobuf bodies kubesim reads (protobuf.h) are taken on as JSON.
+    auto as_json_body = ProtobufBodyAsJson(request.body);
+    if (as_json_body.ok()) {
       ApiRequest as_json = request;
       as_json.content_type = "application/json";
-      as_json.body = EvictionJson(*eviction);
+      as_json.body = std::move(*as_json_body);
       return Handle(as_json, route);
     }
-    // No other protobuf here: client-go then retries the request as JSON.
+    if (as_json_body.status().code() == Status::Code::kInvalidArgument)
+      return StatusResponse(400, "BadRequest", as_json_body.status().message());
     return StatusResponse(415, "UnsupportedMediaType",
                           fmt::format("the body of the request was in an unknown format - "
                                       "accepted media types include: application/json, "

@@ -1,8 +1,11 @@
 #include "protobuf.h"
 
 #include <fmt/format.h>
+#include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+
+#include <functional>
 
 namespace kubesim {
 
@@ -169,9 +172,8 @@ Result<Unknown> ReadUnknown(std::string_view data) {
   return u;
 }
 
-}  // namespace
-
-Result<ProtobufEviction> DecodeEvictionProtobuf(std::string_view body) {
+// The magic, then a runtime.Unknown without a content encoding.
+Result<Unknown> ReadEnvelope(std::string_view body) {
   if (!body.starts_with(kMagic)) {
     return Status::InvalidArgument(
         "the protobuf body does not start with the magic bytes \"k8s\\0\" of a Kubernetes "
@@ -184,6 +186,185 @@ Result<ProtobufEviction> DecodeEvictionProtobuf(std::string_view body) {
     return Status::InvalidArgument(fmt::format(
         "runtime.Unknown.contentEncoding \"{}\" is not supported", unknown->content_encoding));
   }
+  return unknown;
+}
+
+using Json = rapidjson::Document;
+
+rapidjson::Value JsonString(std::string_view s, Json::AllocatorType& a) {
+  return rapidjson::Value(s.data(), static_cast<rapidjson::SizeType>(s.size()), a);
+}
+
+// A JSON string of `bytes` in base64, as the JSON form of a protobuf `bytes` field.
+std::string Base64(std::string_view bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t n = static_cast<uint8_t>(bytes[i]) << 16;
+    if (i + 1 < bytes.size())
+      n |= static_cast<uint8_t>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size())
+      n |= static_cast<uint8_t>(bytes[i + 2]);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kAlphabet[n & 63] : '=';
+  }
+  return out;
+}
+
+// One entry of a protobuf map<string, string|bytes> (key 1, value 2) into `object`.
+Status ReadMapEntry(std::string_view entry, std::string_view what, bool bytes_value,
+                    rapidjson::Value& object, Json::AllocatorType& a) {
+  std::string_view key, value;
+  Status s = ForEachField(entry, what, [&](const Field& f) {
+    if (f.wire_type == 2 && f.number == 1)
+      key = f.bytes;
+    else if (f.wire_type == 2 && f.number == 2)
+      value = f.bytes;
+    return Status::Ok();
+  });
+  if (!s.ok())
+    return s;
+  if (!object.IsObject())
+    object.SetObject();
+  object.RemoveMember(JsonString(key, a));
+  object.AddMember(JsonString(key, a), JsonString(bytes_value ? Base64(value) : value, a), a);
+  return Status::Ok();
+}
+
+void AddMemberTo(rapidjson::Value& object, const char* name, rapidjson::Value value,
+                 Json::AllocatorType& a) {
+  if (!object.HasMember(name))
+    object.AddMember(rapidjson::StringRef(name), rapidjson::Value(rapidjson::kObjectType), a);
+  object[name] = std::move(value);
+}
+
+rapidjson::Value& ObjectMember(rapidjson::Value& object, const char* name, Json::AllocatorType& a) {
+  if (!object.HasMember(name))
+    object.AddMember(rapidjson::StringRef(name), rapidjson::Value(rapidjson::kObjectType), a);
+  return object[name];
+}
+
+// ObjectMeta (k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto): name 1,
+// generateName 2, namespace 3, labels 11, annotations 12, finalizers 14; what a client
+// sets on a create (the rest is the server's).
+Status ReadObjectMeta(std::string_view data, rapidjson::Value& meta, Json::AllocatorType& a) {
+  meta.SetObject();
+  return ForEachField(data, "metadata", [&](const Field& f) -> Status {
+    if (f.wire_type != 2)
+      return Status::Ok();
+    switch (f.number) {
+      case 1:
+        AddMemberTo(meta, "name", JsonString(f.bytes, a), a);
+        return Status::Ok();
+      case 2:
+        AddMemberTo(meta, "generateName", JsonString(f.bytes, a), a);
+        return Status::Ok();
+      case 3:
+        AddMemberTo(meta, "namespace", JsonString(f.bytes, a), a);
+        return Status::Ok();
+      case 11:
+        return ReadMapEntry(f.bytes, "metadata.labels", false, ObjectMember(meta, "labels", a), a);
+      case 12:
+        return ReadMapEntry(f.bytes, "metadata.annotations", false,
+                            ObjectMember(meta, "annotations", a), a);
+      case 14:
+        if (!meta.HasMember("finalizers"))
+          meta.AddMember("finalizers", rapidjson::Value(rapidjson::kArrayType), a);
+        meta["finalizers"].PushBack(JsonString(f.bytes, a), a);
+        return Status::Ok();
+      default:
+        return Status::Ok();
+    }
+  });
+}
+
+// The fields of one kind after its metadata (field 1), from k8s.io/api/core/v1/
+// generated.proto: each field number to what it reads into the JSON object.
+using FieldReader = std::function<Status(const Field&, Json&)>;
+
+Status MapField(const Field& f, Json& doc, const char* name, bool bytes_value) {
+  auto& a = doc.GetAllocator();
+  return ReadMapEntry(f.bytes, name, bytes_value, ObjectMember(doc, name, a), a);
+}
+
+Status StringField(const Field& f, Json& doc, const char* name) {
+  AddMemberTo(doc, name, JsonString(f.bytes, doc.GetAllocator()), doc.GetAllocator());
+  return Status::Ok();
+}
+
+Status BoolField(const Field& f, Json& doc, const char* name) {
+  AddMemberTo(doc, name, rapidjson::Value(f.varint != 0), doc.GetAllocator());
+  return Status::Ok();
+}
+
+// ConfigMap: data 2 (map<string,string>), binaryData 3 (map<string,bytes>), immutable 4.
+Status ConfigMapField(const Field& f, Json& doc) {
+  if (f.number == 2 && f.wire_type == 2)
+    return MapField(f, doc, "data", false);
+  if (f.number == 3 && f.wire_type == 2)
+    return MapField(f, doc, "binaryData", true);
+  if (f.number == 4 && f.wire_type == 0)
+    return BoolField(f, doc, "immutable");
+  return Status::Ok();
+}
+
+// Secret: data 2 (map<string,bytes>), type 3, stringData 4 (map<string,string>),
+// immutable 5.
+Status SecretField(const Field& f, Json& doc) {
+  if (f.number == 2 && f.wire_type == 2)
+    return MapField(f, doc, "data", true);
+  if (f.number == 3 && f.wire_type == 2)
+    return StringField(f, doc, "type");
+  if (f.number == 4 && f.wire_type == 2)
+    return MapField(f, doc, "stringData", false);
+  if (f.number == 5 && f.wire_type == 0)
+    return BoolField(f, doc, "immutable");
+  return Status::Ok();
+}
+
+// Namespace: spec 2 {finalizers 1 (repeated)}; status 3 is the server's.
+Status NamespaceField(const Field& f, Json& doc) {
+  if (f.number != 2 || f.wire_type != 2)
+    return Status::Ok();
+  auto& a = doc.GetAllocator();
+  rapidjson::Value& spec = ObjectMember(doc, "spec", a);
+  return ForEachField(f.bytes, "Namespace.spec", [&](const Field& s) {
+    if (s.number == 1 && s.wire_type == 2) {
+      if (!spec.HasMember("finalizers"))
+        spec.AddMember("finalizers", rapidjson::Value(rapidjson::kArrayType), a);
+      spec["finalizers"].PushBack(JsonString(s.bytes, a), a);
+    }
+    return Status::Ok();
+  });
+}
+
+Result<std::string> ObjectAsJson(const Unknown& unknown, const FieldReader& read_field) {
+  Json doc(rapidjson::kObjectType);
+  auto& a = doc.GetAllocator();
+  doc.AddMember("apiVersion", JsonString(unknown.api_version, a), a);
+  doc.AddMember("kind", JsonString(unknown.kind, a), a);
+  Status s = ForEachField(unknown.raw, unknown.kind, [&](const Field& f) -> Status {
+    if (f.number == 1 && f.wire_type == 2)
+      return ReadObjectMeta(f.bytes, ObjectMember(doc, "metadata", a), a);
+    return read_field(f, doc);
+  });
+  if (!s.ok())
+    return s;
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  doc.Accept(w);
+  return std::string(buf.GetString(), buf.GetSize());
+}
+
+}  // namespace
+
+Result<ProtobufEviction> DecodeEvictionProtobuf(std::string_view body) {
+  auto unknown = ReadEnvelope(body);
+  if (!unknown.ok())
+    return unknown.status();
   if (unknown->kind != "Eviction" || unknown->api_version != "policy/v1") {
     return Status::InvalidArgument(
         fmt::format("the protobuf body holds {} {}, not a policy/v1 Eviction", unknown->api_version,
@@ -251,6 +432,31 @@ std::string EvictionJson(const ProtobufEviction& e) {
   w.EndObject();
   w.EndObject();
   return buf.GetString();
+}
+
+}  // namespace kubesim
+
+namespace kubesim {
+
+Result<std::string> ProtobufBodyAsJson(std::string_view body) {
+  auto unknown = ReadEnvelope(body);
+  if (!unknown.ok())
+    return unknown.status();
+  const std::string& kind = unknown->kind;
+  if (unknown->api_version == "policy/v1" && kind == "Eviction") {
+    auto eviction = DecodeEvictionProtobuf(body);
+    if (!eviction.ok())
+      return eviction.status();
+    return EvictionJson(*eviction);
+  }
+  if (unknown->api_version == "v1" && kind == "ConfigMap")
+    return ObjectAsJson(*unknown, ConfigMapField);
+  if (unknown->api_version == "v1" && kind == "Secret")
+    return ObjectAsJson(*unknown, SecretField);
+  if (unknown->api_version == "v1" && kind == "Namespace")
+    return ObjectAsJson(*unknown, NamespaceField);
+  return k8sbridge::Status::NotFound(
+      fmt::format("kubesim reads no protobuf {} {}", unknown->api_version, kind));
 }
 
 }  // namespace kubesim

@@ -1,6 +1,8 @@
-// The one protobuf body kubesim reads: the policy/v1 Eviction that kubectl drain
-// (client-go's typed client) sends as application/vnd.kubernetes.protobuf. Every
-// other protobuf body is still 415 (docs/kubesim.md, "How it differs").
+// The protobuf bodies kubesim reads: the policy/v1 Eviction of client-go's typed
+// clients, and the v1 ConfigMap, Secret and Namespace that kubectl's generators
+// (`kubectl create configmap|secret|namespace`) send as
+// application/vnd.kubernetes.protobuf. Every other protobuf body is still 415
+// (docs/kubesim.md, "How it differs").
 // kubesim is test and demo infrastructure (docs/kubesim.md); it ships nowhere.
 //
 // The wire format, as the API server reads it (k8s.io/apimachinery/pkg/runtime/
@@ -38,5 +40,10 @@ Result<ProtobufEviction> DecodeEvictionProtobuf(std::string_view body);
 
 // The same Eviction as the JSON body the API takes.
 std::string EvictionJson(const ProtobufEviction& eviction);
+
+// A protobuf body as the JSON body the API takes: an Eviction, ConfigMap, Secret or
+// Namespace. NotFound: a body of another kind (the caller answers 415);
+// InvalidArgument: a malformed one (400).
+Result<std::string> ProtobufBodyAsJson(std::string_view body);
 
 }  // namespace kubesim
