@@ -283,6 +283,47 @@ class KubectlConformance(unittest.TestCase):
         self.assertEqual([r.get("code") for r in evictions], [201], evictions)
         self.assertNotEqual(self.k("get", "pod", "drained", check=False).returncode, 0)
 
+    def test_drain_waits_for_a_disruption_budget(self):
+        # A PodDisruptionBudget that allows no disruption blocks `kubectl drain` (429
+        # from every eviction, which kubectl retries until its --timeout); one that
+        # allows it lets the same drain through.
+        (self.manifests / "guarded.yaml").write_text(
+            BOUND_POD_YAML.replace("name: bound", "name: guarded\n  labels:\n    app: guarded")
+            .replace("nodeName: node-0", "nodeName: node-2"))
+        self.k("apply", "-f", str(self.manifests / "guarded.yaml"))
+        self.addCleanup(self.k, "delete", "pod", "guarded", "--force", "--grace-period=0",
+                        check=False)
+        self.addCleanup(self.k, "uncordon", "node-2", check=False)
+        # There is no kubelet here: report the pod Ready as its kubelet would.
+        self.k("patch", "pod", "guarded", "--subresource=status", "--type=merge", "-p",
+               json.dumps({"status": {"phase": "Running", "conditions": [
+                   {"type": "Ready", "status": "True"}]}}))
+        (self.manifests / "budget.yaml").write_text(
+            "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: guard\n"
+            "spec:\n  minAvailable: 1\n  selector:\n    matchLabels:\n      app: guarded\n")
+        self.k("apply", "-f", str(self.manifests / "budget.yaml"))
+        self.addCleanup(self.k, "delete", "pdb", "guard", check=False)
+
+        def budget():
+            return self.sim.kubectl_json("get", "pdb", "guard")
+
+        wait_for(lambda: budget().get("status", {}).get("currentHealthy") == 1,
+                 what="the budget to count the guarded pod")
+        drain = ["drain", "node-2", "--ignore-daemonsets", "--force",
+                 "--delete-emptydir-data", "--grace-period=1"]
+        blocked = self.k(*drain, "--timeout=8s", check=False)
+        self.assertNotEqual(blocked.returncode, 0, blocked.stdout)
+        self.assertIn("Cannot evict pod as it would violate the pod's disruption budget",
+                      blocked.stderr)
+        pod = self.sim.kubectl_json("get", "pod", "guarded")
+        self.assertNotIn("deletionTimestamp", pod["metadata"])
+        self.k("patch", "pdb", "guard", "--type=merge", "-p", '{"spec":{"minAvailable":0}}')
+        wait_for(lambda: budget().get("status", {}).get("disruptionsAllowed") == 1,
+                 what="the budget to allow one disruption")
+        out = self.k(*drain, "--timeout=60s").stdout
+        self.assertIn("pod/guarded evicted", out)
+        self.assertIn("node/node-2 drained", out)
+
     def test_generators_send_protobuf_and_it_is_read(self):
         # kubectl's generators send their objects as protobuf (client-go's typed client),
         # which kubesim reads for these kinds as the API server does.
