@@ -40,8 +40,9 @@ struct DryRunFixture : ApiFixture {
 BOOST_FIXTURE_TEST_SUITE(dry_run, DryRunFixture)
 
 BOOST_AUTO_TEST_CASE(create_validates_and_stores_nothing) {
-  auto created = Send("POST", std::string(kPods) + "?dryRun=All",
-                      R"({"metadata":{"name":"new"},"spec":{"containers":[{"name":"c","image":"x"}]}})");
+  auto created =
+      Send("POST", std::string(kPods) + "?dryRun=All",
+           R"({"metadata":{"name":"new"},"spec":{"containers":[{"name":"c","image":"x"}]}})");
   BOOST_TEST(created.code == 201);
   auto body = Json(created.body);
   BOOST_TEST(GetString(body, "metadata.name") == "new");
@@ -53,9 +54,10 @@ BOOST_AUTO_TEST_CASE(create_validates_and_stores_nothing) {
   BOOST_TEST(Send("POST", "/api/v1/namespaces/nowhere/configmaps?dryRun=All",
                   R"({"metadata":{"name":"x"}})")
                  .code == 404);
-  BOOST_TEST(Send("POST", std::string(kPods) + "?dryRun=All",
-                  R"({"metadata":{"name":"Bad_Name"},"spec":{"containers":[{"name":"c","image":"x"}]}})")
-                 .code == 422);
+  BOOST_TEST(
+      Send("POST", std::string(kPods) + "?dryRun=All",
+           R"({"metadata":{"name":"Bad_Name"},"spec":{"containers":[{"name":"c","image":"x"}]}})")
+          .code == 422);
   ExpectNoChangeSince(store, rv_before);
 }
 
