@@ -165,13 +165,15 @@ class KubeSim:
 
 
 class PythonClientTestCase(unittest.TestCase):
-    """A test class sharing one kubesim (two fake nodes) and one python3-kubernetes
-    client between its tests."""
+    """A test class sharing one kubesim (two fake nodes, or `kubesim_args`) and one
+    python3-kubernetes client between its tests."""
+
+    kubesim_args = ("--fake-nodes", "2")
 
     @classmethod
     def setUpClass(cls):
         from kubernetes import client, config
-        cls.sim = KubeSim("--fake-nodes", "2")
+        cls.sim = KubeSim(*cls.kubesim_args)
         cls.api_client = config.new_client_from_config(config_file=cls.sim.kubeconfig)
         cls.v1 = client.CoreV1Api(cls.api_client)
 

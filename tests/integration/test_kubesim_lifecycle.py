@@ -6,9 +6,9 @@ the server plays each node's kubelet."""
 import json
 import unittest
 
-from kubernetes import client, config
+from kubernetes import client
 
-from harness.kubesim import KubeSim, wait_for
+from harness.kubesim import PythonClientTestCase, wait_for
 
 FAULT = "kubesim.k8sbridge.io/fault"
 
@@ -20,18 +20,9 @@ def pod(name, node, labels=None, grace=30):
                      "containers": [{"name": "c", "image": "registry.example/x:1"}]}}
 
 
-class Lifecycle(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.sim = KubeSim("--fake-nodes", "3", "--default-unreachable-toleration-seconds", "1",
-                          "--pod-gc-quarantine-ms", "300")
-        cls.api_client = config.new_client_from_config(config_file=cls.sim.kubeconfig)
-        cls.v1 = client.CoreV1Api(cls.api_client)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.api_client.close()
-        cls.sim.close()
+class Lifecycle(PythonClientTestCase):
+    kubesim_args = ("--fake-nodes", "3", "--default-unreachable-toleration-seconds", "1",
+                    "--pod-gc-quarantine-ms", "300")
 
     def tearDown(self):
         for p in self.v1.list_namespaced_pod("default").items:

@@ -359,21 +359,16 @@ Result<std::string> ObjectAsJson(const Unknown& unknown, const FieldReader& read
   return std::string(buf.GetString(), buf.GetSize());
 }
 
-}  // namespace
-
-Result<ProtobufEviction> DecodeEvictionProtobuf(std::string_view body) {
-  auto unknown = ReadEnvelope(body);
-  if (!unknown.ok())
-    return unknown.status();
-  if (unknown->kind != "Eviction" || unknown->api_version != "policy/v1") {
+Result<ProtobufEviction> EvictionOf(const Unknown& unknown) {
+  if (unknown.kind != "Eviction" || unknown.api_version != "policy/v1") {
     return Status::InvalidArgument(
-        fmt::format("the protobuf body holds {} {}, not a policy/v1 Eviction", unknown->api_version,
-                    unknown->kind));
+        fmt::format("the protobuf body holds {} {}, not a policy/v1 Eviction", unknown.api_version,
+                    unknown.kind));
   }
   ProtobufEviction e;
-  e.api_version = unknown->api_version;
-  e.kind = unknown->kind;
-  Status s = ForEachField(unknown->raw, "Eviction", [&](const Field& f) {
+  e.api_version = unknown.api_version;
+  e.kind = unknown.kind;
+  Status s = ForEachField(unknown.raw, "Eviction", [&](const Field& f) {
     if (f.wire_type == 2 && f.number == 1)
       return ReadMetadata(f.bytes, e);
     if (f.wire_type == 2 && f.number == 2)
@@ -384,6 +379,17 @@ Result<ProtobufEviction> DecodeEvictionProtobuf(std::string_view body) {
     return s;
   return e;
 }
+
+}  // namespace
+
+Result<ProtobufEviction> DecodeEvictionProtobuf(std::string_view body) {
+  auto unknown = ReadEnvelope(body);
+  if (!unknown.ok())
+    return unknown.status();
+  return EvictionOf(*unknown);
+}
+
+// The Eviction inside an envelope already read.
 
 std::string EvictionJson(const ProtobufEviction& e) {
   rapidjson::StringBuffer buf;
@@ -434,17 +440,13 @@ std::string EvictionJson(const ProtobufEviction& e) {
   return buf.GetString();
 }
 
-}  // namespace kubesim
-
-namespace kubesim {
-
 Result<std::string> ProtobufBodyAsJson(std::string_view body) {
   auto unknown = ReadEnvelope(body);
   if (!unknown.ok())
     return unknown.status();
   const std::string& kind = unknown->kind;
   if (unknown->api_version == "policy/v1" && kind == "Eviction") {
-    auto eviction = DecodeEvictionProtobuf(body);
+    auto eviction = EvictionOf(*unknown);
     if (!eviction.ok())
       return eviction.status();
     return EvictionJson(*eviction);
