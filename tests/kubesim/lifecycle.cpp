@@ -177,23 +177,9 @@ void Controllers::Loop() {
   while (!stop_) {
     RunOnce();
     // Wake on the next change to what the controllers read, or at the resync.
-    const auto deadline = std::chrono::steady_clock::now() + options_.resync;
-    if (watcher == nullptr) {
-      auto w = store_.Watch("", "", 0);
-      if (w.ok())
-        watcher = std::move(*w);
-    }
-    while (!stop_ && watcher != nullptr && std::chrono::steady_clock::now() < deadline) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      auto next = watcher->Next(std::max(left, std::chrono::milliseconds(1)));
-      if (!next.ok()) {
-        watcher.reset();
-        break;
-      }
-      if (next->has_value() && (*next)->resource != "events" && (*next)->resource != "leases")
-        break;
-    }
+    WaitForChange(
+        store_, watcher, std::chrono::steady_clock::now() + options_.resync, stop_,
+        [](const std::string& resource) { return resource != "events" && resource != "leases"; });
   }
 }
 

@@ -751,6 +751,14 @@ Result<std::optional<Change>> Watcher::Next(std::chrono::milliseconds timeout) {
 void WaitForPodOrNodeChange(Store& store, std::unique_ptr<Watcher>& watcher,
                             std::chrono::steady_clock::time_point deadline,
                             const std::atomic<bool>& stop) {
+  WaitForChange(store, watcher, deadline, stop, [](const std::string& resource) {
+    return resource == "pods" || resource == "nodes";
+  });
+}
+
+void WaitForChange(Store& store, std::unique_ptr<Watcher>& watcher,
+                   std::chrono::steady_clock::time_point deadline, const std::atomic<bool>& stop,
+                   const std::function<bool(const std::string& resource)>& wakes) {
   using std::chrono::milliseconds;
   if (watcher == nullptr) {
     Result<std::unique_ptr<Watcher>> w = store.Watch("", "", 0);
@@ -771,7 +779,7 @@ void WaitForPodOrNodeChange(Store& store, std::unique_ptr<Watcher>& watcher,
       watcher.reset();  // reopened on the next call
       return;
     }
-    if (next->has_value() && ((*next)->resource == "pods" || (*next)->resource == "nodes"))
+    if (next->has_value() && wakes((*next)->resource))
       return;
   }
 }

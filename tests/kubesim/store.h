@@ -278,4 +278,10 @@ void WaitForPodOrNodeChange(Store& store, std::unique_ptr<Watcher>& watcher,
                             std::chrono::steady_clock::time_point deadline,
                             const std::atomic<bool>& stop);
 
+// The same wait, woken by a change to any resource for which `wakes(resource)` holds
+// (the controllers also read poddisruptionbudgets).
+void WaitForChange(Store& store, std::unique_ptr<Watcher>& watcher,
+                   std::chrono::steady_clock::time_point deadline, const std::atomic<bool>& stop,
+                   const std::function<bool(const std::string& resource)>& wakes);
+
 }  // namespace kubesim
