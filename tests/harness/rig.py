@@ -871,12 +871,17 @@ def alive(pid: int) -> bool:
 
 
 def kill_and_wait(pids: Iterable[int], timeout: float = 20) -> None:
+    """Kills `pids` as the end of a container's PID namespace does: at once. All are
+    stopped before any is killed, so none sees another die (a slurmstepd that saw
+    its job's script killed first would report the job failed before its node goes
+    DOWN, and the job would not be requeued)."""
     pids = [p for p in set(pids) if p != os.getpid()]
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
     wait_for(lambda: not any(alive(p) for p in pids), timeout,
              f"killed processes {sorted(pids)} to exit")
 

@@ -45,7 +45,7 @@ class SyncPodKilled(SyncRigTestCase):
                                 lambda: f"{node} set DOWN; log:\n{d.log()[-3000:]}")
             self.assertIn("DOWN", n["State"])
             wait_for(lambda: int(rig.job(job).get("Restarts", "0")) >= 1, 30,
-                     "the job to be requeued")
+                     lambda: f"the job to be requeued; it is {rig.job(job)}")
             done = rig.wait_job(job, timeout=240)
             rerun_node = done["NodeList"]
             self.assertEqual(out.read_text().split(), [rerun_node])
