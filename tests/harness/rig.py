@@ -934,6 +934,19 @@ def leftovers(rig_ids: Optional[Iterable[str]] = None) -> dict:
             "rig_processes": rig_processes, "mounts": mounts}
 
 
+def _delete_oci_containers() -> None:
+    """The runc containers of tests/harness/oci.py (named k8sb-oci-*) and the
+    overlays their roots are, under /tmp/k8sb-oci-*."""
+    r = _run(["runc", "--root", "/run/k8sbridge-runc", "list", "-q"], check=False) \
+        if shutil.which("runc") else None
+    for cid in r.stdout.split() if r and r.returncode == 0 else []:
+        if cid.startswith(f"{RESOURCE_PREFIX}-oci-"):
+            _run(["runc", "--root", "/run/k8sbridge-runc", "delete", "--force", cid], check=False)
+    for root in Path(tempfile.gettempdir()).glob(f"{RESOURCE_PREFIX}-oci-*"):
+        _unmount_under(str(root))
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def cleanup_all() -> dict:
     """Removes everything any rig left behind (e.g. after a test was SIGKILLed)."""
     before = leftovers()
@@ -945,6 +958,7 @@ def cleanup_all() -> dict:
     for ns in before["netns"]:
         pids += [int(p) for p in _run(["ip", "netns", "pids", ns], check=False).stdout.split()]
     kill_and_wait(pids)
+    _delete_oci_containers()
     for root in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
         _unmount_under(str(root))
         shutil.rmtree(root, ignore_errors=True)
