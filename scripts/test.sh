@@ -70,10 +70,32 @@ if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
   fuzz_log="$build/meson-logs/fuzz.log"
   nice -n 15 bash fuzz/run.sh "$build/fuzz" 15 >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
+  # The Debian packages (built in a Debian build root with that release's Slurm)
+  # and the images made from them: keyed by their inputs under $K8SBRIDGE_CACHE, so
+  # a second run of one commit rebuilds nothing. They too build beside the waiting
+  # integration tests; the tests of the suite "artifacts" run once they are there.
+  artifacts_log="$build/meson-logs/artifacts.log"
+  artifacts_env="$build/meson-logs/artifacts.env"
+  rm -f "$artifacts_env" "$build/meson-logs/artifacts-testlog.json"
+  ( set -e
+    packages=$(nice -n 10 bash scripts/build-packages.sh | tail -n 1)
+    images=$(nice -n 10 $python scripts/images.py --packages "$packages" | tail -n 1)
+    printf 'K8SBRIDGE_PACKAGES=%s\nK8SBRIDGE_IMAGES=%s\n' "$packages" "$images" >"$artifacts_env"
+  ) >"$artifacts_log" 2>&1 &
+  artifacts_pid=$!
   # The integration tests run in parallel: each rig has its own names, addresses,
   # ports and leftover check (docs/architecture.md, "The test rig"), and their
   # daemons mostly sleep, so four at a time fit two cores.
-  meson test -C "$build" --print-errorlogs --num-processes 4 || true
+  meson test -C "$build" --print-errorlogs --num-processes 4 --no-suite artifacts || true
+  if wait "$artifacts_pid" && [ -f "$artifacts_env" ]; then
+    tail -n 20 "$artifacts_log"
+    set -a; . "$artifacts_env"; set +a
+    meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 2 --suite artifacts \
+      --logbase artifacts-testlog || true
+  else
+    tail -n 40 "$artifacts_log"
+    failed_steps+=("packages and images")
+  fi
 else
   failed_steps+=("build")
   asan_pid=""
@@ -116,8 +138,10 @@ $python - "$build" "$asan_build" "${#failed_steps[@]}" "${failed_steps[*]:-}" <<
 import json, sys
 from pathlib import Path
 passed = failed = skipped = 0
-for d, label in ((sys.argv[1], ""), (sys.argv[2], " (ASan/UBSan)")):
-    log = Path(d) / "meson-logs" / "testlog.json"
+logs = [(Path(sys.argv[1]) / "meson-logs" / "testlog.json", ""),
+        (Path(sys.argv[1]) / "meson-logs" / "artifacts-testlog.json", ""),
+        (Path(sys.argv[2]) / "meson-logs" / "testlog.json", " (ASan/UBSan)")]
+for log, label in logs:
     if not log.exists():
         continue
     for line in log.read_text().splitlines():
