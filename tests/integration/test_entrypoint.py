@@ -3,7 +3,9 @@ container's PID 1: each runs as PID 1 of a new PID namespace (unshare --pid --fo
 --mount-proc), with the real munged and a stand-in daemon script, and shows that
 the runtime's signal reaches the daemon, that an orphan the daemon leaves is
 reaped (no zombie), that the exit code is the daemon's, and that the munged the
-entrypoint started is stopped with SIGTERM. A missing munge key, a wrong key
+entrypoint started is stopped with SIGTERM. The rig's real slurmctld starts
+under the entrypoint from a ConfigMap-style directory and answers scontrol ping.
+A missing munge key, a wrong key
 (worker), a missing slurm.conf and a Slurm version mismatch each exit non-zero
 with a one-line error (docs/deploy.md, "Entrypoints"; docs/power.md)."""
 
@@ -17,7 +19,7 @@ import unittest
 from pathlib import Path
 
 from harness.paths import BUILD_ROOT, ENTRYPOINT, WORKER
-from harness.rig import wait_for
+from harness.rig import slurm_prefix, wait_for
 from harness.testcase import main, require_root
 
 # The stand-in for slurmctld, slurmd and a login command. `-V` answers like
@@ -162,6 +164,50 @@ class PidOneTest(EntrypointTestCase):
         self.assertEqual(r.returncode, 128 + signal.SIGUSR2, r.stderr)
         self.assertIn("sh was killed by SIGUSR2", r.stderr)
         self.assertIn("stopping munged", r.stderr)
+
+
+class RealSlurmctldTest(EntrypointTestCase):
+    """The rig's own slurmctld (the release k8sbridge was built for) under the
+    entrypoint, in a network namespace of its own, from a ConfigMap-style mount."""
+
+    def slurm_conf(self) -> str:
+        sock = self.dir / "socket" / "munge.socket"
+        (self.dir / "slurmctld-state").mkdir()
+        return (f"ClusterName=entry\nSlurmctldHost=ctl(192.0.2.10)\nSlurmUser=root\n"
+                f"AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket={sock}\n"
+                f"StateSaveLocation={self.dir}/slurmctld-state\nSlurmctldPidFile={self.dir}/ctld.pid\n"
+                f"SlurmctldLogFile=/dev/stderr\nProctrackType=proctrack/linuxproc\n"
+                f"TaskPlugin=task/none\nSelectType=select/cons_tres\nMpiDefault=none\n"
+                f"NodeName=w-[0-1] CPUs=1 State=CLOUD\nPartitionName=main Nodes=w-[0-1]\n")
+
+    def test_slurmctld_starts_from_a_config_map_answers_ping_and_stops_on_sigterm(self):
+        shutil.rmtree(self.conf_dir)
+        self.conf_dir = self.config_map({"slurm.conf": self.slurm_conf()})
+        # A pod's network: loopback and an address on an interface (slurmctld
+        # resolves its host with AI_ADDRCONFIG, which loopback alone does not meet).
+        net = ("ip link set lo up && ip link add eth0 type veth peer name eth0p && "
+               "ip addr add 192.0.2.10/24 dev eth0 && ip link set eth0p up && "
+               "ip link set eth0 up && hostname ctl && exec \"$@\"")
+        prefix = slurm_prefix()
+        env = self.env(K8SBRIDGE_SLURMCTLD=str(prefix / "sbin" / "slurmctld"))
+        proc = subprocess.Popen(
+            ["unshare", "--net", "--uts", "--pid", "--fork", "--mount-proc", "sh", "-c", net,
+             "sh", str(ENTRYPOINT), "controller"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(proc)
+        pid1 = self.pid1_of(proc)
+        scontrol = ["nsenter", "-t", str(pid1), "-n", "-u", str(prefix / "bin" / "scontrol"),
+                    "ping"]
+        ping_env = {**env, "SLURM_CONF": str(self.conf_dir / "slurm.conf")}
+        wait_for(lambda: proc.poll() is not None or "is UP" in subprocess.run(
+            scontrol, env=ping_env, capture_output=True, text=True).stdout, 60,
+            "slurmctld to answer scontrol ping")
+        self.assertIsNone(proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
+        os.kill(pid1, signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 0, err[-3000:])
+        self.assertIn("passing SIGTERM on to slurmctld", err)
+        self.assertIn("Exiting on signal 15", self.munged_log())
 
 
 class RefusalTest(EntrypointTestCase):
