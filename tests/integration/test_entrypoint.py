@@ -3,11 +3,11 @@ container's PID 1: each runs as PID 1 of a new PID namespace (unshare --pid --fo
 --mount-proc), with the real munged and a stand-in daemon script, and shows that
 the runtime's signal reaches the daemon, that an orphan the daemon leaves is
 reaped (no zombie), that the exit code is the daemon's, and that the munged the
-entrypoint started is stopped with SIGTERM. The rig's real slurmctld starts
-under the entrypoint from a ConfigMap-style directory and answers scontrol ping.
-A missing munge key, a wrong key
-(worker), a missing slurm.conf and a Slurm version mismatch each exit non-zero
-with a one-line error (docs/deploy.md, "Entrypoints"; docs/power.md)."""
+entrypoint started is stopped with SIGTERM. The rig's real slurmctld starts under
+the entrypoint from a ConfigMap-style directory and answers scontrol ping. A
+missing munge key, a wrong key (worker), a missing slurm.conf and a Slurm version
+mismatch each exit non-zero with a one-line error (docs/deploy.md, "Entrypoints";
+docs/power.md)."""
 
 import os
 import re
