@@ -4,10 +4,11 @@ container's PID 1: each runs as PID 1 of a new PID namespace (unshare --pid --fo
 the runtime's signal reaches the daemon, that an orphan the daemon leaves is
 reaped (no zombie), that the exit code is the daemon's, and that the munged the
 entrypoint started is stopped with SIGTERM. The rig's real slurmctld starts under
-the entrypoint from a ConfigMap-style directory and answers scontrol ping. A
-missing munge key, a wrong key (worker), a missing slurm.conf and a Slurm version
-mismatch each exit non-zero with a one-line error (docs/deploy.md, "Entrypoints";
-docs/power.md)."""
+the entrypoint from a ConfigMap-style directory and answers scontrol ping; the
+rig's real slurmd under the worker registers, runs a step, and ends with 0 on
+SIGTERM, with nothing left unreaped. A missing munge key, a wrong key (worker),
+a missing slurm.conf and a Slurm version mismatch each exit non-zero with a
+one-line error (docs/deploy.md, "Entrypoints"; docs/power.md)."""
 
 import os
 import re
@@ -19,7 +20,7 @@ import unittest
 from pathlib import Path
 
 from harness.paths import BUILD_ROOT, ENTRYPOINT, WORKER
-from harness.rig import slurm_prefix, wait_for
+from harness.rig import GaveUp, Rig, slurm_prefix, wait_for
 from harness.testcase import main, require_root
 
 # The stand-in for slurmctld, slurmd and a login command. `-V` answers like
@@ -122,6 +123,8 @@ class EntrypointTestCase(unittest.TestCase):
     def pid1_of(self, unshare: subprocess.Popen) -> int:
         """The host pid of the entrypoint: unshare's one child."""
         def child():
+            if unshare.poll() is not None:
+                raise GaveUp(f"unshare exited {unshare.returncode}: {unshare.stderr.read()}")
             path = Path(f"/proc/{unshare.pid}/task/{unshare.pid}/children")
             pids = path.read_text().split() if path.exists() else []
             return int(pids[0]) if pids else 0
@@ -208,6 +211,57 @@ class RealSlurmctldTest(EntrypointTestCase):
         self.assertEqual(proc.returncode, 0, err[-3000:])
         self.assertIn("passing SIGTERM on to slurmctld", err)
         self.assertIn("Exiting on signal 15", self.munged_log())
+
+
+class RealSlurmdTest(EntrypointTestCase):
+    def zombies_of(self, pid: int) -> list:
+        """The children of `pid` that have ended and wait to be reaped."""
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] == "Z" and int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+        return found
+
+    def test_worker_as_pid1_runs_slurmd_that_registers_runs_a_step_and_stops_cleanly(self):
+        with Rig(nodes=1, start_slurmd=False) as rig:
+            (rig.workdir / "spool" / "w-0").mkdir(parents=True, exist_ok=True)
+            sock_dir = self.dir / "pod-munge"  # the pod's emptyDir for munged's socket
+            sock_dir.mkdir()
+            secret = self.dir / "secret-munge.key"  # the rig's key sits under the socket's dir
+            shutil.copyfile(rig.munge_key, secret)
+            inner = (f"mount --bind {sock_dir} {rig.munge_socket.parent} && "
+                     f"mount --bind {rig.node_hosts} /etc/hosts && "
+                     f"mount --bind {rig.node_resolv} /etc/resolv.conf && hostname w-0 && "
+                     f"exec {WORKER} -f {rig.slurm_conf}")
+            cred = rig.check_output(["munge", "-S", str(rig.munge_socket), "-s",
+                                     "k8sbridge-munge-check cluster=entry"]).strip()
+            env = rig.env(self.env(
+                K8SBRIDGE_NODE_NAME="w-0", K8SBRIDGE_CLUSTER="entry", K8SBRIDGE_MUNGE_CHECK=cred,
+                K8SBRIDGE_MUNGE_SOCKET=str(rig.munge_socket), K8SBRIDGE_MUNGED_KEY=str(secret),
+                K8SBRIDGE_SLURMD=str(rig.prefix / "sbin" / "slurmd")))
+            proc = subprocess.Popen(
+                ["nsenter", f"--net={rig.netns_path('w-0')}", "unshare", "--uts", "--mount",
+                 "--propagation", "private", "--pid", "--fork", "--mount-proc", "--", "sh", "-c",
+                 inner], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.procs.append(proc)
+            pid1 = self.pid1_of(proc)
+            wait_for(lambda: proc.poll() is not None or
+                     rig.node("w-0")["State"].startswith("IDLE"), 90, "w-0 to register")
+            self.assertIsNone(proc.poll(), proc.stderr.read() if proc.poll() is not None else "")
+            self.assertEqual(rig.check_output(["srun", "-w", "w-0", "-N1", "hostname"]).strip(),
+                             "w-0")
+            # slurmstepd daemonizes away from slurmd: PID 1 is its parent, and reaps it.
+            wait_for(lambda: not self.zombies_of(pid1), 30, "PID 1 to reap the step's processes")
+            os.kill(pid1, signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+            self.assertEqual(proc.returncode, 0, err[-3000:])
+            self.assertIn("passing SIGTERM on to slurmd", err)
+            self.assertIn("munge key matches", err)
+            self.assertIn("Exiting on signal 15", self.munged_log())
 
 
 class RefusalTest(EntrypointTestCase):
