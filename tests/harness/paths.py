@@ -8,4 +8,5 @@ SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent
 BUILD_ROOT = Path(os.environ.get("K8SBRIDGE_BUILD_ROOT", SOURCE_ROOT / "build"))
 POWER = BUILD_ROOT / "programs" / "power" / "k8sbridge-power"
 WORKER = BUILD_ROOT / "programs" / "worker" / "k8sbridge-worker"
+ENTRYPOINT = BUILD_ROOT / "programs" / "entrypoint" / "k8sbridge-entrypoint"
 SYNC = BUILD_ROOT / "programs" / "sync" / "k8sbridge-sync"

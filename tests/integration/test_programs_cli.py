@@ -16,6 +16,7 @@ PROGRAMS = {
     "k8sbridge-worker": "programs/worker/k8sbridge-worker",
     "k8sbridge-jail-prepare": "programs/jail-prepare/k8sbridge-jail-prepare",
     "k8sbridge-topology": "programs/topology/k8sbridge-topology",
+    "k8sbridge-entrypoint": "programs/entrypoint/k8sbridge-entrypoint",
 }
 
 

@@ -1,5 +1,8 @@
 #include "k8sbridge/program.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -11,6 +14,24 @@ namespace k8sbridge {
 std::string VersionLine(std::string_view program) {
   return fmt::format("{} (k8sbridge {}), built for Slurm {}", program, K8SBRIDGE_VERSION,
                      K8SBRIDGE_SLURM_VERSION);
+}
+
+std::string_view BuiltForSlurm() {
+  return K8SBRIDGE_SLURM_VERSION;
+}
+
+void WriteTerminationMessage(std::string_view message) {
+  const int fd = open("/dev/termination-log", O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  (void)!write(fd, message.data(), message.size());
+  close(fd);
+}
+
+int ReportFatal(Logger& log, const Status& status, int exit_code) {
+  log.Error("{}", status.message());
+  WriteTerminationMessage(status.message());
+  return exit_code;
 }
 
 std::optional<int> AnswerHelpOrVersion(int argc, char** argv, std::string_view program,

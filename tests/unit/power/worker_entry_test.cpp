@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "fake_clock.h"
+#include "fake_daemon_system.h"
 #include "k8sbridge/power/worker_entry.h"
 #include "recording_logger.h"
 
@@ -21,37 +22,12 @@ using Verdict = power::MungeDecoded::Verdict;
 namespace {
 
 // Records what the worker did; the jail becomes mounted after `jail_after` polls.
-class FakeWorkerSystem final : public power::WorkerSystem {
+class FakeWorkerSystem final : public k8sbridge::FakeDaemonSystemOf<power::WorkerSystem> {
  public:
-  k8sbridge::Clock& clock() override { return clock_; }
-  Status Run(const std::vector<std::string>& argv) override {
-    ran.push_back(argv);
-    return run_status;
-  }
-  Status CopyPrivateFile(const std::string& from, const std::string& to) override {
-    copies.emplace_back(from, to);
-    return Status::Ok();
-  }
-  Status MakeDirectory(const std::string& path, unsigned mode) override {
-    dirs.push_back(fmt::format("{} {:o}", path, mode));
-    return Status::Ok();
-  }
   Result<bool> IsMountedRootfs(const std::string&) override { return ++polls > jail_after; }
-  Status Exec(const std::vector<std::string>& argv) override {
-    exec = argv;
-    return Status::Ok();
-  }
-  void StopDaemon(const std::string& pid_file) override { stopped.push_back(pid_file); }
 
-  FakeClock clock_;
-  Status run_status;
   int jail_after = 0;
   int polls = 0;
-  std::vector<std::vector<std::string>> ran;
-  std::vector<std::pair<std::string, std::string>> copies;
-  std::vector<std::string> dirs;  // "path mode"
-  std::vector<std::string> exec;
-  std::vector<std::string> stopped;
 };
 
 // Decodes to a fixed verdict, and records what it was asked.
@@ -126,7 +102,8 @@ BOOST_AUTO_TEST_CASE(a_key_mismatch_fails_before_slurmd_and_says_so) {
   munge.verdict = Verdict::kKeyMismatch;
   munge.detail = "Invalid credential";
   RecordingLogger log;
-  Status s = power::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}}), system, munge, log);
+  Status s =
+      power::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}}), system, munge, log).status();
   BOOST_TEST(!s.ok());
   BOOST_TEST(s.message().find("munge key mismatch") != std::string::npos, s.message());
   BOOST_TEST(s.message().find("Invalid credential") != std::string::npos);
@@ -149,7 +126,8 @@ BOOST_AUTO_TEST_CASE(a_credential_for_another_cluster_is_refused) {
   FakeMunge munge;
   munge.payload = power::MungeCheckPayload("hpc2");
   RecordingLogger log;
-  Status s = power::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}}), system, munge, log);
+  Status s =
+      power::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}}), system, munge, log).status();
   BOOST_TEST(!s.ok());
   BOOST_TEST(s.message().find("cluster=hpc2") != std::string::npos, s.message());
   BOOST_TEST(system.exec.empty());
@@ -163,7 +141,8 @@ BOOST_AUTO_TEST_CASE(no_munged_is_an_error_that_names_the_socket) {
   RecordingLogger log;
   Status s = power::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"},
                                         {"K8SBRIDGE_MUNGE_SOCKET", "/run/x/munge.socket"}}),
-                              system, munge, log);
+                              system, munge, log)
+                 .status();
   BOOST_TEST(s.message().find("/run/x/munge.socket") != std::string::npos, s.message());
   BOOST_TEST(system.exec.empty());
 }
@@ -262,7 +241,7 @@ BOOST_AUTO_TEST_CASE(gives_up_on_the_jail_at_the_deadline) {
   FakeMunge munge;
   RecordingLogger log;
   auto s = Settings({{"K8SBRIDGE_JAIL", "/jail"}, {"K8SBRIDGE_JAIL_WAIT", "30s"}});
-  Status st = power::RunWorker(s, system, munge, log);
+  Status st = power::RunWorker(s, system, munge, log).status();
   BOOST_TEST(!st.ok());
   BOOST_TEST(st.message().find("jail /jail is not mounted after 30 s") != std::string::npos,
              st.message());
@@ -292,6 +271,74 @@ BOOST_AUTO_TEST_CASE(bad_settings_name_the_variable) {
                "its arguments (e.g. \"/usr/sbin/k8sbridge-jail-prepare --munge-dir /run/munge\"), "
                "or unset it to prepare no jail");
   }
+}
+
+BOOST_AUTO_TEST_CASE(another_slurm_is_refused_before_munged_starts) {
+  FakeWorkerSystem system;
+  system.version_output = std::string("slurm-wlm 23.02.7\n");
+  FakeMunge munge;
+  RecordingLogger log;
+  auto s = Settings({{"K8SBRIDGE_MUNGED_KEY", "/etc/munge-secret/munge.key"},
+                     {"K8SBRIDGE_SLURMD", "/opt/slurm/sbin/slurmd"}});
+  Status st = power::RunWorker(s, system, munge, log).status();
+  BOOST_TEST(st.message() ==
+                 fmt::format("Slurm version mismatch: /opt/slurm/sbin/slurmd is Slurm 23.02.7, but "
+                             "this k8sbridge was built for Slurm {}; use the k8sbridge image built "
+                             "for Slurm 23.02.7 (or build k8sbridge against it)",
+                             k8sbridge::BuiltForSlurm()),
+             st.message());
+  BOOST_TEST(system.asked ==
+             (std::vector<std::vector<std::string>>{{"/opt/slurm/sbin/slurmd", "-V"}}));
+  BOOST_TEST(system.ran.empty());
+  BOOST_TEST(system.copies.empty());
+  BOOST_TEST(system.exec.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_munge_key_is_refused_naming_its_path) {
+  FakeWorkerSystem system;
+  system.files["/etc/munge-secret/munge.key"] = FakeWorkerSystem::Missing();
+  FakeMunge munge;
+  RecordingLogger log;
+  auto s = Settings({{"K8SBRIDGE_MUNGED_KEY", "/etc/munge-secret/munge.key"}});
+  Status st = power::RunWorker(s, system, munge, log).status();
+  BOOST_TEST(st.message() ==
+                 "munge key /etc/munge-secret/munge.key is missing (No such file or directory): "
+                 "mount the Secret with the cluster's munge.key there, or set "
+                 "K8SBRIDGE_MUNGED_KEY to where it is",
+             st.message());
+  BOOST_TEST(system.ran.empty());
+  BOOST_TEST(system.exec.empty());
+}
+
+BOOST_AUTO_TEST_CASE(as_pid_1_slurmd_is_supervised_and_its_exit_code_returned) {
+  FakeWorkerSystem system;
+  system.supervised_exit = 143;
+  FakeMunge munge;
+  RecordingLogger log;
+  auto s = Settings({{"K8SBRIDGE_MUNGED_KEY", "/etc/munge-secret/munge.key"},
+                     {"K8SBRIDGE_MUNGE_CHECK", "cred"},
+                     {"K8SBRIDGE_INIT", "1"}});
+  BOOST_TEST(s.supervise);
+  auto code = power::RunWorker(s, system, munge, log);
+  BOOST_REQUIRE(code.ok());
+  BOOST_TEST(*code == 143);
+  BOOST_TEST(system.exec.empty());
+  BOOST_TEST(
+      system.supervised == (std::vector<std::string>{"/usr/sbin/slurmd", "-D", "-b", "-N", "w-3"}),
+      boost::test_tools::per_element());
+  // The munged it started is stopped after slurmd, by the supervisor.
+  BOOST_TEST(system.supervised_munged == "/run/k8sbridge-munge/munged.pid");
+  BOOST_TEST(system.stopped.empty());
+}
+
+BOOST_AUTO_TEST_CASE(init_takes_only_0_or_1) {
+  BOOST_TEST(!Settings({}).supervise);
+  BOOST_TEST(!Settings({{"K8SBRIDGE_INIT", "0"}}).supervise);
+  auto bad = power::WorkerSettingsFromEnv(
+      GetenvOf({{"K8SBRIDGE_NODE_NAME", "w-1"}, {"K8SBRIDGE_INIT", "yes"}}), {});
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_TEST(bad.status().message().starts_with("K8SBRIDGE_INIT='yes': give 1"),
+             bad.status().message());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -99,5 +99,14 @@ inline constexpr std::string_view kEnvJail = "K8SBRIDGE_JAIL";
 inline constexpr std::string_view kEnvJailWait = "K8SBRIDGE_JAIL_WAIT";
 inline constexpr std::string_view kEnvJailPrepare = "K8SBRIDGE_JAIL_PREPARE";
 inline constexpr std::string_view kEnvSlurmd = "K8SBRIDGE_SLURMD";
+// The container entrypoints (k8sbridge-worker, k8sbridge-entrypoint): "1" runs
+// the daemon as a supervised child (signals passed on, orphans reaped) even when
+// the entrypoint is not PID 1, as tests outside a PID namespace need.
+inline constexpr std::string_view kEnvInit = "K8SBRIDGE_INIT";
+// k8sbridge-entrypoint (controller and login images): the Slurm programs it runs
+// or asks for their version, and the mounted Slurm configuration directory.
+inline constexpr std::string_view kEnvSlurmctld = "K8SBRIDGE_SLURMCTLD";
+inline constexpr std::string_view kEnvSrun = "K8SBRIDGE_SRUN";
+inline constexpr std::string_view kEnvSlurmConfDir = "K8SBRIDGE_SLURM_CONF_DIR";
 
 }  // namespace k8sbridge::contract
