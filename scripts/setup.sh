@@ -35,6 +35,9 @@ packages=(
   infiniband-diags debootstrap valgrind
   # fetching the Slurm tarball from Debian's source archive
   dpkg-dev ca-certificates
+  # the Debian build root of the packages (scripts/build-root.sh) and the packaging
+  # test's clean root
+  mmdebstrap
 )
 missing=()
 for p in "${packages[@]}"; do
