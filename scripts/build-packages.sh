@@ -8,7 +8,8 @@
 #
 # The source is the checkout's files as git lists them (tracked and untracked, not
 # ignored), with their content in the work tree: a clean clone (CI) builds its
-# commit, a developer's edits are built without committing them first.
+# commit, a developer's edits are built without committing them first. tests/,
+# bench/ and fuzz/ stay out (the package build, -Dtests=false, reads none of them).
 #
 # Usage: scripts/build-packages.sh [--release trixie] [--cache DIR]
 # (the options of scripts/build-root.sh, passed on to it).
@@ -32,11 +33,13 @@ root_key=${root##*-}
 cache=$(dirname "$root")
 release=$(sed -n 's/^release=//p' "$root/.k8sbridge-complete")
 
-# The tree's files (existing ones: a deleted tracked file is not in the tree).
+# The tree's files (existing ones: a deleted tracked file is not in the tree), less
+# what a build with -Dtests=false never reads: editing a test rebuilds no package.
 files=()
 while IFS= read -r -d '' f; do
   if [ -e "$repo/$f" ] || [ -L "$repo/$f" ]; then files+=("$f"); fi
-done < <(git -C "$repo" ls-files -z --cached --others --exclude-standard | sort -zu)
+done < <(git -C "$repo" ls-files -z --cached --others --exclude-standard -- \
+           ':!tests/' ':!bench/' ':!fuzz/' | sort -zu)
 tree_key=$( (cd "$repo" && printf '%s\0' "${files[@]}" | xargs -0 sha256sum) | sha256sum | cut -c1-16)
 out="$cache/packages-$release-$tree_key-$root_key"
 # One build at a time in a root (they share its /proc mount); a second run of the
