@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every k8sbridge test, as root: set-up (idempotent), the build with
-# warnings as errors, unit and integration suites, the unit suite again under
+# warnings as errors, the Debian packages (scripts/build-packages.sh), unit,
+# integration and packaging suites, the unit suite again under
 # ASan/UBSan, the style checks (scripts/check-style.sh), a short run of every
 # fuzz target (fuzz/run.sh), and a final check that no rig left anything behind.
 # Ends with the line "N passed, N failed, N skipped".
@@ -70,6 +71,16 @@ if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
   fuzz_log="$build/meson-logs/fuzz.log"
   nice -n 15 bash fuzz/run.sh "$build/fuzz" 15 >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
+  # The Debian packages, built in a Debian root (scripts/build-packages.sh; cached:
+  # with the same tree and root it builds nothing); tests/packaging/ checks them.
+  packages_log="$build/meson-logs/packages.log"
+  if packages_dir=$(bash scripts/build-packages.sh 2>"$packages_log" | tail -n 1) && [ -n "$packages_dir" ]; then
+    export K8SBRIDGE_PACKAGES_DIR=$packages_dir
+    grep '^build-packages: lintian:' "$packages_log" || true
+  else
+    tail -n 40 "$packages_log"
+    failed_steps+=("Debian packages")
+  fi
   # The integration tests run in parallel: each rig has its own names, addresses,
   # ports and leftover check (docs/architecture.md, "The test rig"), and their
   # daemons mostly sleep, so four at a time fit two cores.

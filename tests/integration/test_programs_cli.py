@@ -6,7 +6,7 @@ import re
 import subprocess
 import unittest
 
-from harness.paths import BUILD_ROOT, SOURCE_ROOT
+from harness.paths import BUILD_ROOT, project_version
 from harness.testcase import main
 
 PROGRAMS = {
@@ -17,11 +17,6 @@ PROGRAMS = {
     "k8sbridge-jail-prepare": "programs/jail-prepare/k8sbridge-jail-prepare",
     "k8sbridge-topology": "programs/topology/k8sbridge-topology",
 }
-
-
-def project_version() -> str:
-    text = (SOURCE_ROOT / "meson.build").read_text()
-    return re.search(r"version:\s*'([^']+)'", text).group(1)
 
 
 def slurm_version() -> str:
