@@ -77,6 +77,7 @@ log "root made in $(( $(date +%s) - start ))s"
 
 # Debian's libslurm-dev and the tarball must be one release: the plugins compile
 # against both and Slurm loads a plugin only from its own release.
+# shellcheck disable=SC2016  # ${Version} is dpkg-query's, not the shell's
 deb_version=$(chroot "$tmp" dpkg-query -W -f='${Version}' libslurm-dev)
 deb_upstream=${deb_version#*:}
 deb_upstream=${deb_upstream%-*}
