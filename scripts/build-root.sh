@@ -23,6 +23,14 @@ while [ $# -gt 0 ]; do
   esac
 done
 log() { echo "build-root: $*" >&2; }
+if [ "$(id -u)" != 0 ]; then
+  log "run as root: mmdebstrap, chroot and mounts inside the root need it"
+  exit 1
+fi
+if ! command -v mmdebstrap >/dev/null; then
+  log "mmdebstrap is not installed: apt-get install mmdebstrap (scripts/setup.sh does)"
+  exit 1
+fi
 
 # The one place that says which Slurm a Debian release carries; the packages built
 # in the root depend on exactly that version (debian/rules reads it from the headers).
