@@ -1,7 +1,8 @@
 """k8sbridge's Debian packages (scripts/build-packages.sh): lintian finds no errors,
 they depend on exactly the Slurm release they were built for, the plugins are where
-Debian's Slurm looks for them, and the controller package installs into a clean
-Debian root (apt resolving Debian's own slurmctld from the mirror) and runs.
+Debian's Slurm looks for them, and the controller and the worker package each
+install into a clean Debian root (apt resolving Debian's own slurmctld or slurmd
+from the mirror) and run.
 
 K8SBRIDGE_PACKAGES_DIR names the packages directory (the last line of
 scripts/build-packages.sh; scripts/test.sh sets it)."""
@@ -124,7 +125,10 @@ class DebianPackagesTest(unittest.TestCase):
                 for path in paths:
                     self.assertIn(path, contents)
 
-    def test_the_controller_installs_into_a_clean_root_and_runs(self):
+    def clean_root_with(self, packages):
+        """A clean root of the packages' release from the mirror, with these of our
+        packages installed (apt resolving the rest), removed when the test ends; returns
+        a function that runs a command inside it."""
         require_root(self)
         tmp = Path(tempfile.mkdtemp(prefix="k8sbridge-packages-"))
         root = tmp / "root"
@@ -138,12 +142,11 @@ class DebianPackagesTest(unittest.TestCase):
 
         mirror = subprocess.run(["sh", str(SOURCE_ROOT / "scripts" / "debian-mirror.sh")],
                                 capture_output=True, text=True, check=True).stdout.strip()
-        debs = [str(self.deb(p)) for p in ("k8sbridge-controller", "k8sbridge-slurm-plugins")]
         # apt outside the root hands dpkg inside it the .debs' paths: mmdebstrap's hook
         # copies them in under the same paths (and removes them again).
         r = subprocess.run(["mmdebstrap", "--variant=apt", "--format=directory",
                             "--hook-dir=/usr/share/mmdebstrap/hooks/file-mirror-automount",
-                            *[f"--include={deb}" for deb in debs],
+                            *[f"--include={self.deb(p)}" for p in packages],
                             self.release, str(root), f"deb {mirror} {self.release} main"],
                            capture_output=True, text=True, timeout=900)
         self.assertEqual(r.returncode, 0, r.stderr[-3000:])
@@ -151,19 +154,40 @@ class DebianPackagesTest(unittest.TestCase):
         def in_root(*command):
             return subprocess.run(["chroot", str(root), *command], capture_output=True, text=True,
                                   timeout=60, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
-        slurmctld = in_root("dpkg-query", "-W", "-f=${Version}", "slurmctld")
-        self.assertRegex(slurmctld.stdout, rf"^(\d+:)?{re.escape(self.slurm_version)}-")
+        return in_root
 
+    def assertDebianSlurm(self, in_root, package):
+        installed = in_root("dpkg-query", "-W", "-f=${Version}", package)
+        self.assertRegex(installed.stdout, rf"^(\d+:)?{re.escape(self.slurm_version)}-")
+
+    def assertAnswersVersion(self, in_root, program):
+        version = in_root(f"/usr/sbin/{program}", "--version")
+        self.assertEqual(version.returncode, 0, version.stderr)
+        self.assertEqual(version.stdout, f"{program} (k8sbridge {project_version()}), "
+                                         f"built for Slurm {self.slurm_version}\n")
+
+    def test_the_controller_installs_into_a_clean_root_and_runs(self):
+        in_root = self.clean_root_with(["k8sbridge-controller", "k8sbridge-slurm-plugins"])
+        self.assertDebianSlurm(in_root, "slurmctld")
         usage = in_root("/usr/sbin/k8sbridge-power", "--help")
         self.assertEqual(usage.returncode, 0, usage.stderr)
         self.assertTrue(usage.stdout.startswith("usage: k8sbridge-power"), usage.stdout)
         self.assertIn("resume|suspend|resume-fail HOSTLIST", usage.stdout)
+        self.assertAnswersVersion(in_root, "k8sbridge-power")
 
-        version = in_root("/usr/sbin/k8sbridge-power", "--version")
-        self.assertEqual(version.returncode, 0, version.stderr)
-        self.assertEqual(version.stdout, f"k8sbridge-power (k8sbridge {project_version()}), "
-                                         f"built for Slurm {self.slurm_version}\n")
-
+    def test_the_worker_installs_beside_debians_slurmd_and_its_plugins(self):
+        in_root = self.clean_root_with(["k8sbridge-worker", "k8sbridge-slurm-plugins"])
+        self.assertDebianSlurm(in_root, "slurmd")
+        self.assertAnswersVersion(in_root, "k8sbridge-worker")
+        # Our plugins sit among Debian's own, and every library they need is installed
+        # (their Slurm symbols come from the daemon that loads them).
+        debian_plugins = in_root("dpkg", "-L", "slurm-wlm-basic-plugins").stdout.splitlines()
+        self.assertIn(f"/{PLUGIN_DIR}/select_cons_tres.so", debian_plugins)
+        for plugin in ("node_features_k8s.so", "spank_jail.so"):
+            with self.subTest(plugin=plugin):
+                ldd = in_root("ldd", f"/{PLUGIN_DIR}/{plugin}")
+                self.assertEqual(ldd.returncode, 0, ldd.stderr)
+                self.assertNotIn("not found", ldd.stdout)
 
 if __name__ == "__main__":
     if not PACKAGES_DIR:
