@@ -47,6 +47,7 @@ out="$cache/packages-$release-$tree_key-$root_key"
 exec 8>"$root.build.lock"
 flock 8
 if [ -f "$out/.complete" ]; then
+  touch "$out"  # in use: kept by the clean-up below
   log "reusing $out"
   echo "$out"
   exit 0
@@ -99,5 +100,9 @@ cp "$root$work"/*.deb "$root$work"/*.changes "$root$work"/*.buildinfo "$tmp/"
 touch "$tmp/.complete"
 rm -rf "$out"
 mv "$tmp" "$out"
+# Each tree leaves about 40 MB (most of it the -dbgsym packages): drop those of
+# trees nobody has built or reused for two days.
+find "$cache" -maxdepth 1 -name "packages-$release-*" -not -name '*.tmp' -mtime +1 \
+  -exec rm -rf {} + 2>/dev/null || true
 log "packages in $out"
 echo "$out"
