@@ -4,18 +4,23 @@
 # tree is kept beside the prefix, because node_features and topology plugins compile
 # against its internal headers.
 #
-# Usage: scripts/build-slurm.sh [--cache DIR] [--version X.Y.Z]
+# Usage: scripts/build-slurm.sh [--cache DIR] [--version X.Y.Z] [--tarball-only]
 # Prints the install prefix on its last line. A second run reuses the cache.
+# --tarball-only fetches (or reuses) the sha256-checked tarball and prints its path:
+# scripts/build-root.sh configures the same tarball inside the Debian build root.
 set -euo pipefail
 
 version=24.11.5
 sha256=e1a5547edd212c38b5e3230a284133f777b32746551f094aaa81cc4af375e332
 cache=${K8SBRIDGE_CACHE:-/var/cache/k8sbridge}
+tarball_only=false
+here=$(cd "$(dirname "$0")" && pwd)
 while [ $# -gt 0 ]; do
   case "$1" in
     --cache) cache=$2; shift 2 ;;
     --version) version=$2; shift 2 ;;
-    *) echo "build-slurm: unknown argument '$1' (use --cache DIR or --version X.Y.Z)" >&2; exit 2 ;;
+    --tarball-only) tarball_only=true; shift ;;
+    *) echo "build-slurm: unknown argument '$1' (use --cache DIR, --version X.Y.Z or --tarball-only)" >&2; exit 2 ;;
   esac
 done
 if [ "$version" != 24.11.5 ]; then
@@ -29,7 +34,7 @@ src="$root/src"
 stamp="$root/.complete"
 log() { echo "build-slurm: $*" >&2; }
 
-if [ -f "$stamp" ] && [ -x "$prefix/sbin/slurmctld" ] && [ -f "$src/config.h" ]; then
+if ! $tarball_only && [ -f "$stamp" ] && [ -x "$prefix/sbin/slurmctld" ] && [ -f "$src/config.h" ]; then
   log "reusing $prefix"
   echo "$prefix"
   exit 0
@@ -40,11 +45,7 @@ tarball="$root/slurm-wlm_${version}.orig.tar.gz"
 if ! echo "$sha256  $tarball" | sha256sum -c --status 2>/dev/null; then
   # Debian 13 (trixie) carries 24.11.5; point a private apt at its source archive,
   # derived from this machine's own Debian mirror, so the system's apt is untouched.
-  uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-  if [ -z "$uri" ]; then
-    uri=$(awk '$1=="deb" && $2 ~ /^http/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-  fi
-  [ -n "$uri" ] || { log "cannot find a Debian mirror in /etc/apt/sources.list(.d); add one"; exit 1; }
+  uri=$(sh "$here/debian-mirror.sh")
   aptdir="$root/apt"
   mkdir -p "$aptdir/lists/partial" "$aptdir/sources.list.d"
   cat >"$aptdir/sources.list" <<SRC
@@ -57,6 +58,10 @@ SRC
   (cd "$root" && apt-get "${aptopts[@]}" source --tar-only --download-only "slurm-wlm/trixie") >"$root/apt-source.log" 2>&1 ||
     { log "apt-get source failed, see $root/apt-source.log"; exit 1; }
   echo "$sha256  $tarball" | sha256sum -c --status || { log "sha256 of $tarball does not match the pinned $sha256"; exit 1; }
+fi
+if $tarball_only; then
+  echo "$tarball"
+  exit 0
 fi
 
 rm -rf "$src" "$prefix"

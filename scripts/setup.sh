@@ -35,8 +35,9 @@ packages=(
   infiniband-diags debootstrap valgrind
   # fetching the Slurm tarball from Debian's source archive
   dpkg-dev ca-certificates
-  # images, built offline (scripts/images.py) and run by a real OCI runtime in tests
-  # (runc: crun refuses this kernel's hybrid cgroups)
+  # the Debian build root of the packages (scripts/build-root.sh), the packaging
+  # test's clean roots, and the images, built offline (scripts/images.py) and run by
+  # a real OCI runtime in tests (runc: crun refuses this kernel's hybrid cgroups)
   mmdebstrap umoci skopeo runc
 )
 missing=()

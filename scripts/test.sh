@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every k8sbridge test, as root: set-up (idempotent), the build with
-# warnings as errors, unit and integration suites, the unit suite again under
+# warnings as errors, the Debian packages (scripts/build-packages.sh), unit,
+# integration and packaging suites, the unit suite again under
 # ASan/UBSan, the style checks (scripts/check-style.sh), a short run of every
 # fuzz target (fuzz/run.sh), and a final check that no rig left anything behind.
 # Ends with the line "N passed, N failed, N skipped".
@@ -80,7 +81,7 @@ if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
   ( set -e
     packages=$(nice -n 10 bash scripts/build-packages.sh | tail -n 1)
     images=$(nice -n 10 $python scripts/images.py --packages "$packages" | tail -n 1)
-    printf 'K8SBRIDGE_PACKAGES=%s\nK8SBRIDGE_IMAGES=%s\n' "$packages" "$images" >"$artifacts_env"
+    printf 'K8SBRIDGE_PACKAGES_DIR=%s\nK8SBRIDGE_IMAGES=%s\n' "$packages" "$images" >"$artifacts_env"
   ) >"$artifacts_log" 2>&1 &
   artifacts_pid=$!
   # The integration tests run in parallel: each rig has its own names, addresses,

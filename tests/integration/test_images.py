@@ -103,9 +103,9 @@ class ImageContents(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_the_same_inputs_give_the_same_digest(self):
-        packages = os.environ.get("K8SBRIDGE_PACKAGES")
+        packages = os.environ.get("K8SBRIDGE_PACKAGES_DIR")
         if not packages:
-            self.skipTest("K8SBRIDGE_PACKAGES is not set (scripts/test.sh sets it)")
+            self.skipTest("K8SBRIDGE_PACKAGES_DIR is not set (scripts/test.sh sets it)")
         with tempfile.TemporaryDirectory(prefix="k8sb-images-") as out:
             r = subprocess.run([sys.executable, str(ROOT / "scripts" / "images.py"),
                                 "--packages", packages, "--image", "k8sbridge-login",
@@ -178,7 +178,7 @@ class WorkerImage(OciTestCase):
         if key:
             m.append((key, KEY, True))
         e = {"K8SBRIDGE_NODE_NAME": node, "K8SBRIDGE_MUNGED_KEY": KEY,
-             "K8SBRIDGE_MUNGE_SOCKET": str(sock), "K8SBRIDGE_MUNGED_DIR": str(sock.parent)}
+             "K8SBRIDGE_MUNGE_SOCKET": str(sock)}
         e.update(env or {})
         return self.container("k8sbridge-worker", args=["-f", str(rig.slurm_conf)], env=e,
                               mounts=m + list(mounts), netns=rig.netns_path(node),

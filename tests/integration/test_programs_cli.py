@@ -6,7 +6,7 @@ import re
 import subprocess
 import unittest
 
-from harness.paths import BUILD_ROOT, SOURCE_ROOT
+from harness.paths import BUILD_ROOT, project_version
 from harness.testcase import main
 
 PROGRAMS = {
@@ -18,11 +18,6 @@ PROGRAMS = {
     "k8sbridge-topology": "programs/topology/k8sbridge-topology",
     "k8sbridge-entrypoint": "programs/entrypoint/k8sbridge-entrypoint",
 }
-
-
-def project_version() -> str:
-    text = (SOURCE_ROOT / "meson.build").read_text()
-    return re.search(r"version:\s*'([^']+)'", text).group(1)
 
 
 def slurm_version() -> str:
