@@ -10,6 +10,8 @@
   mismatch each end the container non-zero with one line saying so.
 - The controller image's entrypoint starts slurmctld from a ConfigMap-style
   directory (files that are symlinks into ..data/), and it answers `scontrol ping`.
+- The login image's entrypoint runs its command with the container's munged, and
+  spank_jail (for srun's options) is where Debian's Slurm looks for plugins.
 """
 
 import json
@@ -22,12 +24,13 @@ import unittest
 from pathlib import Path
 
 from harness.oci import Container, Image, image_info, images_dir, runc_leftovers, wait_exec
-from harness.rig import RESOURCE_PREFIX, Rig, wait_for
+from harness.rig import RESOURCE_PREFIX, Rig
 from harness.testcase import RigTestCase, main
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGES = ("k8sbridge-worker", "k8sbridge-controller", "k8sbridge-login")
 KEY = "/etc/munge/munge.key"  # where a pod mounts the munge key Secret
+CLUSTER = "imagetest"  # k8sbridge.conf's ClusterName, as the pod's environment has it
 
 
 def need_images(test):
@@ -154,6 +157,22 @@ class OciTestCase(RigTestCase):
         subprocess.run(["mungekey", "--create", f"--keyfile={key}"], check=True)
         return key
 
+    def config_map(self) -> Path:
+        """slurm.conf as a ConfigMap volume holds it: a symlink to ..data/slurm.conf,
+        ..data a symlink to a timestamped directory."""
+        d = self.work / "slurm-config"
+        data = d / "..2026_12_01_00_00_00.000000001"
+        data.mkdir(parents=True)
+        (data / "slurm.conf").write_text(
+            "ClusterName=imagetest\nSlurmctldHost=ctl\nSlurmUser=root\n"
+            "AuthType=auth/munge\nCredType=cred/munge\nStateSaveLocation=/var/spool/slurmctld\n"
+            "SlurmctldLogFile=/dev/stderr\nProctrackType=proctrack/linuxproc\n"
+            "TaskPlugin=task/none\nSelectType=select/cons_tres\nMpiDefault=none\n"
+            "NodeName=w-[0-1] CPUs=1 State=CLOUD\nPartitionName=main Nodes=w-[0-1] Default=YES\n")
+        (d / "..data").symlink_to(data.name)
+        (d / "slurm.conf").symlink_to("..data/slurm.conf")
+        return d
+
     def assertOneLineError(self, result, *words):
         """A failed container: exit non-zero, and its last line (what `kubectl logs`
         ends with; also the termination message) names the problem."""
@@ -177,7 +196,7 @@ class WorkerImage(OciTestCase):
              (rig.node_hosts, "/etc/hosts", True), (rig.node_resolv, "/etc/resolv.conf", True)]
         if key:
             m.append((key, KEY, True))
-        e = {"K8SBRIDGE_NODE_NAME": node, "K8SBRIDGE_MUNGED_KEY": KEY,
+        e = {"K8SBRIDGE_NODE_NAME": node, "K8SBRIDGE_CLUSTER": CLUSTER, "K8SBRIDGE_MUNGED_KEY": KEY,
              "K8SBRIDGE_MUNGE_SOCKET": str(sock)}
         e.update(env or {})
         return self.container("k8sbridge-worker", args=["-f", str(rig.slurm_conf)], env=e,
@@ -185,18 +204,22 @@ class WorkerImage(OciTestCase):
                               hostname=node)
 
     def credential(self, rig) -> str:
-        """What k8sbridge-power puts in the pod: a credential of the controller's key."""
-        return rig.check_output(["munge", "-n", "-S", str(rig.munge_socket)]).strip()
+        """What k8sbridge-power puts in the pod (K8SBRIDGE_MUNGE_CHECK): a credential
+        of the controller's key naming the cluster (libk8sbridge/power/munge_check)."""
+        return rig.check_output(["munge", "-S", str(rig.munge_socket), "-s",
+                                 f"k8sbridge-munge-check cluster={CLUSTER}"]).strip()
 
     def test_slurmd_registers_and_runs_a_step_inside_the_image(self):
         with Rig(nodes=1, start_slurmd=False) as rig:
             with self.worker(rig, "w-0", key=rig.munge_key,
                              env={"K8SBRIDGE_MUNGE_CHECK": self.credential(rig)}) as c:
                 c.start()
-                wait_for(lambda: rig.node("w-0")["State"].startswith("IDLE"), 90,
-                         lambda: f"w-0 to register; container output:\n{c.output()[-3000:]}")
-                out = rig.check_output(["srun", "-w", "w-0", "-N1", "sh", "-c",
-                                        "grep ^VERSION_CODENAME= /etc/os-release; hostname"])
+                try:
+                    rig.wait_nodes_idle(["w-0"])
+                    out = rig.check_output(["srun", "-w", "w-0", "-N1", "sh", "-c",
+                                            "grep ^VERSION_CODENAME= /etc/os-release; hostname"])
+                except Exception as e:
+                    raise AssertionError(f"{e}\ncontainer output:\n{c.output()[-3000:]}") from e
                 self.assertEqual(out.split(), ["VERSION_CODENAME=trixie", "w-0"])
                 self.assertEqual(c.stop(), 0, c.output()[-3000:])  # SIGTERM: a clean end
         self.assertNoLeftovers()
@@ -226,22 +249,6 @@ class WorkerImage(OciTestCase):
 
 
 class ControllerImage(OciTestCase):
-
-    def config_map(self) -> Path:
-        """slurm.conf as a ConfigMap volume holds it: a symlink to ..data/slurm.conf,
-        ..data a symlink to a timestamped directory."""
-        d = self.work / "slurm-config"
-        data = d / "..2026_12_01_00_00_00.000000001"
-        data.mkdir(parents=True)
-        (data / "slurm.conf").write_text(
-            "ClusterName=imagetest\nSlurmctldHost=ctl\nSlurmUser=root\n"
-            "AuthType=auth/munge\nCredType=cred/munge\nStateSaveLocation=/var/spool/slurmctld\n"
-            "SlurmctldLogFile=/dev/stderr\nProctrackType=proctrack/linuxproc\n"
-            "TaskPlugin=task/none\nSelectType=select/cons_tres\nMpiDefault=none\n"
-            "NodeName=w-[0-1] CPUs=1 State=CLOUD\nPartitionName=main Nodes=w-[0-1] Default=YES\n")
-        (d / "..data").symlink_to(data.name)
-        (d / "slurm.conf").symlink_to("..data/slurm.conf")
-        return d
 
     def netns(self) -> str:
         name = f"{RESOURCE_PREFIX}-oci{os.getpid() % 65536:04x}-ctl"
@@ -276,6 +283,20 @@ class ControllerImage(OciTestCase):
     def test_missing_munge_key_ends_the_container_with_one_line(self):
         with self.controller() as c:
             self.assertOneLineError(c.run(), KEY)
+
+
+class LoginImage(OciTestCase):
+
+    def test_runs_its_command_with_munge_and_the_jail_plugin(self):
+        plugin = "/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_jail.so"
+        # Slurm's clients read slurm.conf even for --version: a login pod mounts it.
+        mounts = [(self.new_key(), KEY, True), (self.config_map(), "/etc/slurm", True)]
+        with self.container("k8sbridge-login", mounts=mounts,
+                            args=["sh", "-c", f"test -f {plugin} && munge -n | unmunge "
+                                  "| grep -c STATUS:.*Success && srun --version"]) as c:
+            r = c.run()
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.split()[-3:], ["1", "slurm-wlm", image_info("k8sbridge-login")["slurm"]])
 
 
 if __name__ == "__main__":

@@ -172,9 +172,12 @@ Status CheckSlurmVersion(const std::string& binary, std::string_view variable,
                          std::string_view built_for, DaemonSystem& system, Logger& log) {
   auto output = system.Output({binary, "-V"});
   if (!output.ok()) {
+    // Slurm's clients read their configuration even for -V: a login container
+    // without slurm.conf (and no DNS SRV record for configless) fails here too.
     return Status::NotFound(fmt::format(
-        "cannot learn the Slurm version of {} ({}): is it installed in the image? set {} to "
-        "its path",
+        "cannot learn the Slurm version of {} ({}; its own error is above): is it installed "
+        "in the image (else set {} to its path), and is there a Slurm configuration (slurm.conf "
+        "in SLURM_CONF or /etc/slurm, or a configless DNS SRV record)?",
         binary, output.status().message(), variable));
   }
   const std::string found = SlurmVersionIn(*output);
