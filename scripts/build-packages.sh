@@ -101,8 +101,7 @@ touch "$tmp/.complete"
 rm -rf "$out"
 mv "$tmp" "$out"
 # Each tree leaves about 40 MB (most of it the -dbgsym packages): drop those of
-# trees nobody has built or reused for two days.
-find "$cache" -maxdepth 1 -name "packages-$release-*" -not -name '*.tmp' -mtime +1 \
-  -exec rm -rf {} + 2>/dev/null || true
+# trees nobody has built or reused for two days, and failed builds' .tmp logs as old.
+find "$cache" -maxdepth 1 -name "packages-$release-*" -mtime +1 -exec rm -rf {} + 2>/dev/null || true
 log "packages in $out"
 echo "$out"

@@ -115,6 +115,7 @@ class DebianPackagesTest(unittest.TestCase):
                                      "usr/lib/systemd/system/k8sbridge-sync.service"],
             "k8sbridge-worker": ["usr/sbin/k8sbridge-worker", "usr/sbin/k8sbridge-jail-prepare",
                                  "usr/sbin/k8sbridge-health"],
+            "k8sbridge-slurm-plugins": ["usr/sbin/k8sbridge-entrypoint"],
             "k8sbridge-doc": ["usr/share/doc/k8sbridge-doc/sync.md",
                               "usr/share/k8sbridge/conf-templates/k8sbridge.conf",
                               "usr/share/k8sbridge/rbac.yaml"],
