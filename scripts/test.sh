@@ -50,6 +50,23 @@ for t in json.load(sys.stdin):
         print(os.path.relpath(t["cmd"][0], sys.argv[1]))' "$1"
 }
 
+# The Debian packages (built in a Debian build root with that release's Slurm)
+# and the images made from them: keyed by their inputs under $K8SBRIDGE_CACHE, so
+# a second run of one commit rebuilds nothing. They too build beside the waiting
+# host build and the integration tests (nothing of theirs needs the host build); the
+# tests of the suite "artifacts" run once they are there.
+artifacts_dir="$root/build-artifacts"  # logs and the directories made
+mkdir -p "$artifacts_dir"
+artifacts_log="$artifacts_dir/artifacts.log"
+artifacts_env="$artifacts_dir/artifacts.env"
+rm -f "$artifacts_env" "$build/meson-logs/artifacts-testlog.json"
+( set -e
+  packages=$(nice -n 10 bash scripts/build-packages.sh | tail -n 1)
+  images=$(nice -n 10 $python scripts/images.py --packages "$packages" | tail -n 1)
+  printf 'K8SBRIDGE_PACKAGES_DIR=%s\nK8SBRIDGE_IMAGES=%s\n' "$packages" "$images" >"$artifacts_env"
+) >"$artifacts_log" 2>&1 &
+artifacts_pid=$!
+
 if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
   # The sanitizer build (-O0, buildtype debug: it compiles much faster, and the
   # sanitizers lose nothing) runs beside the integration tests, which mostly wait
@@ -71,19 +88,6 @@ if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
   fuzz_log="$build/meson-logs/fuzz.log"
   nice -n 15 bash fuzz/run.sh "$build/fuzz" 15 >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
-  # The Debian packages (built in a Debian build root with that release's Slurm)
-  # and the images made from them: keyed by their inputs under $K8SBRIDGE_CACHE, so
-  # a second run of one commit rebuilds nothing. They too build beside the waiting
-  # integration tests; the tests of the suite "artifacts" run once they are there.
-  artifacts_log="$build/meson-logs/artifacts.log"
-  artifacts_env="$build/meson-logs/artifacts.env"
-  rm -f "$artifacts_env" "$build/meson-logs/artifacts-testlog.json"
-  ( set -e
-    packages=$(nice -n 10 bash scripts/build-packages.sh | tail -n 1)
-    images=$(nice -n 10 $python scripts/images.py --packages "$packages" | tail -n 1)
-    printf 'K8SBRIDGE_PACKAGES_DIR=%s\nK8SBRIDGE_IMAGES=%s\n' "$packages" "$images" >"$artifacts_env"
-  ) >"$artifacts_log" 2>&1 &
-  artifacts_pid=$!
   # The integration tests run in parallel: each rig has its own names, addresses,
   # ports and leftover check (docs/architecture.md, "The test rig"), and their
   # daemons mostly sleep, so four at a time fit two cores.
@@ -99,6 +103,7 @@ if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
   fi
 else
   failed_steps+=("build")
+  wait "$artifacts_pid"
   asan_pid=""
   style_pid=""
   fuzz_pid=""
