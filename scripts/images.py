@@ -17,12 +17,13 @@ Usage:
   scripts/images.py --packages DIR [--cache DIR] [--image NAME]... [--out DIR]
   scripts/images.py --write-containerfiles | --check-containerfiles
 Prints the output directory on its last line: <out>/<image>/{oci/, <image>.tar,
-digest, size}.
+image.json (tag, digest, size, Slurm version)}.
 """
 
 import argparse
 import concurrent.futures
 import datetime
+import functools
 import gzip
 import hashlib
 import json
@@ -87,26 +88,24 @@ def run(cmd, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, text=True, **kw)
 
 
+@functools.cache
 def debian_mirror() -> str:
-    """The machine's own Debian mirror, as scripts/build-slurm.sh finds it."""
-    sources = Path("/etc/apt/sources.list.d/debian.sources")
-    if sources.exists():
-        m = re.search(r"^URIs:\s*(\S+)", sources.read_text(), re.M)
-        if m:
-            return m.group(1)
-    legacy = Path("/etc/apt/sources.list")
-    if legacy.exists():
-        m = re.search(r"^deb\s+(?:\[[^\]]*\]\s+)?(http\S+)", legacy.read_text(), re.M)
-        if m:
-            return m.group(1)
-    fail("cannot find a Debian mirror in /etc/apt/sources.list(.d); add one")
+    """The machine's own Debian mirror: scripts/debian-mirror.sh, the one place that
+    reads apt's sources."""
+    r = subprocess.run(["sh", str(ROOT / "scripts" / "debian-mirror.sh")], text=True,
+                       capture_output=True)
+    if r.returncode != 0:
+        fail(r.stderr.strip() or "scripts/debian-mirror.sh failed")
+    return r.stdout.strip()
 
 
+@functools.cache
 def project_version() -> str:
     m = re.search(r"version:\s*'([^']+)'", (ROOT / "meson.build").read_text())
     return m.group(1) if m else "0"
 
 
+@functools.cache
 def revision() -> str:
     r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], text=True,
                        capture_output=True)

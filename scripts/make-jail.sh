@@ -56,20 +56,8 @@ if [ "$force" = 0 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$recipe" ]; the
   exit 0
 fi
 
-# The first deb URI of the machine's apt sources that is not the security archive.
-mirror=""
-if [ -f /etc/apt/sources.list.d/debian.sources ]; then
-  mirror=$(awk 'tolower($1)=="uris:" { for (i = 2; i <= NF; i++) print $i }' \
-             /etc/apt/sources.list.d/debian.sources | grep -v -- '-security' | head -n 1 || true)
-fi
-if [ -z "$mirror" ] && [ -f /etc/apt/sources.list ]; then
-  mirror=$(awk '$1=="deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; break } }' \
-             /etc/apt/sources.list | grep -v -- '-security' | head -n 1 || true)
-fi
-if [ -z "$mirror" ]; then
-  log "no Debian mirror found in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list; configure apt first"
-  exit 1
-fi
+# The machine's own Debian mirror (scripts/debian-mirror.sh says why and how).
+mirror=$(sh "$(dirname "$0")/debian-mirror.sh") || exit 1
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 log "building $release from $mirror into $jail (takes minutes)"
 

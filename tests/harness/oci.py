@@ -16,10 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
-from harness.rig import RESOURCE_PREFIX, GaveUp, RigError, wait_for
+from harness.rig import OCI_PREFIX, OCI_RUNC_ROOT, GaveUp, RigError, oci_containers, wait_for
 
-RUNC_ROOT = "/run/k8sbridge-runc"  # runc's state; containers are named k8sb-oci-*
-CONTAINER_PREFIX = f"{RESOURCE_PREFIX}-oci-"
 
 # A pod's container under a privileged-enough security context: slurmd drops
 # and changes ids, munged and the jail need the rest. (Not CAP_SYS_RESOURCE: this
@@ -73,7 +71,7 @@ class Container:
                  env: Optional[dict] = None, mounts: Sequence[tuple] = (),
                  netns: Optional[str] = None, hostname: str = "pod"):
         self.image = image
-        self.id = f"{CONTAINER_PREFIX}{secrets.token_hex(4)}"
+        self.id = f"{OCI_PREFIX}{secrets.token_hex(4)}"
         self.dir = Path(tempfile.mkdtemp(prefix=f"{self.id}-", dir=workdir))
         self.log = self.dir / "output"
         self.proc: Optional[subprocess.Popen] = None
@@ -141,7 +139,7 @@ class Container:
         return False
 
     def _runc(self, *args: str) -> list:
-        return ["runc", "--root", RUNC_ROOT, *args]
+        return ["runc", "--root", OCI_RUNC_ROOT, *args]
 
     def run(self, timeout: float = 120) -> subprocess.CompletedProcess:
         """Runs the container to its end: (returncode, its stdout and stderr)."""
@@ -190,10 +188,7 @@ class Container:
 
 def runc_leftovers() -> list:
     """Containers of ours that runc still knows."""
-    r = _run(["runc", "--root", RUNC_ROOT, "list", "--format", "json"])
-    if r.returncode != 0 or not r.stdout.strip() or r.stdout.strip() == "null":
-        return []
-    return [c["id"] for c in json.loads(r.stdout) if c["id"].startswith(CONTAINER_PREFIX)]
+    return oci_containers()
 
 
 def wait_exec(container: Container, cmd: Sequence[str], want: str, timeout: float, what: str):

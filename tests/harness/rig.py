@@ -934,15 +934,25 @@ def leftovers(rig_ids: Optional[Iterable[str]] = None) -> dict:
             "rig_processes": rig_processes, "mounts": mounts}
 
 
+# runc's state directory and the names of the containers tests/harness/oci.py runs.
+OCI_RUNC_ROOT = "/run/k8sbridge-runc"
+OCI_PREFIX = f"{RESOURCE_PREFIX}-oci-"
+
+
+def oci_containers() -> list:
+    """The runc containers of tests/harness/oci.py that runc still knows."""
+    if not shutil.which("runc"):
+        return []
+    r = _run(["runc", "--root", OCI_RUNC_ROOT, "list", "-q"], check=False)
+    return [c for c in r.stdout.split() if c.startswith(OCI_PREFIX)] if r.returncode == 0 else []
+
+
 def _delete_oci_containers() -> None:
-    """The runc containers of tests/harness/oci.py (named k8sb-oci-*) and the
-    overlays their roots are, under /tmp/k8sb-oci-*."""
-    r = _run(["runc", "--root", "/run/k8sbridge-runc", "list", "-q"], check=False) \
-        if shutil.which("runc") else None
-    for cid in r.stdout.split() if r and r.returncode == 0 else []:
-        if cid.startswith(f"{RESOURCE_PREFIX}-oci-"):
-            _run(["runc", "--root", "/run/k8sbridge-runc", "delete", "--force", cid], check=False)
-    for root in Path(tempfile.gettempdir()).glob(f"{RESOURCE_PREFIX}-oci-*"):
+    """The test containers runc still knows, and the overlays their roots are, under
+    /tmp/k8sb-oci-*."""
+    for cid in oci_containers():
+        _run(["runc", "--root", OCI_RUNC_ROOT, "delete", "--force", cid], check=False)
+    for root in Path(tempfile.gettempdir()).glob(f"{OCI_PREFIX}*"):
         _unmount_under(str(root))
         shutil.rmtree(root, ignore_errors=True)
 

@@ -24,7 +24,7 @@ import unittest
 from pathlib import Path
 
 from harness.oci import Container, Image, image_info, images_dir, runc_leftovers, wait_exec
-from harness.rig import RESOURCE_PREFIX, Rig
+from harness.rig import OCI_PREFIX, RESOURCE_PREFIX, Rig
 from harness.testcase import RigTestCase, main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,7 +125,7 @@ class OciTestCase(RigTestCase):
     @classmethod
     def setUpClass(cls):
         cls.images = {}
-        cls.classdir = Path(tempfile.mkdtemp(prefix=f"{RESOURCE_PREFIX}-oci-"))
+        cls.classdir = Path(tempfile.mkdtemp(prefix=OCI_PREFIX))
 
     @classmethod
     def tearDownClass(cls):
