@@ -31,7 +31,7 @@ packages=(
   libjson-c-dev libyaml-dev libhttp-parser-dev libjwt-dev libhwloc-dev liblz4-dev
   libreadline-dev libpam0g-dev
   # test rig and peers
-  munge iproute2 util-linux procps psmisc python3 python3-kubernetes ibsim-utils
+  munge iproute2 util-linux procps psmisc python3 python3-kubernetes python3-yaml ibsim-utils
   infiniband-diags debootstrap valgrind
   # fetching the Slurm tarball from Debian's source archive
   dpkg-dev ca-certificates

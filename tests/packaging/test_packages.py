@@ -118,7 +118,7 @@ class DebianPackagesTest(unittest.TestCase):
             "k8sbridge-slurm-plugins": ["usr/sbin/k8sbridge-entrypoint"],
             "k8sbridge-doc": ["usr/share/doc/k8sbridge-doc/sync.md",
                               "usr/share/k8sbridge/conf-templates/k8sbridge.conf",
-                              "usr/share/k8sbridge/rbac.yaml"],
+                              "usr/share/k8sbridge/deploy/base/rbac.yaml"],
         }
         for package, paths in want.items():
             with self.subTest(package=package):

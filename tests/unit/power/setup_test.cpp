@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include <unistd.h>
@@ -69,6 +70,32 @@ BOOST_AUTO_TEST_CASE(shipped_templates_load) {
   auto tmpl = power::LoadPodTemplate(root + "/conf-templates/worker-pod.yaml");
   BOOST_REQUIRE_MESSAGE(tmpl.ok(), tmpl.status().ToString());
   BOOST_CHECK_EQUAL((*tmpl->pod)["spec"]["volumes"][0]["secret"]["defaultMode"].GetInt(), 0400);
+}
+
+// deploy/ must stay valid too: each kustomization's ConfigMap is the base's
+// config/ with the overlay's files over it (configMapGenerator, behavior: merge).
+BOOST_AUTO_TEST_CASE(deploy_configs_load) {
+  namespace fs = std::filesystem;
+  const fs::path root = K8SBRIDGE_SOURCE_ROOT;
+  const fs::path base = root / "deploy/base/config";
+  for (const char* overlay : {"", "overlays/demo", "overlays/example-gpu"}) {
+    BOOST_TEST_CONTEXT("deploy/" << (*overlay ? overlay : "base")) {
+      const fs::path dir =
+          fs::temp_directory_path() / ("k8sbridge-deploy-" + std::to_string(::getpid()));
+      fs::remove_all(dir);
+      fs::copy(base, dir);
+      if (*overlay != '\0')
+        fs::copy(root / "deploy" / overlay / "config", dir, fs::copy_options::overwrite_existing);
+      auto config =
+          conf::LoadBridgeConfig((dir / "k8sbridge.conf").string(), k8sbridge::BuiltinHostlists());
+      BOOST_REQUIRE_MESSAGE(config.ok(), config.status().ToString());
+      BOOST_CHECK(config->kube.in_cluster);
+      auto setup = power::LoadPowerSetup(*config);
+      BOOST_REQUIRE_MESSAGE(setup.ok(), setup.status().ToString());
+      BOOST_CHECK_EQUAL(setup->templates.size(), 1u);
+      fs::remove_all(dir);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

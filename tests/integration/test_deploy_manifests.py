@@ -1,0 +1,159 @@
+"""deploy/: every kustomization renders with kubectl 1.32's built-in kustomize, and what
+it renders holds together (docs/deploy.md, "On Kubernetes"): namespaces, the objects
+each pod names, the images scripts/images.py builds, and the RBAC table of
+docs/deploy.md, which must list exactly the rules of deploy/base/rbac.yaml."""
+
+import os
+import re
+import subprocess
+import sys
+import unittest
+from pathlib import Path
+
+import yaml
+
+from harness.paths import SOURCE_ROOT
+
+KUBECTL = "/usr/bin/kubectl"
+DEPLOY = SOURCE_ROOT / "deploy"
+KUSTOMIZATIONS = ["base", "overlays/demo", "overlays/example-gpu"]
+NAMESPACE = "slurm"
+# Created by the documented command, never rendered (the key is never committed).
+OUT_OF_BAND = {("Secret", "slurm-munge-key")}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+
+sys.path.insert(0, str(SOURCE_ROOT / "scripts"))
+import images  # noqa: E402  (scripts/images.py: the image table and tag rule)
+
+
+def render(kustomization: str) -> list:
+    out = subprocess.run([KUBECTL, "kustomize", str(DEPLOY / kustomization)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise AssertionError(f"kubectl kustomize deploy/{kustomization}: {out.stderr}")
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def pod_specs(objects: list):
+    """(where, pod spec) of every workload's template and of the worker pod template
+    inside the slurm-conf ConfigMap."""
+    for o in objects:
+        spec = o.get("spec", {})
+        if o["kind"] in ("StatefulSet", "Deployment", "Job"):
+            yield f'{o["kind"]}/{o["metadata"]["name"]}', spec["template"]["spec"]
+        if o["kind"] == "ConfigMap" and "worker-pod.yaml" in o.get("data", {}):
+            tmpl = yaml.safe_load(o["data"]["worker-pod.yaml"])
+            yield "worker-pod.yaml", tmpl["template"]["spec"]
+
+
+def references(spec: dict):
+    """(kind, name) of every object a pod spec needs to start."""
+    yield "ServiceAccount", spec.get("serviceAccountName", "default")
+    for v in spec.get("volumes", []):
+        if "configMap" in v:
+            yield "ConfigMap", v["configMap"]["name"]
+        if "secret" in v:
+            yield "Secret", v["secret"]["secretName"]
+        if "persistentVolumeClaim" in v:
+            yield "PersistentVolumeClaim", v["persistentVolumeClaim"]["claimName"]
+
+
+def slurm_version() -> str:
+    """The Slurm the tests run (and the packages and images are built for)."""
+    header = Path(os.environ["K8SBRIDGE_SLURM_PREFIX"]) / "include/slurm/slurm_version.h"
+    out = subprocess.run(["sh", str(SOURCE_ROOT / "scripts" / "slurm-version.sh"), str(header)],
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+class Render(unittest.TestCase):
+    def test_every_kustomization_renders_and_holds_together(self):
+        for k in KUSTOMIZATIONS:
+            with self.subTest(kustomization=k):
+                objects = render(k)
+                have = {(o["kind"], o["metadata"]["name"]) for o in objects}
+                for o in objects:
+                    ns = o["metadata"].get("namespace")
+                    where = f'{o["kind"]}/{o["metadata"]["name"]}'
+                    if o["kind"] in CLUSTER_SCOPED:
+                        self.assertIsNone(ns, where)
+                    elif o["metadata"]["name"] == "k8sbridge-node-events":
+                        self.assertEqual(ns, "default", where)
+                    else:
+                        self.assertEqual(ns, NAMESPACE, where)
+                    for s in o.get("subjects", []):
+                        self.assertEqual(s.get("namespace"), NAMESPACE, f"{where} subject")
+                for where, spec in pod_specs(objects):
+                    for ref in references(spec):
+                        if ref not in OUT_OF_BAND:
+                            self.assertIn(ref, have, f"{where} needs {ref[0]} {ref[1]}")
+
+    def test_images_are_the_ones_scripts_images_py_builds(self):
+        tag = images.tag(slurm_version())
+        for k in KUSTOMIZATIONS:
+            with self.subTest(kustomization=k):
+                for where, spec in pod_specs(render(k)):
+                    for c in spec.get("initContainers", []) + spec["containers"]:
+                        repo, _, image_tag = c["image"].rpartition(":")
+                        self.assertIn(repo.rsplit("/", 1)[-1], images.IMAGES, where)
+                        self.assertEqual(image_tag, tag, f"{where} container {c['name']}")
+
+    def test_only_the_workers_need_more_than_baseline(self):
+        # The namespace enforces privileged for the worker pods' sake; every other pod
+        # must pass baseline (the namespace audits it): no privilege, no host paths.
+        for where, spec in pod_specs(render("base")):
+            privileged = any(c.get("securityContext", {}).get("privileged")
+                             for c in spec["containers"])
+            host = any("hostPath" in v for v in spec.get("volumes", [])) or any(
+                spec.get(f) for f in ("hostNetwork", "hostPID", "hostIPC"))
+            self.assertEqual(privileged, where == "worker-pod.yaml", where)
+            self.assertFalse(host, where)
+
+
+def rbac_rules() -> set:
+    """(account, scope, group, resource, verb) granted by deploy/base/rbac.yaml."""
+    docs = [d for d in yaml.safe_load_all((DEPLOY / "base" / "rbac.yaml").read_text()) if d]
+    roles = {(d["kind"], d["metadata"]["name"]): d for d in docs if d["kind"].endswith("Role")}
+    granted = set()
+    for b in (d for d in docs if d["kind"].endswith("Binding")):
+        role = roles[(b["roleRef"]["kind"], b["roleRef"]["name"])]
+        scope = b["metadata"].get("namespace", "cluster" if b["kind"] == "ClusterRoleBinding"
+                                  else NAMESPACE)
+        for s in b["subjects"]:
+            for rule in role["rules"]:
+                for g in rule["apiGroups"]:
+                    for r in rule["resources"]:
+                        for v in rule["verbs"]:
+                            granted.add((s["name"], scope, g, r, v))
+    return granted
+
+
+def documented_rules() -> set:
+    """The same tuples, read from the RBAC table of docs/deploy.md."""
+    text = (SOURCE_ROOT / "docs" / "deploy.md").read_text()
+    table = text[text.index("### RBAC"):]
+    rows = [line for line in table.splitlines() if line.startswith("| ")][1:]  # no header
+    documented, account = set(), None
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        account = cells[0].strip("`") or account
+        m = re.match(r"(?:`(?P<group>[a-z0-9.]+)` )?(?P<res>[a-z/]+)(?P<where>[^:]*):"
+                     r" (?P<verbs>.*)", cells[1])
+        if not m:
+            continue  # "none": an account without rules
+        scope = ("default" if "`default`" in m["where"] else
+                 "cluster" if m["res"].startswith("nodes") else NAMESPACE)
+        for verb in re.findall(r"`([a-z]+)`", m["verbs"]):
+            documented.add((account, scope, m["group"] or "", m["res"], verb))
+    return documented
+
+
+class RbacTable(unittest.TestCase):
+    def test_docs_list_exactly_the_granted_rules(self):
+        granted, documented = rbac_rules(), documented_rules()
+        self.assertEqual(sorted(granted - documented), [], "granted but not in docs/deploy.md")
+        self.assertEqual(sorted(documented - granted), [], "in docs/deploy.md but not granted")
+
+
+if __name__ == "__main__":
+    unittest.main()
