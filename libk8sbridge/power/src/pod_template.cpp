@@ -1,5 +1,6 @@
 #include "k8sbridge/power/pod_template.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -10,6 +11,8 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 #include <yaml-cpp/yaml.h>
 
 #include "k8sbridge/text.h"
@@ -319,6 +322,48 @@ Result<rapidjson::Document> YamlToJson(std::string_view yaml, std::string_view f
 
 namespace {
 
+// JSON with object keys sorted, so the hash does not depend on the YAML's key order.
+void CanonicalJson(const rapidjson::Value& v, std::string& out) {
+  if (v.IsObject()) {
+    std::vector<std::pair<std::string_view, const rapidjson::Value*>> members;
+    for (const auto& m : v.GetObject())
+      members.emplace_back(std::string_view(m.name.GetString(), m.name.GetStringLength()),
+                           &m.value);
+    std::sort(members.begin(), members.end(),
+              [](const auto& x, const auto& y) { return x.first < y.first; });
+    out += '{';
+    for (const auto& [name, value] : members) {
+      out += fmt::format("\"{}\":", name);
+      CanonicalJson(*value, out);
+      out += ',';
+    }
+    out += '}';
+  } else if (v.IsArray()) {
+    out += '[';
+    for (const auto& item : v.GetArray()) {
+      CanonicalJson(item, out);
+      out += ',';
+    }
+    out += ']';
+  } else {
+    rapidjson::StringBuffer buffer;
+    rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+    v.Accept(writer);
+    out.append(buffer.GetString(), buffer.GetSize());
+  }
+}
+
+std::string TemplateHash(const rapidjson::Value& pod) {
+  std::string text;
+  CanonicalJson(pod, text);
+  uint64_t hash = 14695981039346656037ULL;  // FNV-1a, 64 bits
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  return fmt::format("{:016x}", hash);
+}
+
 // Where a template's errors point: "pod template <file>: <prefix><field>: ...".
 struct TemplateSite {
   std::string_view file;
@@ -486,6 +531,7 @@ Result<PodTemplate> ParsePodTemplate(std::string_view yaml, std::string_view fil
   spec_copy.CopyFrom(spec, a);
   out->AddMember("metadata", metadata, a);
   out->AddMember("spec", spec_copy, a);
+  result.hash = TemplateHash(*out);
   result.pod = std::move(out);
   return result;
 }

@@ -336,6 +336,7 @@ NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_p
   WorkerPodRequest pod_request;
   pod_request.node = node;
   pod_request.jobs = request.JobsOf(node);
+  pod_request.annotations = request.pod_annotations;
   if (!group->gpus) {
     auto live = ctx.slurm.LoadNode(node);
     if (!live.ok()) {

@@ -360,6 +360,10 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
   Value& metadata = Child(doc, "metadata", rapidjson::kObjectType, a);
   std::string job_ids = JoinIds(request.jobs);
   SetWorkerMetadata(metadata, config, group, request, job_ids, a);
+  Value& annotations = metadata["annotations"];
+  SetString(annotations, contract::kTemplateHashAnnotation, tmpl.hash, a);
+  for (const auto& [key, value] : request.annotations)
+    SetString(annotations, key, value, a);
 
   Value& spec = doc["spec"];
   if (!spec.HasMember("restartPolicy"))

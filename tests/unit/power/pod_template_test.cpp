@@ -213,4 +213,17 @@ BOOST_AUTO_TEST_CASE(load_names_a_missing_file) {
                     "conf-templates/worker-pod.yaml)");
 }
 
+BOOST_AUTO_TEST_CASE(hash_follows_content_not_spelling) {
+  auto a = power::ParsePodTemplate(
+      "spec:\n  containers:\n  - {name: slurmd, image: w:1}\n  restartPolicy: Never\n", "a.yaml");
+  auto b = power::ParsePodTemplate(
+      "spec:\n  restartPolicy: Never\n  containers:\n  - image: w:1\n    name: slurmd\n", "b.yaml");
+  auto c = power::ParsePodTemplate(
+      "spec:\n  containers:\n  - {name: slurmd, image: w:2}\n  restartPolicy: Never\n", "c.yaml");
+  BOOST_REQUIRE(a.ok() && b.ok() && c.ok());
+  BOOST_CHECK_EQUAL(a->hash.size(), 16u);
+  BOOST_CHECK_EQUAL(a->hash, b->hash);  // key order and flow style do not matter
+  BOOST_CHECK_NE(a->hash, c->hash);     // a new image does
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -113,22 +113,24 @@ BOOST_AUTO_TEST_CASE(single_node_job_full_pod) {
       R"({"metadata":{"labels":{"team":"hpc","app.kubernetes.io/managed-by":"k8sbridge",)"
       R"("k8sbridge.io/cluster":"hpc1","k8sbridge.io/node":"w-3","k8sbridge.io/node-group":"gpu",)"
       R"("k8sbridge.io/job":"12"},"annotations":{"note":"kept","k8sbridge.io/job-ids":"12",)"
-      R"("k8sbridge.io/features":"12: h100"},"name":"w-3","namespace":"slurm"},)"
-      R"("spec":{"terminationGracePeriodSeconds":30,"containers":[{"name":"slurmd",)"
-      R"("image":"registry.example/slurm-worker:24.11","env":[{"name":"TZ","value":"UTC"},)"
-      R"({"name":"K8SBRIDGE_NODE_NAME","value":"w-3"},{"name":"K8SBRIDGE_CLUSTER","value":"hpc1"},)"
-      R"({"name":"K8SBRIDGE_NODE_GROUP","value":"gpu"},{"name":"K8SBRIDGE_JOB_IDS","value":"12"},)"
-      R"({"name":"K8SBRIDGE_CONF_SERVER","value":"ctl:6817"},)"
-      R"({"name":"K8SBRIDGE_POD_NAME","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}},)"
-      R"({"name":"K8SBRIDGE_POD_NAMESPACE","valueFrom":{"fieldRef":{"fieldPath":"metadata.namespace"}}},)"
-      R"({"name":"K8SBRIDGE_POD_IP","valueFrom":{"fieldRef":{"fieldPath":"status.podIP"}}},)"
-      R"({"name":"K8SBRIDGE_HOST_NODE","valueFrom":{"fieldRef":{"fieldPath":"spec.nodeName"}}},)"
-      R"({"name":"K8SBRIDGE_MUNGE_CHECK","value":"cred"}],)"
-      R"("resources":{"limits":{"memory":"64Gi","nvidia.com/gpu":"8"},"requests":{"nvidia.com/gpu":"8"}},)"
-      R"("command":["/usr/sbin/k8sbridge-worker"],"terminationMessagePolicy":"FallbackToLogsOnError"}],)"
-      R"("restartPolicy":"Never","automountServiceAccountToken":false,)"
-      R"("nodeSelector":{"nvidia.com/gpu.product":"NVIDIA-H100-80GB-HBM3"}},)"
-      R"("apiVersion":"v1","kind":"Pod"})");
+      R"("k8sbridge.io/features":"12: h100","k8sbridge.io/template-hash":")" +
+          tmpl.hash +
+          R"("},"name":"w-3","namespace":"slurm"},)"
+          R"("spec":{"terminationGracePeriodSeconds":30,"containers":[{"name":"slurmd",)"
+          R"("image":"registry.example/slurm-worker:24.11","env":[{"name":"TZ","value":"UTC"},)"
+          R"({"name":"K8SBRIDGE_NODE_NAME","value":"w-3"},{"name":"K8SBRIDGE_CLUSTER","value":"hpc1"},)"
+          R"({"name":"K8SBRIDGE_NODE_GROUP","value":"gpu"},{"name":"K8SBRIDGE_JOB_IDS","value":"12"},)"
+          R"({"name":"K8SBRIDGE_CONF_SERVER","value":"ctl:6817"},)"
+          R"({"name":"K8SBRIDGE_POD_NAME","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}},)"
+          R"({"name":"K8SBRIDGE_POD_NAMESPACE","valueFrom":{"fieldRef":{"fieldPath":"metadata.namespace"}}},)"
+          R"({"name":"K8SBRIDGE_POD_IP","valueFrom":{"fieldRef":{"fieldPath":"status.podIP"}}},)"
+          R"({"name":"K8SBRIDGE_HOST_NODE","valueFrom":{"fieldRef":{"fieldPath":"spec.nodeName"}}},)"
+          R"({"name":"K8SBRIDGE_MUNGE_CHECK","value":"cred"}],)"
+          R"("resources":{"limits":{"memory":"64Gi","nvidia.com/gpu":"8"},"requests":{"nvidia.com/gpu":"8"}},)"
+          R"("command":["/usr/sbin/k8sbridge-worker"],"terminationMessagePolicy":"FallbackToLogsOnError"}],)"
+          R"("restartPolicy":"Never","automountServiceAccountToken":false,)"
+          R"("nodeSelector":{"nvidia.com/gpu.product":"NVIDIA-H100-80GB-HBM3"}},)"
+          R"("apiVersion":"v1","kind":"Pod"})");
   // A single-node job gets no pod affinity.
   BOOST_CHECK_EQUAL(Json(*pod, "/spec/affinity"), "<absent>");
 }

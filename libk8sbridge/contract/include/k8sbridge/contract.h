@@ -21,6 +21,12 @@ inline constexpr std::string_view kNodeGroupLabel = "k8sbridge.io/node-group";
 inline constexpr std::string_view kJobLabel = "k8sbridge.io/job";  // first job; pod affinity
 inline constexpr std::string_view kJobIdsAnnotation = "k8sbridge.io/job-ids";
 inline constexpr std::string_view kFeaturesAnnotation = "k8sbridge.io/features";
+// The hash of the node group's pod template the pod was rendered from: a pod whose
+// hash is no longer its group's is rolled by k8sbridge-sync (docs/sync.md, "Rollouts").
+inline constexpr std::string_view kTemplateHashAnnotation = "k8sbridge.io/template-hash";
+// On a pod k8sbridge-sync created for a reboot Slurm issued: that reboot's time (the
+// Slurm node's reason_time), so the pod is not replaced a second time.
+inline constexpr std::string_view kRebootOfAnnotation = "k8sbridge.io/reboot-of";
 
 // ---- Worker pods: the Slurm node's drain, mirrored by k8sbridge-sync.
 inline constexpr std::string_view kDrainReasonAnnotation = "k8sbridge.io/slurm-drain-reason";

@@ -22,6 +22,9 @@ struct PodTemplate {
   // Index in spec.containers of the container that runs the worker entrypoint: the
   // one named "slurmd", else the first.
   size_t worker_container = 0;
+  // 16 hex digits: FNV-1a over the canonical JSON of `pod`. Equal templates (in
+  // any YAML spelling) hash alike; any change to what a pod gets changes it.
+  std::string hash;
 };
 
 // Errors name the file and the field ("worker.yaml: spec.containers[0].image: ...")

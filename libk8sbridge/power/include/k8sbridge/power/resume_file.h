@@ -38,6 +38,8 @@ struct ResumeJob {
 struct ResumeRequest {
   std::vector<std::string> all_nodes_resume;  // expanded
   std::vector<ResumeJob> jobs;
+  // Added to every pod's annotations (k8sbridge-sync's reboot replacements).
+  std::map<std::string, std::string> pod_annotations;
 
   // The jobs whose nodes_alloc contain `node` (a node may serve several jobs when
   // shared), in file order.

@@ -3,6 +3,7 @@
 // exists under the node's name. docs/power.md lists the rendering rules.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -24,6 +25,8 @@ struct WorkerPodRequest {
   // More environment for the worker, set by the resume step (the seam for, e.g.,
   // the munge credential the worker checks). Replaces same-named variables.
   std::vector<std::pair<std::string, std::string>> extra_env;
+  // More annotations (ResumeRequest::pod_annotations).
+  std::map<std::string, std::string> annotations;
 };
 
 // Renders the Pod. Errors (an unparseable constraint or Gres, features that need
