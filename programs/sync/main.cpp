@@ -28,6 +28,7 @@
 #include "k8sbridge/kube/events.h"
 #include "k8sbridge/kube/leader.h"
 #include "k8sbridge/log.h"
+#include "k8sbridge/power/setup.h"
 #include "k8sbridge/program.h"
 #include "k8sbridge/slurm/libslurm.h"
 #include "k8sbridge/slurm/libslurm_hostlists.h"
@@ -282,7 +283,8 @@ Result<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
 
 // The daemon: informers, leader election and the loop, until SIGTERM or SIGINT.
 int RunDaemon(const conf::BridgeConfig& config, const std::string& identity, kube::Client& client,
-              slurm::Slurm& slurm, SyncMetrics& metrics, Logger& log) {
+              slurm::Slurm& slurm, SyncMetrics& metrics, Logger& log,
+              const power::PowerSetup* power) {
   signal(SIGTERM, OnSignal);
   signal(SIGINT, OnSignal);
   // Informers, the Slurm poller and a new lead wake the loop, so a change is acted
@@ -295,8 +297,10 @@ int RunDaemon(const conf::BridgeConfig& config, const std::string& identity, kub
   eo.reporting_controller = contract::kSyncController;
   eo.reporting_instance = identity;
   kube::EventRecorder events(client, eo);
-  Daemon daemon(config, {client, &events, slurm, caches, [&] { return election.IsLeader(); },
-                         election.renew_deadline(), metrics, log, wakeup});
+  Daemon daemon(config,
+                {client, &events, slurm, caches, [&] { return election.IsLeader(); },
+                 election.renew_deadline(), metrics, log, wakeup},
+                power);
   log.Info("started as {}: cluster {}, namespace {}, Lease {}, poll {} ms, metrics {}", identity,
            config.cluster_name, config.kube.namespace_, election.lease_name(),
            config.sync.poll_interval.count(),
@@ -322,6 +326,19 @@ int Run(int argc, char** argv) {
     return kExitUsage;
   }
   const conf::BridgeConfig config = std::move(*loaded);
+  // The pod templates: a rollout compares each pod with its group's, and a reboot's
+  // new pod is made from it. A broken one stops the daemon here, as it stops
+  // k8sbridge-power; a configuration without node groups has nothing to roll.
+  std::optional<power::PowerSetup> setup;
+  if (!config.node_groups.empty()) {
+    auto loaded_setup = power::LoadPowerSetup(config);
+    if (!loaded_setup.ok()) {
+      log.Error("{}", loaded_setup.status().message());
+      return kExitUsage;
+    }
+    setup = std::move(*loaded_setup);
+  }
+  const power::PowerSetup* power = setup ? &*setup : nullptr;
   auto registry = std::make_shared<prometheus::Registry>();
   SyncMetrics metrics(*registry);
   auto client = MakeClient(config, log, metrics);
@@ -332,14 +349,14 @@ int Run(int argc, char** argv) {
   std::unique_ptr<slurm::Slurm> slurm = slurm::NewLibslurm();
   if (flags.once) {
     kube::LeaderElector once_elector(**client, LeaderOptions(config, flags.identity));
-    return RunOnce(config, **client, *slurm, log, flags.no_lease ? nullptr : &once_elector);
+    return RunOnce(config, **client, *slurm, log, flags.no_lease ? nullptr : &once_elector, power);
   }
   auto exposer = ServeMetrics(config, registry);
   if (!exposer.ok()) {
     log.Error("{}", exposer.status().message());
     return kExitUsage;
   }
-  return RunDaemon(config, flags.identity, **client, *slurm, metrics, log);
+  return RunDaemon(config, flags.identity, **client, *slurm, metrics, log, power);
 }
 
 }  // namespace

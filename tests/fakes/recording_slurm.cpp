@@ -113,6 +113,14 @@ Status RecordingSlurm::Resume(std::string_view node) {
   });
 }
 
+Status RecordingSlurm::Reboot(std::string_view node, std::string_view reason) {
+  return Apply(fmt::format("reboot {} {}", node, reason), node, [&](Node& n) {
+    n.reboot_requested = true;
+    n.drain = true;
+    n.reason = std::string(reason);
+  });
+}
+
 Status RecordingSlurm::SetFeatures(std::string_view node, std::string_view available,
                                    std::string_view active) {
   return Apply(fmt::format("features {} {} {}", node, available, active), node, [&](Node& n) {

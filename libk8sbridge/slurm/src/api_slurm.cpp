@@ -49,6 +49,8 @@ Node Convert(const node_info_t& info) {
   n.power_down = (state & NODE_STATE_POWER_DOWN) != 0;
   n.not_responding = (state & NODE_STATE_NO_RESPOND) != 0;
   n.fail = (state & NODE_STATE_FAIL) != 0;
+  n.reboot_requested = (state & NODE_STATE_REBOOT_REQUESTED) != 0;
+  n.reboot_issued = (state & NODE_STATE_REBOOT_ISSUED) != 0;
   n.reason = Text(info.reason);
   n.reason_time = info.reason_time;
   n.features = Text(info.features);
@@ -81,6 +83,7 @@ class ApiSlurm final : public Slurm {
   Status Undrain(std::string_view node) override;
   Status Fail(std::string_view node, std::string_view reason) override;
   Status Resume(std::string_view node) override;
+  Status Reboot(std::string_view node, std::string_view reason) override;
   Status SetFeatures(std::string_view node, std::string_view available,
                      std::string_view active) override;
   Result<std::string> MungeSocket() override;
@@ -235,6 +238,13 @@ Status ApiSlurm::Resume(std::string_view node) {
   // On a DOWN node slurmctld makes it IDLE and clears DRAIN and FAIL; the power
   // flags stay (POWERED_DOWN), so Slurm resumes it when a job needs it.
   return UpdateState(node, NODE_RESUME, "", "RESUME");
+}
+
+Status ApiSlurm::Reboot(std::string_view node, std::string_view reason) {
+  if (!api_.reboot_asap)
+    return Status::Internal("a reboot needs scontrol: only k8sbridge's programs can ask one");
+  std::lock_guard lock(update_mu_);
+  return api_.reboot_asap(node, reason);
 }
 
 Status ApiSlurm::SetFeatures(std::string_view node, std::string_view available,

@@ -195,15 +195,16 @@ void Election::Stop() {
 
 // ---- the loop ------------------------------------------------------------------
 
-Daemon::Daemon(const conf::BridgeConfig& config, DaemonParts parts)
+Daemon::Daemon(const conf::BridgeConfig& config, DaemonParts parts, const power::PowerSetup* power)
     : config_(config),
       parts_(std::move(parts)),
       clock_(parts_.client.clock()),
-      reconciler_(ReconcileOptions::From(config)),
+      reconciler_(ReconcileOptions::From(config, power)),
       executor_(parts_.client, parts_.slurm, parts_.events, parts_.log,
-                [this] {
+                [this, power] {
                   ExecutorOptions xo{config_.cluster_name, config_.kube.namespace_};
                   xo.leading = [this]() { return LeadingThisPass(); };
+                  xo.power = power;
                   return xo;
                 }()),
       slurm_max_age_(SlurmMaxAge(config.sync.poll_interval)) {}
@@ -351,7 +352,7 @@ void Daemon::Run(const std::atomic<bool>& stop) {
 namespace {
 
 int OnePass(const conf::BridgeConfig& config, kube::Client& client, slurm::Slurm& slurm,
-            Logger& log, kube::LeaderElector* elector) {
+            Logger& log, kube::LeaderElector* elector, const power::PowerSetup* setup) {
   World world;
   auto nodes = slurm.LoadNodes();
   if (!nodes.ok()) {
@@ -370,9 +371,10 @@ int OnePass(const conf::BridgeConfig& config, kube::Client& client, slurm::Slurm
   }
   world.pods = std::move(pods->items);
   world.nodes = std::move(knodes->items);
-  Reconciler reconciler(ReconcileOptions::From(config));
+  Reconciler reconciler(ReconcileOptions::From(config, setup));
   auto actions = reconciler.Plan(world, client.clock().Now(), client.clock().WallNow());
   ExecutorOptions eo{config.cluster_name, config.kube.namespace_};
+  eo.power = setup;
   if (elector) {
     // The Lease is not renewed during the pass: it acts within the renew deadline.
     const auto until = client.clock().Now() + LeaderOptions(config, "").renew_deadline;
@@ -392,7 +394,7 @@ int OnePass(const conf::BridgeConfig& config, kube::Client& client, slurm::Slurm
 }  // namespace
 
 int RunOnce(const conf::BridgeConfig& config, kube::Client& client, slurm::Slurm& slurm,
-            Logger& log, kube::LeaderElector* elector) {
+            Logger& log, kube::LeaderElector* elector, const power::PowerSetup* power) {
   // The pass holds the Lease like the daemon does (so it never acts beside the
   // leader), unless --no-lease says to.
   if (elector && !elector->TryAcquireOrRenew()) {
@@ -403,7 +405,7 @@ int RunOnce(const conf::BridgeConfig& config, kube::Client& client, slurm::Slurm
         elector->ObservedLeader().empty() ? "?" : elector->ObservedLeader());
     return 1;
   }
-  const int rc = OnePass(config, client, slurm, log, elector);
+  const int rc = OnePass(config, client, slurm, log, elector, power);
   if (elector)
     elector->Release();
   return rc;

@@ -8,6 +8,7 @@
 
 #include "k8sbridge/contract.h"
 #include "k8sbridge/power/lost_node.h"
+#include "k8sbridge/power/power_actions.h"
 #include "k8sbridge/power/worker_pod.h"
 #include "k8sbridge/slurm/node_reason.h"
 #include "k8sbridge/text.h"
@@ -173,6 +174,10 @@ Status Executor::Run(const Action& action) {
       return SetFeatures(action);
     case ActionKind::kResume:
       return ResumeNode(action);
+    case ActionKind::kReboot:
+      return RebootNode(action);
+    case ActionKind::kRecreatePod:
+      return RecreatePod(action);
   }
   return Status::Internal("unknown action");
 }
@@ -277,6 +282,31 @@ Status Executor::ResumeNode(const Action& action) {
   if (!s.ok() || !not_due_.empty())
     return s;
   return slurm_.Resume(action.target);
+}
+
+Status Executor::RebootNode(const Action& action) {
+  auto live = LiveIfDue(action);
+  if (!live.ok() || !not_due_.empty())
+    return live.status();
+  return slurm_.Reboot(action.target, action.reason);
+}
+
+Status Executor::RecreatePod(const Action& action) {
+  if (!options_.power)
+    return Status::Internal("no pod templates loaded: cannot make the pod of a reboot");
+  auto live = LiveIfDue(action);
+  if (!live.ok() || !not_due_.empty())
+    return live.status();
+  Status s = CheckNoPodOfOurs(action.target, "a pod of ours still exists (read live)");
+  if (!s.ok() || !not_due_.empty())
+    return s;
+  power::ResumeRequest request;
+  request.pod_annotations[std::string(contract::kRebootOfAnnotation)] = action.reboot_of;
+  power::PowerContext ctx{*options_.power, client_, slurm_, log_, events_};
+  power::PowerReport report = power::Resume(ctx, {action.target}, request);
+  if (report.Failed() > 0)
+    return report.nodes.front().status;
+  return Status::Ok();
 }
 
 void Executor::PodEvent(const Action& action, std::string_view type, std::string_view reason,
@@ -444,6 +474,11 @@ Status Executor::DeletePod(const Action& action) {
   // Ownership is checked again on the live object: a pod created under the same
   // name by someone else must never be deleted.
   const std::string name = PodName(action);
+  if (action.rule == Rule::kReboot) {
+    auto live = LiveIfDue(action);
+    if (!live.ok() || !not_due_.empty())
+      return live.status();
+  }
   auto pod = client_.Get(kube::kPods, options_.namespace_, name);
   if (!pod.ok())
     return pod.status().code() == Status::Code::kNotFound ? Status::Ok() : pod.status();

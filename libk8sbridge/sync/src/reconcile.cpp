@@ -186,6 +186,10 @@ std::string_view ActionKindName(ActionKind kind) {
       return "set_features";
     case ActionKind::kResume:
       return "resume";
+    case ActionKind::kReboot:
+      return "reboot";
+    case ActionKind::kRecreatePod:
+      return "recreate_pod";
   }
   return "unknown";
 }
@@ -199,7 +203,8 @@ std::string Action::ToString() const {
   return s;
 }
 
-ReconcileOptions ReconcileOptions::From(const conf::BridgeConfig& config) {
+ReconcileOptions ReconcileOptions::From(const conf::BridgeConfig& config,
+                                        const power::PowerSetup* power) {
   ReconcileOptions o;
   o.cluster = config.cluster_name;
   o.hardware_reason = config.sync.hardware_reason;
@@ -208,6 +213,10 @@ ReconcileOptions ReconcileOptions::From(const conf::BridgeConfig& config) {
   o.breaker_threshold = config.sync.breaker_threshold;
   o.breaker_cooldown = config.sync.breaker_cooldown;
   o.config = &config;
+  if (power) {
+    for (const auto& [group, tmpl] : power->templates)
+      o.template_hashes[group] = tmpl.hash;
+  }
   return o;
 }
 
@@ -444,6 +453,7 @@ std::vector<Action> Reconciler::Plan(const World& world, Clock::Steady::time_poi
   PlanBreakers(world, out);
   PlanFeatures(world, out);
   PlanReturns(world, out);
+  PlanRollouts(world, out);
   // A condition that did not hold this round starts its grace afresh next time.
   for (auto it = since_.begin(); it != since_.end();) {
     if (held_this_round_.count(it->first))
@@ -805,6 +815,67 @@ void Reconciler::PlanReturns(const World& world, std::vector<Action>& out) {
   }
 }
 
+namespace {
+// The reboot's key: when Slurm issued it (it sets the reason "reboot issued" then).
+std::string RebootKey(const SlurmNode& n) {
+  return std::to_string(n.reason_time);
+}
+}  // namespace
+
+void Reconciler::PlanRollouts(const World& world, std::vector<Action>& out) {
+  if (!options_.config || options_.template_hashes.empty())
+    return;
+  const auto pods = OwnedPodsByNode(world, options_.cluster);
+  for (const SlurmNode& n : world.slurm) {
+    if (!PodRulesApply(n))
+      continue;
+    auto it = pods.find(n.name);
+    const kube::Object* pod = it == pods.end() ? nullptr : it->second;
+    if (n.reboot_issued) {
+      PlanRebootReplacement(n, pod, out);
+      continue;
+    }
+    const conf::NodeGroup* group = options_.config->GroupOf(n.name);
+    auto hash = options_.template_hashes.find(group->name);
+    if (!pod || pod->IsBeingDeleted() || hash == options_.template_hashes.end())
+      continue;
+    const std::string pod_hash = Annotation(*pod, contract::kTemplateHashAnnotation);
+    // A pod without the annotation (made before rollouts existed): no guess, no reboot.
+    if (pod_hash.empty() || pod_hash == hash->second)
+      continue;
+    // Out of service (an admin's drain, a DOWN) or changing power: it takes the new
+    // template at its next resume; a drain is never lifted by a rollout's RESUME.
+    if (n.reboot_requested || n.OutOfService() || n.Suspending() || n.powering_up)
+      continue;
+    out.push_back(Action{
+        ActionKind::kReboot, n.name,
+        SlurmReason(fmt::format("rollout: pod template of node group {} changed", group->name))});
+  }
+}
+
+void Reconciler::PlanRebootReplacement(const SlurmNode& n, const kube::Object* pod,
+                                       std::vector<Action>& out) {
+  const std::string key = RebootKey(n);
+  if (pod && pod->IsBeingDeleted())
+    return;  // on its way out: the new pod comes once it is gone
+  if (pod && Annotation(*pod, contract::kRebootOfAnnotation) == key)
+    return;  // this reboot's pod: Slurm returns the node when its slurmd registers
+  if (pod) {
+    Action a{ActionKind::kDeletePod, n.name,
+             fmt::format("Slurm issued a reboot of {}: its pod is replaced", n.name)};
+    a.rule = Rule::kReboot;
+    a.uid = pod->Uid();
+    a.pod_name = pod->Name();
+    a.reboot_of = key;
+    out.push_back(std::move(a));
+    return;
+  }
+  Action a{ActionKind::kRecreatePod, n.name,
+           fmt::format("Slurm issued a reboot of {}: a new pod from the current template", n.name)};
+  a.reboot_of = key;
+  out.push_back(std::move(a));
+}
+
 std::optional<Clock::Wall::time_point> BreakerUntil(std::string_view reason) {
   if (!reason.starts_with(kBreakerPrefix))
     return std::nullopt;
@@ -842,6 +913,17 @@ std::string NotDueOn(const Action& action, const SlurmNode& live, Clock::Wall::t
         return "it is no longer POWERING_UP";
       if (action.rule == Rule::kPodLost && live.powering_up)
         return "it is POWERING_UP now (its pod is being made)";
+      return "";
+    case ActionKind::kReboot:
+      if (live.reboot_requested || live.reboot_issued)
+        return "a reboot is pending already";
+      if (live.OutOfService() || live.Suspending() || live.powering_up || live.powered_down)
+        return "it is out of service or changing power state (it rolls at its next resume)";
+      return "";
+    case ActionKind::kRecreatePod:
+    case ActionKind::kDeletePod:
+      if (!live.reboot_issued || RebootKey(live) != action.reboot_of)
+        return "Slurm no longer waits for that reboot";
       return "";
     case ActionKind::kDrain:
       if (action.rule != Rule::kNodeTrouble && action.rule != Rule::kBreaker)

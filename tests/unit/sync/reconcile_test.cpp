@@ -664,4 +664,94 @@ BOOST_AUTO_TEST_CASE(label_features_follow_the_kubernetes_node) {
   BOOST_TEST(!Find(r.Plan(marked, now, wall), ActionKind::kSetFeatures, "w-0"));
 }
 
+// Rollouts (docs/sync.md, "Rollouts"): the fixture's group "gpu" has template hash "new".
+struct RolloutFixture : Fixture {
+  RolloutFixture() {
+    ks::ReconcileOptions o = ks::ReconcileOptions::From(config);
+    o.template_hashes["gpu"] = "new";
+    r = std::make_unique<ks::Reconciler>(o);
+  }
+  static kube::Object HashedPod(const std::string& name, const std::string& hash,
+                                const std::string& reboot_of = "") {
+    std::string annotations = R"("annotations":{"k8sbridge.io/template-hash":")" + hash + "\"";
+    if (!reboot_of.empty())
+      annotations += R"(,"k8sbridge.io/reboot-of":")" + reboot_of + "\"";
+    return Pod(name, "n-0", "Running", annotations + "}");
+  }
+  static SlurmNode RebootIssued(const std::string& name) {
+    SlurmNode n = Up(name);
+    n.base = SlurmNode::Base::kDown;
+    n.reboot_issued = true;
+    n.reason = "reboot issued";
+    n.reason_time = 1'800'000'100;
+    return n;
+  }
+};
+
+BOOST_FIXTURE_TEST_CASE(an_old_template_asks_for_a_reboot_asap_only_where_safe, RolloutFixture) {
+  SlurmNode busy = Up("w-1");
+  busy.base = SlurmNode::Base::kAllocated;
+  SlurmNode drained = Drained("w-2", "admin: bad fan");
+  SlurmNode pending = Up("w-3");
+  pending.reboot_requested = true;
+  ks::World w{{Up("w-0"), busy, drained, pending, Up("w-4"), Up("w-5")},
+              {HashedPod("w-0", "old"), HashedPod("w-1", "old"), HashedPod("w-2", "old"),
+               HashedPod("w-3", "old"), HashedPod("w-4", "new"),
+               Pod("w-5", "n-0", "Running")},  // no hash: made before rollouts, left alone
+              {Node("n-0")}};
+  auto actions = Plan(w);
+  // Idle and busy nodes alike: Slurm reboots the busy one once its jobs end.
+  BOOST_REQUIRE(Find(actions, ActionKind::kReboot, "w-0"));
+  BOOST_REQUIRE(Find(actions, ActionKind::kReboot, "w-1"));
+  BOOST_TEST(Find(actions, ActionKind::kReboot, "w-0")->reason ==
+             "k8sbridge: rollout: pod template of node group gpu changed");
+  // An admin's drain is never lifted by the reboot's nextstate=RESUME; a pending
+  // reboot is not asked twice; the current template and an unknown one need none.
+  for (const char* node : {"w-2", "w-3", "w-4", "w-5"})
+    BOOST_TEST(!Find(actions, ActionKind::kReboot, node), node);
+}
+
+BOOST_FIXTURE_TEST_CASE(an_issued_reboot_replaces_the_pod_once, RolloutFixture) {
+  ks::World w{{RebootIssued("w-0")}, {HashedPod("w-0", "old")}, {Node("n-0")}};
+  auto actions = Plan(w);
+  const auto* del = Find(actions, ActionKind::kDeletePod, "w-0");
+  BOOST_REQUIRE(del);
+  BOOST_TEST(del->uid == "u-w-0");
+  BOOST_TEST((del->rule == ks::Rule::kReboot));
+  BOOST_TEST(del->reboot_of == "1800000100");
+  // DOWN + REBOOT_ISSUED is Slurm's doing, not a failure: no other rule fires.
+  BOOST_TEST(actions.size() == 1u, Strings(actions).front());
+  // Gone: a new pod from the current template, marked with the reboot.
+  w.pods.clear();
+  actions = Plan(w);
+  const auto* recreate = Find(actions, ActionKind::kRecreatePod, "w-0");
+  BOOST_REQUIRE(recreate);
+  BOOST_TEST(recreate->reboot_of == "1800000100");
+  BOOST_TEST(actions.size() == 1u);
+  // The new pod is this reboot's: nothing more until its slurmd registers.
+  w.pods = {HashedPod("w-0", "new", "1800000100")};
+  BOOST_TEST(Plan(w).empty(), Strings(Plan(w)).front());
+  // A later reboot (an admin's scontrol reboot) replaces even a current pod.
+  w.slurm[0].reason_time += 3600;
+  BOOST_TEST(Find(Plan(w), ActionKind::kDeletePod, "w-0"));
+}
+
+BOOST_AUTO_TEST_CASE(reboot_actions_are_rechecked_on_the_live_node) {
+  const Clock::Wall::time_point wall{std::chrono::seconds(1'800'000'000)};
+  ks::Action reboot{ActionKind::kReboot, "w-0", "k8sbridge: rollout"};
+  BOOST_TEST(ks::NotDueOn(reboot, Up("w-0"), wall).empty());
+  BOOST_TEST(!ks::NotDueOn(reboot, Drained("w-0", "admin"), wall).empty());
+  BOOST_TEST(!ks::NotDueOn(reboot, PoweredDown("w-0"), wall).empty());
+  SlurmNode requested = Up("w-0");
+  requested.reboot_requested = true;
+  BOOST_TEST(!ks::NotDueOn(reboot, requested, wall).empty());
+  ks::Action recreate{ActionKind::kRecreatePod, "w-0", "new pod"};
+  recreate.reboot_of = "1800000100";
+  SlurmNode issued = RolloutFixture::RebootIssued("w-0");
+  BOOST_TEST(ks::NotDueOn(recreate, issued, wall).empty());
+  issued.reason_time += 1;  // another reboot than the one planned for
+  BOOST_TEST(!ks::NotDueOn(recreate, issued, wall).empty());
+  BOOST_TEST(!ks::NotDueOn(recreate, Up("w-0"), wall).empty());  // returned to service
+}
+
 BOOST_AUTO_TEST_SUITE_END()

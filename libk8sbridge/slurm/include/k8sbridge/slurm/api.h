@@ -6,6 +6,7 @@
 #pragma once
 
 #include <ctime>
+#include <functional>
 #include <memory>
 
 #include <slurm/slurm.h>
@@ -26,6 +27,8 @@ struct SlurmApi {
   int (*load_ctl_conf)(time_t update_time, slurm_conf_t** conf) = nullptr;
   void (*free_ctl_conf)(slurm_conf_t* conf) = nullptr;
   char* (*strerror)(int errnum) = nullptr;
+  // Slurm::Reboot: scontrol for programs; empty inside a daemon (Unimplemented).
+  std::function<Status(std::string_view node, std::string_view reason)> reboot_asap;
 };
 
 std::unique_ptr<Slurm> NewApiSlurm(const SlurmApi& api);

@@ -36,7 +36,9 @@ struct Node {
   bool powering_down = false;  // %
   bool power_down = false;     // ! (power down requested)
   bool not_responding = false;
-  bool fail = false;  // FAIL flag (failing: DOWN once its jobs end)
+  bool fail = false;              // FAIL flag (failing: DOWN once its jobs end)
+  bool reboot_requested = false;  // a reboot waits for the node to be idle (@)
+  bool reboot_issued = false;     // Slurm sent the reboot; DOWN until slurmd registers anew
   std::string reason;
   std::string reason_user;             // "" if unknown
   int64_t reason_time = 0;             // seconds since the epoch; 0 if none
@@ -84,6 +86,11 @@ class Slurm {
   // RESUME (`scontrol update state=resume`): a DOWN, POWERED_DOWN node becomes
   // IDLE+POWERED_DOWN, so the next job that needs it resumes it.
   virtual Status Resume(std::string_view node) = 0;
+  // `scontrol reboot ASAP nextstate=RESUME reason=<reason> <node>`: Slurm drains the
+  // node, waits until its jobs end, issues the reboot (DOWN + REBOOT_ISSUED) and
+  // returns it to service when its slurmd registers with a new boot time. libslurm
+  // has no public call for it: programs run scontrol (from PATH); a plugin cannot.
+  virtual Status Reboot(std::string_view node, std::string_view reason) = 0;
   // Available and active features (features / features_act).
   virtual Status SetFeatures(std::string_view node, std::string_view available,
                              std::string_view active) = 0;

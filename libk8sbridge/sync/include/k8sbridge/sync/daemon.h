@@ -22,6 +22,7 @@
 #include "k8sbridge/kube/informer.h"
 #include "k8sbridge/kube/leader.h"
 #include "k8sbridge/log.h"
+#include "k8sbridge/power/setup.h"
 #include "k8sbridge/status.h"
 #include "k8sbridge/sync/executor.h"
 #include "k8sbridge/sync/reconcile.h"
@@ -187,7 +188,9 @@ struct DaemonParts {
 // One daemon's loop.
 class Daemon {
  public:
-  Daemon(const conf::BridgeConfig& config, DaemonParts parts);
+  // `power`: the pod templates, for rollouts (null: none).
+  Daemon(const conf::BridgeConfig& config, DaemonParts parts,
+         const power::PowerSetup* power = nullptr);
 
   // One slurm_load_node, kept as the latest snapshot; a change wakes the loop.
   void PollSlurm();
@@ -226,6 +229,6 @@ class Daemon {
 // Returns the exit code: 1 if the Lease was held, a side could not be read, an
 // action failed or the mass-action guard held the pass back.
 int RunOnce(const conf::BridgeConfig& config, kube::Client& client, slurm::Slurm& slurm,
-            Logger& log, kube::LeaderElector* elector);
+            Logger& log, kube::LeaderElector* elector, const power::PowerSetup* power = nullptr);
 
 }  // namespace k8sbridge::sync

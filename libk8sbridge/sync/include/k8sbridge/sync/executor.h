@@ -16,6 +16,7 @@
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/events.h"
 #include "k8sbridge/log.h"
+#include "k8sbridge/power/setup.h"
 #include "k8sbridge/slurm/port.h"
 #include "k8sbridge/status.h"
 #include "k8sbridge/sync/reconcile.h"
@@ -34,6 +35,9 @@ struct ExecutorOptions {
   // Asked right before every action: false (this daemon may no longer hold the
   // lease) and the action is not done (Status::Cancelled). Unset: always true.
   std::function<bool()> leading;
+  // The power programs' setup (k8sbridge.conf and the pod templates): a reboot's new
+  // pod is made as k8sbridge-power's resume makes one. Null: kRecreatePod fails.
+  const power::PowerSetup* power = nullptr;
 };
 
 // Pod deletes, Slurm fails and drains: what the mass-action guard caps.
@@ -72,6 +76,9 @@ class Executor {
   Status Fail(const Action& action);
   Status DrainNode(const Action& action);
   Status ResumeNode(const Action& action);
+  // kReboot and kRecreatePod: the live re-checks, then Slurm's reboot or the pod.
+  Status RebootNode(const Action& action);
+  Status RecreatePod(const Action& action);
   // The node read live; not_due_ says why `action` is no longer due on it ("" if it is).
   Result<SlurmNode> LiveIfDue(const Action& action);
   // A live list of the node's pods (by its node label): one of ours exists → not_due_

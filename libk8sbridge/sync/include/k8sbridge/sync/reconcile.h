@@ -32,6 +32,7 @@
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/contract.h"
 #include "k8sbridge/kube/object.h"
+#include "k8sbridge/power/setup.h"
 #include "k8sbridge/slurm/port.h"
 #include "k8sbridge/status.h"
 
@@ -67,6 +68,8 @@ enum class ActionKind {
   kDeletePod,    // an orphan pod, by uid precondition
   kSetFeatures,  // Slurm node: features from relabelled Kubernetes node labels; pod: marker
   kResume,       // Slurm node: RESUME a DOWN, POWERED_DOWN node we failed (back to service)
+  kReboot,       // Slurm node: reboot ASAP, nextstate=RESUME (its pod's template changed)
+  kRecreatePod,  // a node whose reboot Slurm issued, its old pod gone: a pod from the template
 };
 std::string_view ActionKindName(ActionKind kind);  // "mirror_drain", ... (metric label)
 
@@ -81,6 +84,7 @@ enum class Rule {
   kNodeTrouble,    // kDrain: the pod's Kubernetes node is NotReady, cordoned, tainted
   kNodeLost,       // kFail: the pod's Kubernetes node is lost (Ready Unknown) or gone
   kBreaker,        // kDrain: the node group's circuit breaker is open
+  kReboot,         // kDeletePod: Slurm issued the node's reboot; its pod is the old one
 };
 
 struct Action {
@@ -102,6 +106,9 @@ struct Action {
   // is not named after its Slurm node, docs/power.md); "" = `target`.
   std::string features, features_act, label_features, pod_name;
   bool update_slurm = false;
+  // kRecreatePod, and kDeletePod for Rule::kReboot: the reboot's key (the Slurm node's
+  // reason_time when Slurm issued it), kept on the new pod (contract::kRebootOfAnnotation).
+  std::string reboot_of;
   Rule rule = Rule::kOther;
   std::string ToString() const;
 };
@@ -121,8 +128,13 @@ struct ReconcileOptions {
   // Which node group a Slurm node belongs to; nodes in no group are managed on the
   // Slurm -> Kubernetes side only (no pod rules).
   const conf::BridgeConfig* config = nullptr;
+  // The hash of each node group's pod template (power::PodTemplate::hash), by group
+  // name: a running pod with another hash is rolled. Empty: no rollouts.
+  std::map<std::string, std::string> template_hashes;
 
-  static ReconcileOptions From(const conf::BridgeConfig& config);
+  // `power`: the loaded pod templates, whose hashes drive rollouts (null: none).
+  static ReconcileOptions From(const conf::BridgeConfig& config,
+                               const power::PowerSetup* power = nullptr);
 };
 
 // What one Kubernetes node currently asks of the Slurm nodes on it: a drain reason
@@ -193,6 +205,11 @@ class Reconciler {
   void PlanBreakers(const World& world, std::vector<Action>& out);
   void PlanFeatures(const World& world, std::vector<Action>& out);
   void PlanReturns(const World& world, std::vector<Action>& out);
+  // Rollouts (docs/sync.md, "Rollouts"): a running pod from an old template asks
+  // Slurm for a reboot ASAP; once Slurm issues it, the old pod goes and a new one
+  // comes from the current template.
+  void PlanRollouts(const World& world, std::vector<Action>& out);
+  void PlanRebootReplacement(const SlurmNode& n, const kube::Object* pod, std::vector<Action>& out);
 
   ReconcileOptions options_;
   std::regex hardware_;
