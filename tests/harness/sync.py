@@ -34,11 +34,14 @@ def template(host=None, gpus=0):
 class Daemon:
     """One k8sbridge-sync process with its own metrics port and log."""
 
-    def __init__(self, conf, slurm_conf, identity, logdir, wrap=lambda cmd: cmd):
+    def __init__(self, conf, slurm_conf, identity, logdir, wrap=lambda cmd: cmd, slurm_bin=None):
+        """slurm_bin: the directory of the Slurm clients (scontrol, for reboots)."""
         self.identity = identity
         self.log_path = Path(logdir) / f"sync-{identity}.log"
         self.port = conf["port"]
         env = dict(os.environ, SLURM_CONF=str(slurm_conf))
+        if slurm_bin:
+            env["PATH"] = f"{slurm_bin}:{env.get('PATH', '/usr/bin:/bin')}"
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 wrap([str(SYNC), "--config", conf["path"], "--identity", identity] +
@@ -50,7 +53,7 @@ class Daemon:
         """A daemon beside `rig`'s slurmctld (its resolver files too) with the
         configuration at `conf_path` (which names its own metrics address)."""
         return cls({"path": str(conf_path), "port": 0}, rig.slurm_conf, identity, logdir,
-                   wrap=rig.host_command)
+                   wrap=rig.host_command, slurm_bin=rig.prefix / "bin")
 
     def metrics(self):
         """{name{labels}: value} from the Prometheus endpoint, {} if it does not answer."""
@@ -162,7 +165,8 @@ class SyncRigTestCase(RigTestCase):
 
     def start_daemon(self, rig, identity="a", conf=None):
         conf = conf or self.conf
-        d = Daemon(conf, rig.slurm_conf, identity, self.dir, wrap=rig.host_command)
+        d = Daemon(conf, rig.slurm_conf, identity, self.dir, wrap=rig.host_command,
+                   slurm_bin=rig.prefix / "bin")
         self.daemons.append(d)
         wait_for(lambda: d.proc.poll() is not None or d.metrics(), 30,
                  f"k8sbridge-sync {identity}'s metrics endpoint")

@@ -1,5 +1,7 @@
 #include "k8sbridge/sync/daemon.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -199,12 +201,13 @@ Daemon::Daemon(const conf::BridgeConfig& config, DaemonParts parts, const power:
     : config_(config),
       parts_(std::move(parts)),
       clock_(parts_.client.clock()),
-      reconciler_(ReconcileOptions::From(config, power)),
+      setup_(power ? std::make_unique<power::PowerSetup>(*power) : nullptr),
+      reconciler_(ReconcileOptions::From(config, setup_.get())),
       executor_(parts_.client, parts_.slurm, parts_.events, parts_.log,
-                [this, power] {
+                [this] {
                   ExecutorOptions xo{config_.cluster_name, config_.kube.namespace_};
                   xo.leading = [this]() { return LeadingThisPass(); };
-                  xo.power = power;
+                  xo.power = setup_.get();
                   return xo;
                 }()),
       slurm_max_age_(SlurmMaxAge(config.sync.poll_interval)) {}
@@ -311,7 +314,42 @@ GateState Daemon::RunPass() {
   return gate;
 }
 
+void Daemon::RefreshTemplates() {
+  if (!setup_)
+    return;
+  std::string stamp;
+  for (const auto& [group, tmpl] : setup_->templates) {
+    struct stat st {};
+    stamp += stat(tmpl.file.c_str(), &st) == 0
+                 ? fmt::format("{}:{}.{}:{};", tmpl.file, st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+                               st.st_size)
+                 : tmpl.file + ":missing;";
+  }
+  if (stamp == templates_stamp_)
+    return;
+  const bool first = templates_stamp_.empty();
+  templates_stamp_ = stamp;  // a broken file is reported once per change, not every pass
+  if (first)
+    return;  // the constructor's templates are these files
+  auto loaded = power::LoadPowerSetup(config_);
+  if (!loaded.ok()) {
+    parts_.log.Error("pod templates not reloaded (rollouts keep the last good ones): {}",
+                     loaded.status().message());
+    return;
+  }
+  std::map<std::string, std::string> hashes;
+  for (const auto& [group, tmpl] : loaded->templates) {
+    hashes[group] = tmpl.hash;
+    if (setup_->templates.at(group).hash != tmpl.hash)
+      parts_.log.Info("node group {}: pod template {} changed (hash {}): its pods roll", group,
+                      tmpl.file, tmpl.hash);
+  }
+  *setup_ = std::move(*loaded);
+  reconciler_.SetTemplateHashes(std::move(hashes));
+}
+
 void Daemon::Act(const World& world, Clock::Steady::time_point started) {
+  RefreshTemplates();
   const auto wall = clock_.WallNow();
   auto actions = reconciler_.Plan(world, started, wall);
   pass_started_.store(started.time_since_epoch().count());

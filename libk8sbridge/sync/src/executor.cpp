@@ -494,7 +494,10 @@ Status Executor::DeletePod(const Action& action) {
   auto r = client_.Delete(kube::kPods, options_.namespace_, name, o);
   if (!r.ok() && r.status().code() != Status::Code::kNotFound)
     return r.status();
-  PodEvent(action, "Normal", contract::kOrphanDeletedEvent, action.reason);
+  PodEvent(
+      action, "Normal",
+      action.rule == Rule::kReboot ? contract::kRebootReplacedEvent : contract::kOrphanDeletedEvent,
+      action.reason);
   return Status::Ok();
 }
 

@@ -63,6 +63,7 @@ inline constexpr std::string_view kSlurmNodeDownEvent = "SlurmNodeDown";        
 inline constexpr std::string_view kSlurmNodeDrainedEvent = "SlurmNodeDrained";  // sync, pod
 inline constexpr std::string_view kSlurmNodeResumedEvent = "SlurmNodeResumed";  // sync, pod
 inline constexpr std::string_view kOrphanDeletedEvent = "OrphanDeleted";        // sync, pod
+inline constexpr std::string_view kRebootReplacedEvent = "RebootReplaced";      // sync, pod
 inline constexpr std::string_view kHardwareDrainEvent = "HardwareDrain";        // sync, node
 inline constexpr std::string_view kHardwareDrainClearedEvent = "HardwareDrainCleared";
 

@@ -210,10 +210,16 @@ class Daemon {
   void PollSlurmUntil(const std::atomic<bool>& stop);
   void ReportGate(const GateState& gate);
   void Act(const World& world, Clock::Steady::time_point started);
+  // Reloads the pod templates when one of their files changed (a ConfigMap update
+  // swaps them under a running daemon), so rollouts compare with what
+  // k8sbridge-power renders now. A broken file keeps the last good templates.
+  void RefreshTemplates();
 
   const conf::BridgeConfig& config_;
   DaemonParts parts_;
   Clock& clock_;
+  std::unique_ptr<power::PowerSetup> setup_;  // null: no node groups, no rollouts
+  std::string templates_stamp_;               // the files' paths, mtimes and sizes
   Reconciler reconciler_;
   Executor executor_;
   const Clock::Steady::duration slurm_max_age_;

@@ -184,6 +184,10 @@ class Reconciler {
   std::map<std::string, Clock::Wall::time_point> OpenBreakers(Clock::Wall::time_point wall) const;
   // Resume-to-registration latencies seen since the last call (for a histogram).
   std::vector<Clock::Steady::duration> TakeResumeLatencies();
+  // The templates were reloaded (ReconcileOptions::template_hashes).
+  void SetTemplateHashes(std::map<std::string, std::string> hashes) {
+    options_.template_hashes = std::move(hashes);
+  }
 
  private:
   // true once `key` has held for `grace` (first seen now: false).
