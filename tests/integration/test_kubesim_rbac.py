@@ -85,6 +85,24 @@ metadata: {{name: power-secrets, namespace: other}}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: secret-reader}}
 subjects:
 - {{kind: ServiceAccount, name: {POWER}, namespace: {NS}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: role-writer, namespace: other}}
+rules:
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: power-role-writer, namespace: other}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: role-writer}}
+subjects:
+- {{kind: ServiceAccount, name: {POWER}, namespace: {NS}}}
 """
 
 # (kubectl auth can-i arguments after --as, expected answer)
@@ -230,6 +248,21 @@ class KubesimRbac(unittest.TestCase):
         self.assertEqual(body["message"],
                          f'pods "w-0" is forbidden: error looking up service account '
                          f'{NS}/k8sbridge-worker: serviceaccount "k8sbridge-worker" not found')
+
+    def test_roles_grant_only_what_their_writer_holds(self):
+        config = self.sim.service_account_kubeconfig(NS, POWER)
+        self.sim.kubectl("create", "role", "cm-reader", "-n", "other", "--verb=get",
+                         "--resource=configmaps", kubeconfig=config)
+        escalating = self.sim.kubectl("create", "role", "cm-writer", "-n", "other",
+                                      "--verb=get,delete", "--resource=configmaps",
+                                      kubeconfig=config, check=False)
+        self.assertNotEqual(escalating.returncode, 0)
+        self.assertIn(
+            'roles.rbac.authorization.k8s.io "cm-writer" is forbidden: user '
+            f'"{POWER_USER}" (groups=["system:serviceaccounts" "system:serviceaccounts:{NS}" '
+            '"system:authenticated"]) is attempting to grant RBAC permissions not currently '
+            'held:\n{APIGroups:[""], Resources:["configmaps"], Verbs:["delete"]}',
+            escalating.stderr)
 
     def test_python_client_with_a_service_account_token(self):
         from kubernetes import client, config

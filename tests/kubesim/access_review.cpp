@@ -46,18 +46,6 @@ rapidjson::Value StringArray(const std::vector<std::string>& values,
   return out;
 }
 
-std::vector<std::string> StringsOf(const rapidjson::Value& v, const char* path) {
-  std::vector<std::string> out;
-  const rapidjson::Value* list = Find(v, path);
-  if (list != nullptr && list->IsArray()) {
-    for (const auto& s : list->GetArray()) {
-      if (s.IsString())
-        out.emplace_back(s.GetString());
-    }
-  }
-  return out;
-}
-
 // ValidateSubjectAccessReviewSpec (the user check only for SubjectAccessReview).
 FieldErrors ValidateAccessReviewSpec(const rapidjson::Value& doc, bool needs_user) {
   FieldErrors errors;
@@ -78,7 +66,7 @@ FieldErrors ValidateAccessReviewSpec(const rapidjson::Value& doc, bool needs_use
                                 "exactly one of nonResourceAttributes or resourceAttributes must "
                                 "be specified"));
   }
-  if (needs_user && GetString(doc, "spec.user").empty() && StringsOf(doc, "spec.groups").empty()) {
+  if (needs_user && GetString(doc, "spec.user").empty() && StringsAt(doc, "spec.groups").empty()) {
     errors.push_back(Invalid("spec.user", GetString(doc, "spec.user"),
                              "at least one of user or group must be specified"));
   }
@@ -110,7 +98,7 @@ UserInfo UserOfSpec(const rapidjson::Value& doc) {
   UserInfo user;
   user.name = GetString(doc, "spec.user");
   user.uid = GetString(doc, "spec.uid");
-  user.groups = StringsOf(doc, "spec.groups");
+  user.groups = StringsAt(doc, "spec.groups");
   if (const rapidjson::Value* extra = Find(doc, "spec.extra");
       extra != nullptr && extra->IsObject()) {
     for (const auto& m : extra->GetObject()) {
@@ -144,16 +132,16 @@ void SetRulesStatus(rapidjson::Document& doc, const Store& store, const UserInfo
   rapidjson::Value non_resource_rules(rapidjson::kArrayType);
   for (const auto& rule : rules) {
     rapidjson::Value out(rapidjson::kObjectType);
-    out.AddMember("verbs", StringArray(StringsOf(rule, "verbs"), a), a);
-    if (!StringsOf(rule, "nonResourceURLs").empty()) {
-      out.AddMember("nonResourceURLs", StringArray(StringsOf(rule, "nonResourceURLs"), a), a);
+    out.AddMember("verbs", StringArray(StringsAt(rule, "verbs"), a), a);
+    if (!StringsAt(rule, "nonResourceURLs").empty()) {
+      out.AddMember("nonResourceURLs", StringArray(StringsAt(rule, "nonResourceURLs"), a), a);
       non_resource_rules.PushBack(out, a);
       continue;
     }
-    out.AddMember("apiGroups", StringArray(StringsOf(rule, "apiGroups"), a), a);
-    out.AddMember("resources", StringArray(StringsOf(rule, "resources"), a), a);
-    if (!StringsOf(rule, "resourceNames").empty())
-      out.AddMember("resourceNames", StringArray(StringsOf(rule, "resourceNames"), a), a);
+    out.AddMember("apiGroups", StringArray(StringsAt(rule, "apiGroups"), a), a);
+    out.AddMember("resources", StringArray(StringsAt(rule, "resources"), a), a);
+    if (!StringsAt(rule, "resourceNames").empty())
+      out.AddMember("resourceNames", StringArray(StringsAt(rule, "resourceNames"), a), a);
     resource_rules.PushBack(out, a);
   }
   rapidjson::Value status(rapidjson::kObjectType);

@@ -1050,6 +1050,20 @@ std::optional<ApiResponse> CheckPatchedObject(const ApiRequest& request, const R
   return ValidateAgainstStored(route, next, current);
 }
 
+// Writes of the RBAC kinds: the v1 defaults (also for updates and patches, as the
+// decoder applies them) and the escalation check of the policybased storages, before
+// validation. `current` the stored object of an update.
+std::optional<ApiResponse> CheckRbacWrite(const Store& store, const ApiRequest& request,
+                                          const Route& route, rapidjson::Document& doc,
+                                          const rapidjson::Value* current) {
+  if (!IsRbacResource(route.group, route.resource))
+    return std::nullopt;
+  DefaultRbacObject(route.resource, doc);
+  if (request.user.empty())
+    return std::nullopt;  // an in-process caller, not a request the server authenticated
+  return CheckRbacEscalation(store, UserOfRequest(request), route.resource, route.ns, doc, current);
+}
+
 // The mutating admission of a create (before validation, as upstream):
 // DefaultTolerationSeconds and ServiceAccount for pods, the v1 defaults of RBAC
 // subjects. A refusal is the answer.
@@ -1060,8 +1074,6 @@ std::optional<ApiResponse> AdmitCreate(Store& store, const AdmissionOptions& adm
     return AdmitPodServiceAccount(store, admission.root_ca_pem,
                                   GetString(doc, "metadata.namespace"), doc);
   }
-  if (IsRbacResource(route.group, route.resource))
-    DefaultRbacObject(route.resource, doc);
   return std::nullopt;
 }
 
@@ -1124,6 +1136,8 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
   PrepareNamespace(*def, route.ns, doc);
   // Mutating admission (DefaultTolerationSeconds) runs before validation, as upstream.
   if (auto refused = AdmitCreate(store_, admission_, route, doc))
+    return *refused;
+  if (auto refused = CheckRbacWrite(store_, request, route, doc, nullptr))
     return *refused;
   if (FieldErrors errors = ValidateCreate(route.group, route.resource, doc); !errors.empty())
     return InvalidResponse(def->kind, route.group, name, errors);
@@ -1190,6 +1204,8 @@ ApiResponse Api::Update(const ApiRequest& request, const Route& route) {
   if (route.group == "events.k8s.io")
     RenameMembers(doc, false);
   if (auto current = store_.Get(route.resource, route.ns, route.name); current.ok()) {
+    if (auto refused = CheckRbacWrite(store_, request, route, doc, current->get()))
+      return *refused;
     if (auto invalid = ValidateAgainstStored(route, doc, **current))
       return *invalid;
     TrackUpdate(current->get(), doc, WriteContextOf(request, route, store_));
@@ -1309,6 +1325,8 @@ ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
       return StatusResponse(422, "Invalid", s.message(), route.resource, route.name);
     if (!next->IsObject())
       return StatusResponse(422, "Invalid", "the patch removed the object");
+    if (auto refused = CheckRbacWrite(store_, request, route, *next, current->get()))
+      return *refused;
     if (auto refused = CheckPatchedObject(request, route, *next, **current, warnings))
       return *refused;
     if (!apply)

@@ -374,8 +374,11 @@ struct ProtoField {
   const char* message;
 };
 
-const std::map<std::string, std::vector<ProtoField>>& ProtoMessages() {
-  static const std::map<std::string, std::vector<ProtoField>> messages = {
+using ProtoMessageTable = std::map<std::string, std::vector<ProtoField>>;
+
+// ServiceAccount and the RBAC kinds.
+ProtoMessageTable ObjectMessages() {
+  return {
       {"ServiceAccount",
        {{1, "metadata", 'o', ""},
         {2, "secrets", 'M', "ObjectReference"},
@@ -416,6 +419,12 @@ const std::map<std::string, std::vector<ProtoField>>& ProtoMessages() {
         {3, "name", 's', ""},
         {4, "namespace", 's', ""}}},
       {"RoleRef", {{1, "apiGroup", 's', ""}, {2, "kind", 's', ""}, {3, "name", 's', ""}}},
+  };
+}
+
+// The access reviews, SelfSubjectReview and TokenRequest.
+ProtoMessageTable ReviewMessages() {
+  return {
       {"SelfSubjectAccessReview",
        {{1, "metadata", 'o', ""}, {2, "spec", 'm', "SelfSubjectAccessReviewSpec"}}},
       {"SelfSubjectAccessReviewSpec",
@@ -455,6 +464,14 @@ const std::map<std::string, std::vector<ProtoField>>& ProtoMessages() {
         {3, "name", 's', ""},
         {4, "uid", 's', ""}}},
   };
+}
+
+const ProtoMessageTable& ProtoMessages() {
+  static const ProtoMessageTable messages = [] {
+    ProtoMessageTable all = ObjectMessages();
+    all.merge(ReviewMessages());
+    return all;
+  }();
   return messages;
 }
 

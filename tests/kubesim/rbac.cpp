@@ -93,18 +93,6 @@ bool HasString(const rapidjson::Value& rule, const char* field, const std::strin
   return false;
 }
 
-std::vector<std::string> Strings(const rapidjson::Value& object, const char* field) {
-  std::vector<std::string> out;
-  auto it = object.FindMember(field);
-  if (it == object.MemberEnd() || !it->value.IsArray())
-    return out;
-  for (const auto& v : it->value.GetArray()) {
-    if (v.IsString())
-      out.emplace_back(v.GetString());
-  }
-  return out;
-}
-
 }  // namespace
 
 std::optional<RequestAttributes> AttributesOfRequest(
@@ -165,7 +153,7 @@ bool ApiGroupMatches(const rapidjson::Value& rule, const std::string& group) {
 
 bool ResourceMatches(const rapidjson::Value& rule, const std::string& combined_resource,
                      const std::string& subresource) {
-  for (const auto& r : Strings(rule, "resources")) {
+  for (const auto& r : StringsAt(rule, "resources")) {
     if (r == "*" || r == combined_resource)
       return true;
     // "*/scale" matches the scale subresource of every resource.
@@ -178,12 +166,12 @@ bool ResourceMatches(const rapidjson::Value& rule, const std::string& combined_r
 }
 
 bool ResourceNameMatches(const rapidjson::Value& rule, const std::string& name) {
-  std::vector<std::string> names = Strings(rule, "resourceNames");
+  std::vector<std::string> names = StringsAt(rule, "resourceNames");
   return names.empty() || std::find(names.begin(), names.end(), name) != names.end();
 }
 
 bool NonResourceUrlMatches(const rapidjson::Value& rule, const std::string& url) {
-  for (const auto& u : Strings(rule, "nonResourceURLs")) {
+  for (const auto& u : StringsAt(rule, "nonResourceURLs")) {
     if (u == "*" || u == url)
       return true;
     if (!u.empty() && u.back() == '*') {
@@ -367,6 +355,16 @@ ApiResponse ForbiddenResponse(const RequestAttributes& a, const std::string& rea
     message = fmt::format("{} {} is forbidden: {}", qualified, GoQuote(a.name), message);
   }
   return StatusResponse(403, "Forbidden", message, a.resource, a.name, a.api_group);
+}
+
+std::vector<std::string> StringsAt(const rapidjson::Value& object, const char* dotted_path) {
+  std::vector<std::string> out;
+  const rapidjson::Value* list = Find(object, dotted_path);
+  if (list != nullptr && list->IsArray()) {
+    for (const auto& v : list->GetArray())
+      out.emplace_back(v.IsString() ? v.GetString() : "");
+  }
+  return out;
 }
 
 UserInfo UserOfRequest(const ApiRequest& request) {

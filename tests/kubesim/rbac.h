@@ -100,11 +100,26 @@ void ValidateRbacObject(const std::string& resource, const rapidjson::Value& obj
 void ValidateRbacUpdate(const std::string& resource, const rapidjson::Value& object,
                         const rapidjson::Value& old, FieldErrors& errors);
 
+// Escalation prevention on a write of a Role, ClusterRole, RoleBinding or
+// ClusterRoleBinding (`old` the stored object of an update): unless `user` is in
+// system:masters, may `escalate` the role (`bind` its roleRef for a binding), or the
+// grant is unchanged, every rule granted must be one `user` already holds; 403
+// otherwise, with upstream's "is attempting to grant RBAC permissions not currently
+// held" message (pkg/registry/rbac/escalation_check.go, validation/rule.go).
+std::optional<ApiResponse> CheckRbacEscalation(const Store& store, const UserInfo& user,
+                                               const std::string& resource, const std::string& ns,
+                                               const rapidjson::Value& object,
+                                               const rapidjson::Value* old);
+
 // authorization.k8s.io/v1 SelfSubjectAccessReview, SubjectAccessReview,
 // LocalSubjectAccessReview, SelfSubjectRulesReview and authentication.k8s.io/v1
 // SelfSubjectReview: create-only, answered and never stored.
 bool IsReviewResource(const std::string& group, const std::string& resource);
 ApiResponse HandleReview(const Store& store, const ApiRequest& request, const Route& route);
+
+// The strings of the array at `dotted_path` (a non-string entry reads as ""); empty
+// when there is none.
+std::vector<std::string> StringsAt(const rapidjson::Value& object, const char* dotted_path);
 
 // The identity of an ApiRequest (its user, uid, groups and extra).
 UserInfo UserOfRequest(const ApiRequest& request);

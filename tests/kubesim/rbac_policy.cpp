@@ -215,29 +215,19 @@ std::string GoStringSlice(const std::vector<std::string>& values) {
   return out + "}";
 }
 
-std::vector<std::string> StringList(const rapidjson::Value& v, const char* field) {
-  std::vector<std::string> out;
-  const rapidjson::Value* list = Find(v, field);
-  if (list != nullptr && list->IsArray()) {
-    for (const auto& s : list->GetArray())
-      out.emplace_back(s.IsString() ? s.GetString() : "");
-  }
-  return out;
-}
-
 // ValidatePolicyRule.
 void ValidateRule(const rapidjson::Value& rule, bool namespaced, const std::string& path,
                   FieldErrors& errors) {
-  if (StringList(rule, "verbs").empty())
+  if (StringsAt(rule, "verbs").empty())
     errors.push_back(Required(path + ".verbs", "verbs must contain at least one value"));
-  std::vector<std::string> urls = StringList(rule, "nonResourceURLs");
+  std::vector<std::string> urls = StringsAt(rule, "nonResourceURLs");
   if (!urls.empty()) {
     if (namespaced) {
       errors.push_back(InvalidRaw(path + ".nonResourceURLs", GoStringSlice(urls),
                                   "namespaced rules cannot apply to non-resource URLs"));
     }
-    if (!StringList(rule, "apiGroups").empty() || !StringList(rule, "resources").empty() ||
-        !StringList(rule, "resourceNames").empty()) {
+    if (!StringsAt(rule, "apiGroups").empty() || !StringsAt(rule, "resources").empty() ||
+        !StringsAt(rule, "resourceNames").empty()) {
       errors.push_back(InvalidRaw(path + ".nonResourceURLs", GoStringSlice(urls),
                                   "rules cannot apply to both regular resources and non-resource "
                                   "URLs"));
@@ -249,7 +239,7 @@ void ValidateRule(const rapidjson::Value& rule, bool namespaced, const std::stri
     errors.push_back(
         Required(path + ".apiGroups", "resource rules must supply at least one api group"));
   }
-  if (StringList(rule, "resources").empty()) {
+  if (StringsAt(rule, "resources").empty()) {
     errors.push_back(
         Required(path + ".resources", "resource rules must supply at least one resource"));
   }

@@ -610,6 +610,56 @@ BOOST_FIXTURE_TEST_CASE(token_requests_are_validated, RbacFixture) {
              404);
 }
 
+// escalation_check.go / rule.go ConfirmNoEscalation, as in upstream's
+// TestEscalation-style cases: a user may only grant what it holds, or with
+// escalate/bind.
+BOOST_FIXTURE_TEST_CASE(escalation_is_prevented, RbacFixture) {
+  BOOST_REQUIRE(CreateBootstrapPolicy(store).ok());
+  Put("roles", "default",
+      R"({"metadata":{"name":"rbac-writer"},"rules":[{"verbs":["create","update"],)"
+      R"("apiGroups":["rbac.authorization.k8s.io"],"resources":["roles","rolebindings"]},)"
+      R"({"verbs":["get","list"],"apiGroups":[""],"resources":["pods"]}]})");
+  Put("rolebindings", "default",
+      R"({"metadata":{"name":"w"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io",)"
+      R"("kind":"Role","name":"rbac-writer"},"subjects":[{"kind":"User",)"
+      R"("apiGroup":"rbac.authorization.k8s.io","name":"bob"}]})");
+  Put("roles", "default",
+      R"({"metadata":{"name":"deleter"},"rules":[{"verbs":["delete"],"apiGroups":[""],)"
+      R"("resources":["pods"]}]})");
+  UserInfo bob;
+  bob.name = "bob";
+  bob.groups = {kAllAuthenticated};
+  auto role = Json(R"({"metadata":{"name":"r"},"rules":[{"verbs":["get"],"apiGroups":[""],)"
+                   R"("resources":["pods"]}]})");
+  BOOST_TEST(!CheckRbacEscalation(store, bob, "roles", "default", role, nullptr).has_value());
+  auto more = Json(R"({"metadata":{"name":"r"},"rules":[{"verbs":["get","delete","patch"],)"
+                   R"("apiGroups":[""],"resources":["pods"]}]})");
+  auto refused = CheckRbacEscalation(store, bob, "roles", "default", more, nullptr);
+  BOOST_REQUIRE(refused.has_value());
+  BOOST_TEST(refused->code == 403);
+  BOOST_TEST(GetString(Json(refused->body), "message") ==
+             "roles.rbac.authorization.k8s.io \"r\" is forbidden: user \"bob\" "
+             "(groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not "
+             "currently held:\n{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"delete\" "
+             "\"patch\"]}\n");
+  BOOST_TEST(
+      !CheckRbacEscalation(store, AdminUser(), "roles", "default", more, nullptr).has_value());
+  // Binding a role whose rules bob lacks needs bind on it.
+  auto binding = Json(R"({"metadata":{"name":"b"},"roleRef":{"apiGroup":)"
+                      R"("rbac.authorization.k8s.io","kind":"Role","name":"deleter"}})");
+  BOOST_TEST(
+      CheckRbacEscalation(store, bob, "rolebindings", "default", binding, nullptr).has_value());
+  Put("roles", "default",
+      R"({"metadata":{"name":"binder"},"rules":[{"verbs":["bind"],)"
+      R"("apiGroups":["rbac.authorization.k8s.io"],"resources":["roles"],)"
+      R"("resourceNames":["deleter"]}]})");
+  Put("rolebindings", "default",
+      R"({"metadata":{"name":"bb"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io",)"
+      R"("kind":"Role","name":"binder"},"subjects":[{"kind":"User",)"
+      R"("apiGroup":"rbac.authorization.k8s.io","name":"bob"}]})");
+  BOOST_TEST(!CheckRbacEscalation(store, bob, "rolebindings", "default", binding, nullptr));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace
