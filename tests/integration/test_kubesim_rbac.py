@@ -203,6 +203,11 @@ class KubesimRbac(unittest.TestCase):
         self.assertIn(
             f'Error from server (Forbidden): pods is forbidden: User "{POWER_USER}" cannot list '
             'resource "pods" in API group "" in the namespace "default"', denied.stderr)
+        impersonating = self.sim.kubectl("get", "pods", "--as=bob", kubeconfig=config,
+                                         check=False)
+        self.assertIn(f'users "bob" is forbidden: User "{POWER_USER}" cannot impersonate '
+                      'resource "users" in API group "" at the cluster scope',
+                      impersonating.stderr)
 
     def test_token_of_a_deleted_or_recreated_service_account_gets_401(self):
         self.sim.create_service_account(NS, "short-lived")

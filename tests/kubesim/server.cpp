@@ -460,7 +460,7 @@ struct Server::Impl {
   }
 
   // ---- authentication and authorization (authn.h, rbac.h) ----------------------------
-  // Who sent the request: a verified client certificate, the admin token, a
+  // Who sent the request: a verified client certificate, else the admin token or a
   // ServiceAccount token, or nobody (anonymous, only for the health and version
   // paths). nullopt: 401.
   std::optional<UserInfo> Authenticate(const http::request<http::string_body>& hreq,
@@ -472,6 +472,9 @@ struct Server::Impl {
       std::lock_guard lock(mu);
       current_token = token;
     }
+    // The x509 authenticator comes before the token ones in kube-apiserver's union.
+    if (cert_user)
+      return cert_user;
     const std::string bearer = "Bearer ";
     if (auth.rfind(bearer, 0) == 0) {
       std::string presented = auth.substr(bearer.size());
@@ -483,8 +486,6 @@ struct Server::Impl {
       log.Debug("401 for {}: {}", path, user.status().message());
       return std::nullopt;  // a bad token is refused even where anonymous would pass
     }
-    if (cert_user)
-      return cert_user;
     if (current_token.empty())
       return AdminUser();  // no authentication configured
     if (path == "/version" || path == "/healthz" || path == "/livez" || path == "/readyz")
