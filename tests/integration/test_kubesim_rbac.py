@@ -194,6 +194,10 @@ class KubesimRbac(unittest.TestCase):
         self.assertEqual(status, 403)
         status, _, body = self.sim.request("GET", f"/api/v1/namespaces/{NS}/pods", token=token)
         self.assertEqual(status, 200, body)
+        # The request log names what was refused.
+        refused = [(r["verb"], r["resource"]) for r in self.sim.requests_log()
+                   if r["code"] == 403 and r["path"] == "/api/v1/namespaces/default/pods"]
+        self.assertIn(("list", "pods"), refused)
 
     def test_kubectl_with_a_service_account_kubeconfig(self):
         config = self.sim.service_account_kubeconfig(NS, POWER)

@@ -495,9 +495,10 @@ struct Server::Impl {
 
   // Impersonation, then the authorization of the request (before routing, so an
   // unknown resource of an unauthorized user is 403, as in the real filter chain).
-  // nullopt: go on with `user` as the identity; else the refusal.
+  // nullopt: go on with `user` as the identity; else the refusal, with the verb and
+  // resource it was about in `logged` (for the request log).
   std::optional<ApiResponse> Authorize(const http::request<http::string_body>& hreq,
-                                       const ApiRequest& req, UserInfo& user) {
+                                       const ApiRequest& req, UserInfo& user, Route& logged) {
     std::multimap<std::string, std::string> impersonation;
     for (const auto& field : hreq) {
       std::string name(field.name_string());
@@ -529,6 +530,9 @@ struct Server::Impl {
           fmt::format("unable to determine kind and namespace from url {}", req.path));
     }
     attributes->user = user;
+    logged.verb = attributes->verb;
+    logged.resource = attributes->resource;
+    logged.subresource = attributes->subresource;
     Decision decision = kubesim::Authorize(store, *attributes);
     if (!decision.allowed)
       return ForbiddenResponse(*attributes, decision.reason);
@@ -592,8 +596,9 @@ struct Server::Impl {
       LogRequest(req, Route{}, 401, "");
       return Reply(stream, hreq, StatusResponse(401, "Unauthorized", "Unauthorized"));
     }
-    if (auto refused = Authorize(hreq, req, *user)) {
-      LogRequest(req, Route{}, refused->code, "");
+    Route refused_route;
+    if (auto refused = Authorize(hreq, req, *user, refused_route)) {
+      LogRequest(req, refused_route, refused->code, "");
       return Reply(stream, hreq, *refused);
     }
     req.user = user->name;
