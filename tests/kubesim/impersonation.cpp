@@ -1,5 +1,8 @@
 // Impersonation (staging/src/k8s.io/apiserver/pkg/endpoints/filters/impersonation.go):
 // declared in rbac.h.
+#include <cctype>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "rbac.h"

@@ -82,9 +82,9 @@ std::optional<UserInfo> Impersonate(const Store& store, const UserInfo& requesto
                                     const std::multimap<std::string, std::string>& headers,
                                     ApiResponse& error);
 
-// The bootstrap ClusterRoles and ClusterRoleBindings of the API server (cluster-admin,
-// system:discovery, system:basic-user, system:public-info-viewer, view/edit/admin
-// aggregation targets are not made). Existing objects are left alone.
+// The bootstrap ClusterRoles and ClusterRoleBindings of the API server: cluster-admin,
+// system:discovery, system:basic-user, system:public-info-viewer (the view, edit and
+// admin roles are not made). Existing objects are left alone.
 Status CreateBootstrapPolicy(Store& store);
 
 // The rules of aggregated ClusterRoles (aggregationRule.clusterRoleSelectors), as the
