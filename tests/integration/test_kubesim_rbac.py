@@ -6,7 +6,7 @@ deleted ServiceAccount gets 401, and python3-kubernetes works with a token."""
 import json
 import unittest
 
-from harness.kubesim import KubeSim
+from harness.kubesim import KubeSim, wait_for
 
 NS = "slurm"
 POWER = "k8sbridge-power"
@@ -226,6 +226,14 @@ class KubesimRbac(unittest.TestCase):
         self.assertEqual(status, 401)
         status, _, _ = self.sim.request("GET", "/api", token=token + "x")
         self.assertEqual(status, 401)
+
+    def test_expired_token_gets_401(self):
+        token = self.sim.service_account_token(NS, POWER, expiration_seconds=1)
+        status, _, _ = self.sim.request("GET", "/api", token=token)
+        self.assertEqual(status, 200)
+        # Valid until a minute past its exp (the leeway of upstream's validator), then 401.
+        wait_for(lambda: self.sim.request("GET", "/api", token=token)[0] == 401, timeout=120,
+                 interval=1, what="the expired token to be refused")
 
     def test_token_request_api(self):
         created = self.sim.kubectl("create", "token", POWER, "-n", NS, "--duration=20m")
