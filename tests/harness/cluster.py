@@ -225,6 +225,9 @@ class PodCluster:
         self._write_k8sbridge_conf()
         self.rig.start()
         self.create_munge_secret("munge-key", self.rig.munge_key.read_bytes())
+        # What the deployment's manifests give the workers (conf-templates/worker-pod.yaml
+        # names it): kubesim refuses a pod whose ServiceAccount does not exist.
+        self.sim.create_service_account("default", "k8sbridge-worker")
         if self.kubelet == "test":
             self.test_kubelet = TestKubelet(self.sim, self.rig).start()
 

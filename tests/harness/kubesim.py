@@ -128,13 +128,46 @@ class KubeSim:
             counts[key] = counts.get(key, 0) + r["count"]
         return counts
 
-    def kubectl(self, *args, check=True, timeout=60, context=None):
-        argv = [KUBECTL, "--kubeconfig", self.kubeconfig]
+    def service_account_token(self, namespace, name, expiration_seconds=3600):
+        """A token of the ServiceAccount namespace/name (which must exist), from the
+        admin endpoint: any lifetime of at least a second."""
+        return self.admin("POST", "serviceaccount-token",
+                          {"namespace": namespace, "name": name,
+                           "expirationSeconds": expiration_seconds})["token"]
+
+    def create_service_account(self, namespace, name):
+        """Creates the ServiceAccount (as a platform team's manifests would); an
+        existing one is fine."""
+        status, _, body = self.request(
+            "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts",
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})
+        if status not in (201, 409):
+            raise AssertionError(f"create ServiceAccount {namespace}/{name}: {status} {body}")
+
+    def service_account_kubeconfig(self, namespace, name, expiration_seconds=3600):
+        """Writes a kubeconfig that acts as the ServiceAccount namespace/name (same
+        server and CA, a token of that ServiceAccount, namespace as the default) and
+        returns its path, so a program runs with what its Role grants."""
+        token = self.service_account_token(namespace, name, expiration_seconds)
+        path = self.dir / f"kubeconfig-sa-{namespace}-{name}"
+        ca = f"    certificate-authority: {self.dir / 'ca.crt'}\n" if self.https else ""
+        path.write_text(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n"
+            f"    server: {self.url}\n{ca}"
+            "contexts:\n- name: sa\n  context:\n    cluster: kubesim\n    user: sa\n"
+            f"    namespace: {namespace}\ncurrent-context: sa\n"
+            f"users:\n- name: sa\n  user:\n    token: {token}\n")
+        path.chmod(0o600)
+        return path
+
+    def kubectl(self, *args, check=True, timeout=60, context=None, kubeconfig=None, input=None):
+        argv = [KUBECTL, "--kubeconfig", str(kubeconfig or self.kubeconfig)]
         if context:
             argv += ["--context", context]
         argv += list(args)
         env = dict(os.environ, HOME=str(self.dir))  # kubectl's cache stays in the test dir
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
+                                input=input)
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
                                  f"{result.stdout}{result.stderr}")

@@ -221,8 +221,9 @@ class PythonClient(PythonClientTestCase):
         with self.assertRaises(client.ApiException) as caught:
             self.v1.list_namespaced_pod(self.ns, field_selector="spec.containers=x")
         self.assertEqual(caught.exception.status, 400)
-        empty = self.v1.list_namespaced_config_map(self.ns)
-        self.assertEqual(empty.items, [])
+        # Only the root-CA publisher's ConfigMap, which every namespace has.
+        config_maps = self.v1.list_namespaced_config_map(self.ns)
+        self.assertEqual([c.metadata.name for c in config_maps.items], ["kube-root-ca.crt"])
 
     def test_events_v1_and_leases(self):
         events = client.EventsV1Api(self.api_client)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <rapidjson/document.h>
 
@@ -15,6 +16,9 @@ struct AdmissionOptions {
   // --default-not-ready-toleration-seconds / --default-unreachable-toleration-seconds).
   int64_t default_not_ready_toleration_seconds = 300;
   int64_t default_unreachable_toleration_seconds = 300;
+  // The CA that the root-CA publisher puts in every namespace's kube-root-ca.crt
+  // (serviceaccounts.h); "" without TLS.
+  std::string root_ca_pem;
 };
 
 // DefaultTolerationSeconds: adds {key, operator: Exists, effect: NoExecute,

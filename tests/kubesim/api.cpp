@@ -18,8 +18,10 @@
 #include "patch.h"
 #include "protobuf.h"
 #include "quantity.h"
+#include "rbac.h"
 #include "schema.h"
 #include "selector.h"
+#include "serviceaccounts.h"
 #include "validation.h"
 
 namespace kubesim {
@@ -55,6 +57,66 @@ const std::vector<ResourceDef>& Resources() {
        true,
        {"pdb"},
        {"status"}},
+      // Authentication and RBAC (authn.h, rbac.h, serviceaccounts.h).
+      {"", "v1", "serviceaccounts", "ServiceAccount", "serviceaccount", true, {"sa"}, {"token"}},
+      {"rbac.authorization.k8s.io", "v1", "roles", "Role", "role", true, {}, {}},
+      {"rbac.authorization.k8s.io",
+       "v1",
+       "rolebindings",
+       "RoleBinding",
+       "rolebinding",
+       true,
+       {},
+       {}},
+      {"rbac.authorization.k8s.io",
+       "v1",
+       "clusterroles",
+       "ClusterRole",
+       "clusterrole",
+       false,
+       {},
+       {}},
+      {"rbac.authorization.k8s.io",
+       "v1",
+       "clusterrolebindings",
+       "ClusterRoleBinding",
+       "clusterrolebinding",
+       false,
+       {},
+       {}},
+      {"authorization.k8s.io",
+       "v1",
+       "selfsubjectaccessreviews",
+       "SelfSubjectAccessReview",
+       "",
+       false,
+       {},
+       {}},
+      {"authorization.k8s.io",
+       "v1",
+       "subjectaccessreviews",
+       "SubjectAccessReview",
+       "",
+       false,
+       {},
+       {}},
+      {"authorization.k8s.io",
+       "v1",
+       "localsubjectaccessreviews",
+       "LocalSubjectAccessReview",
+       "",
+       true,
+       {},
+       {}},
+      {"authorization.k8s.io",
+       "v1",
+       "selfsubjectrulesreviews",
+       "SelfSubjectRulesReview",
+       "",
+       false,
+       {},
+       {}},
+      {"authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", "", false, {}, {}},
   };
   return defs;
 }
@@ -513,7 +575,8 @@ bool Api::ResolveRoute(const ApiRequest& request, Route& route, ApiResponse& err
     route.verb = Truthy(request.query, "watch") ? "watch" : (named ? "get" : "list");
   } else if (m == "POST" && !named) {
     route.verb = "create";
-  } else if (m == "POST" && (route.subresource == "binding" || route.subresource == "eviction")) {
+  } else if (m == "POST" && (route.subresource == "binding" || route.subresource == "eviction" ||
+                             route.subresource == "token")) {
     route.verb = "create";
   } else if (m == "PUT" && named) {
     route.verb = "update";
@@ -527,7 +590,8 @@ bool Api::ResolveRoute(const ApiRequest& request, Route& route, ApiResponse& err
                                        "resource"));
     return false;
   }
-  if ((route.subresource == "binding" || route.subresource == "eviction") &&
+  if ((route.subresource == "binding" || route.subresource == "eviction" ||
+       route.subresource == "token") &&
       route.verb != "create") {
     error = StatusResponse(405, "MethodNotAllowed",
                            "the server does not allow this method on the requested resource");
@@ -571,12 +635,21 @@ ApiResponse Api::Discovery(const std::string& path) const {
         }
         list.PushBack(r, a);
       };
+      if (IsReviewResource(def.group, def.resource)) {
+        add(def.resource, def.singular, def.kind, {"create"}, false);
+        continue;
+      }
       add(def.resource, def.singular, def.kind,
           {"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"},
           true);
       for (const auto& sub : def.subresources) {
         if (sub == "binding") {
           add(def.resource + "/binding", "", "Binding", {"create"}, false);
+        } else if (sub == "token") {
+          add(def.resource + "/token", "", "TokenRequest", {"create"}, false);
+          auto& token = list[list.Size() - 1];
+          token.AddMember("group", "authentication.k8s.io", a);
+          token.AddMember("version", "v1", a);
         } else if (sub == "eviction") {
           add(def.resource + "/eviction", "", "Eviction", {"create"}, false);
           // The Eviction kind comes from policy/v1; kubectl drain looks for this.
@@ -755,6 +828,13 @@ ApiResponse Api::Handle(const ApiRequest& request, const Route& route) {
                             "the server does not allow this method on the requested resource");
     }
     return Discovery(request.path);
+  }
+  if (IsReviewResource(route.group, route.resource))
+    return HandleReview(store_, request, route);
+  if (route.resource == "serviceaccounts" && route.subresource == "token") {
+    if (token_issuer_ == nullptr)
+      return StatusResponse(503, "ServiceUnavailable", "no token issuer is configured");
+    return CreateTokenRequest(*token_issuer_, store_, request, route);
   }
   if (route.verb == "get")
     return Get(route, WantsTable(request.accept));
@@ -970,6 +1050,33 @@ std::optional<ApiResponse> CheckPatchedObject(const ApiRequest& request, const R
   return ValidateAgainstStored(route, next, current);
 }
 
+// Writes of the RBAC kinds: the v1 defaults (also for updates and patches, as the
+// decoder applies them) and the escalation check of the policybased storages, before
+// validation. `current` the stored object of an update.
+std::optional<ApiResponse> CheckRbacWrite(const Store& store, const ApiRequest& request,
+                                          const Route& route, rapidjson::Document& doc,
+                                          const rapidjson::Value* current) {
+  if (!IsRbacResource(route.group, route.resource))
+    return std::nullopt;
+  DefaultRbacObject(route.resource, doc);
+  if (request.user.empty())
+    return std::nullopt;  // an in-process caller, not a request the server authenticated
+  return CheckRbacEscalation(store, UserOfRequest(request), route.resource, route.ns, doc, current);
+}
+
+// The mutating admission of a create (before validation, as upstream):
+// DefaultTolerationSeconds and ServiceAccount for pods, the v1 defaults of RBAC
+// subjects. A refusal is the answer.
+std::optional<ApiResponse> AdmitCreate(Store& store, const AdmissionOptions& admission,
+                                       const Route& route, rapidjson::Document& doc) {
+  if (route.resource == "pods") {
+    AddDefaultTolerations(doc, admission);
+    return AdmitPodServiceAccount(store, admission.root_ca_pem,
+                                  GetString(doc, "metadata.namespace"), doc);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
@@ -1028,8 +1135,10 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
   named.name = name;
   PrepareNamespace(*def, route.ns, doc);
   // Mutating admission (DefaultTolerationSeconds) runs before validation, as upstream.
-  if (route.resource == "pods")
-    AddDefaultTolerations(doc, admission_);
+  if (auto refused = AdmitCreate(store_, admission_, route, doc))
+    return *refused;
+  if (auto refused = CheckRbacWrite(store_, request, route, doc, nullptr))
+    return *refused;
   if (FieldErrors errors = ValidateCreate(route.group, route.resource, doc); !errors.empty())
     return InvalidResponse(def->kind, route.group, name, errors);
   if (route.resource == "poddisruptionbudgets") {
@@ -1067,6 +1176,8 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
   auto created = store_.Create(route.resource, route.ns, std::move(doc));
   if (!created.ok())
     return ErrorFromStatus(created.status(), named);
+  if (route.resource == "namespaces")  // the ServiceAccount and root-CA controllers
+    SyncNamespaceDefaults(store_, admission_.root_ca_pem, GetString(**created, "metadata.name"));
   ApiResponse response = JsonResponse(201, RenderObject(**created, route.group));
   AddWarningHeaders(response, warnings);
   return response;
@@ -1093,6 +1204,8 @@ ApiResponse Api::Update(const ApiRequest& request, const Route& route) {
   if (route.group == "events.k8s.io")
     RenameMembers(doc, false);
   if (auto current = store_.Get(route.resource, route.ns, route.name); current.ok()) {
+    if (auto refused = CheckRbacWrite(store_, request, route, doc, current->get()))
+      return *refused;
     if (auto invalid = ValidateAgainstStored(route, doc, **current))
       return *invalid;
     TrackUpdate(current->get(), doc, WriteContextOf(request, route, store_));
@@ -1212,6 +1325,8 @@ ApiResponse Api::Patch(const ApiRequest& request, const Route& route) {
       return StatusResponse(422, "Invalid", s.message(), route.resource, route.name);
     if (!next->IsObject())
       return StatusResponse(422, "Invalid", "the patch removed the object");
+    if (auto refused = CheckRbacWrite(store_, request, route, *next, current->get()))
+      return *refused;
     if (auto refused = CheckPatchedObject(request, route, *next, **current, warnings))
       return *refused;
     if (!apply)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "admission.h"
+#include "authn.h"
 #include "store.h"
 
 namespace kubesim {
@@ -21,7 +22,11 @@ struct ApiRequest {
   std::string content_type;
   std::string accept;  // "application/json;as=Table;v=v1;g=meta.k8s.io,..." asks for a Table
   std::string body;
-  std::string user;        // authenticated user, for managedFields
+  std::string user;  // authenticated user, for managedFields
+  // The rest of the authenticated identity (authn.h), for access reviews.
+  std::string uid;
+  std::vector<std::string> groups;
+  std::map<std::string, std::vector<std::string>> extra;
   std::string user_agent;  // names the field manager when the request gives none
 };
 
@@ -58,6 +63,9 @@ class Api {
   explicit Api(Store& store) : store_(store) {}
   // The admission plugins' settings (admission.h).
   void set_admission(const AdmissionOptions& options) { admission_ = options; }
+  // Mints the tokens of serviceaccounts/NAME/token (authn.h); none: that subresource
+  // answers 503.
+  void set_token_issuer(TokenIssuer* issuer) { token_issuer_ = issuer; }
 
   // Routes the request. Returns false (with `error` set) for unknown paths or methods;
   // discovery and health paths give a Route with an empty resource.
@@ -99,6 +107,7 @@ class Api {
 
   Store& store_;
   AdmissionOptions admission_;
+  TokenIssuer* token_issuer_ = nullptr;
 };
 
 // True when the Accept header asks for a meta.k8s.io Table (kubectl get does).

@@ -1,5 +1,8 @@
 #include "protobuf.h"
 
+#include <map>
+#include <set>
+
 #include <fmt/format.h>
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
@@ -359,6 +362,204 @@ Result<std::string> ObjectAsJson(const Unknown& unknown, const FieldReader& read
   return std::string(buf.GetString(), buf.GetSize());
 }
 
+// The messages of the authentication, authorization and RBAC kinds (and
+// ServiceAccount) that kubectl sends as protobuf, from k8s.io/api/{core,rbac,
+// authorization,authentication}/v1/generated.proto, read by a table of their fields.
+// Types: 's' string, 'S' repeated string, 'b' bool, 'i' int64, 'm' message, 'M'
+// repeated message, 'p' map<string,string>, 'o' ObjectMeta.
+struct ProtoField {
+  uint32_t number;
+  const char* json;
+  char type;
+  const char* message;
+};
+
+using ProtoMessageTable = std::map<std::string, std::vector<ProtoField>>;
+
+// ServiceAccount and the RBAC kinds.
+ProtoMessageTable ObjectMessages() {
+  return {
+      {"ServiceAccount",
+       {{1, "metadata", 'o', ""},
+        {2, "secrets", 'M', "ObjectReference"},
+        {3, "imagePullSecrets", 'M', "LocalObjectReference"},
+        {4, "automountServiceAccountToken", 'b', ""}}},
+      {"ObjectReference",
+       {{1, "kind", 's', ""},
+        {2, "namespace", 's', ""},
+        {3, "name", 's', ""},
+        {4, "uid", 's', ""},
+        {5, "apiVersion", 's', ""},
+        {6, "resourceVersion", 's', ""},
+        {7, "fieldPath", 's', ""}}},
+      {"LocalObjectReference", {{1, "name", 's', ""}}},
+      {"Role", {{1, "metadata", 'o', ""}, {2, "rules", 'M', "PolicyRule"}}},
+      {"ClusterRole",
+       {{1, "metadata", 'o', ""},
+        {2, "rules", 'M', "PolicyRule"},
+        {3, "aggregationRule", 'm', "AggregationRule"}}},
+      {"AggregationRule", {{1, "clusterRoleSelectors", 'M', "LabelSelector"}}},
+      {"LabelSelector",
+       {{1, "matchLabels", 'p', ""}, {2, "matchExpressions", 'M', "LabelSelectorRequirement"}}},
+      {"LabelSelectorRequirement",
+       {{1, "key", 's', ""}, {2, "operator", 's', ""}, {3, "values", 'S', ""}}},
+      {"PolicyRule",
+       {{1, "verbs", 'S', ""},
+        {2, "apiGroups", 'S', ""},
+        {3, "resources", 'S', ""},
+        {4, "resourceNames", 'S', ""},
+        {5, "nonResourceURLs", 'S', ""}}},
+      {"RoleBinding",
+       {{1, "metadata", 'o', ""}, {2, "subjects", 'M', "Subject"}, {3, "roleRef", 'm', "RoleRef"}}},
+      {"ClusterRoleBinding",
+       {{1, "metadata", 'o', ""}, {2, "subjects", 'M', "Subject"}, {3, "roleRef", 'm', "RoleRef"}}},
+      {"Subject",
+       {{1, "kind", 's', ""},
+        {2, "apiGroup", 's', ""},
+        {3, "name", 's', ""},
+        {4, "namespace", 's', ""}}},
+      {"RoleRef", {{1, "apiGroup", 's', ""}, {2, "kind", 's', ""}, {3, "name", 's', ""}}},
+  };
+}
+
+// The access reviews, SelfSubjectReview and TokenRequest.
+ProtoMessageTable ReviewMessages() {
+  return {
+      {"SelfSubjectAccessReview",
+       {{1, "metadata", 'o', ""}, {2, "spec", 'm', "SelfSubjectAccessReviewSpec"}}},
+      {"SelfSubjectAccessReviewSpec",
+       {{1, "resourceAttributes", 'm', "ResourceAttributes"},
+        {2, "nonResourceAttributes", 'm', "NonResourceAttributes"}}},
+      {"SubjectAccessReview",
+       {{1, "metadata", 'o', ""}, {2, "spec", 'm', "SubjectAccessReviewSpec"}}},
+      {"LocalSubjectAccessReview",
+       {{1, "metadata", 'o', ""}, {2, "spec", 'm', "SubjectAccessReviewSpec"}}},
+      {"SubjectAccessReviewSpec",
+       {{1, "resourceAttributes", 'm', "ResourceAttributes"},
+        {2, "nonResourceAttributes", 'm', "NonResourceAttributes"},
+        {3, "user", 's', ""},
+        {4, "groups", 'S', ""},
+        {6, "uid", 's', ""}}},
+      {"ResourceAttributes",
+       {{1, "namespace", 's', ""},
+        {2, "verb", 's', ""},
+        {3, "group", 's', ""},
+        {4, "version", 's', ""},
+        {5, "resource", 's', ""},
+        {6, "subresource", 's', ""},
+        {7, "name", 's', ""}}},
+      {"NonResourceAttributes", {{1, "path", 's', ""}, {2, "verb", 's', ""}}},
+      {"SelfSubjectRulesReview",
+       {{1, "metadata", 'o', ""}, {2, "spec", 'm', "SelfSubjectRulesReviewSpec"}}},
+      {"SelfSubjectRulesReviewSpec", {{1, "namespace", 's', ""}}},
+      {"SelfSubjectReview", {{1, "metadata", 'o', ""}}},
+      {"TokenRequest", {{1, "metadata", 'o', ""}, {2, "spec", 'm', "TokenRequestSpec"}}},
+      {"TokenRequestSpec",
+       {{1, "audiences", 'S', ""},
+        {4, "expirationSeconds", 'i', ""},
+        {3, "boundObjectRef", 'm', "BoundObjectReference"}}},
+      {"BoundObjectReference",
+       {{1, "kind", 's', ""},
+        {2, "apiVersion", 's', ""},
+        {3, "name", 's', ""},
+        {4, "uid", 's', ""}}},
+  };
+}
+
+const ProtoMessageTable& ProtoMessages() {
+  static const ProtoMessageTable messages = [] {
+    ProtoMessageTable all = ObjectMessages();
+    all.merge(ReviewMessages());
+    return all;
+  }();
+  return messages;
+}
+
+rapidjson::Value& ArrayMember(rapidjson::Value& object, const char* name, Json::AllocatorType& a) {
+  if (!object.HasMember(name))
+    object.AddMember(rapidjson::StringRef(name), rapidjson::Value(rapidjson::kArrayType), a);
+  return object[name];
+}
+
+Status ReadTableMessage(std::string_view data, const std::string& type, rapidjson::Value& out,
+                        Json::AllocatorType& a);
+
+// One field of a table-read message into `out`.
+Status ReadTableField(const Field& f, const ProtoField& spec, rapidjson::Value& out,
+                      Json::AllocatorType& a) {
+  bool length_delimited = f.wire_type == 2;
+  switch (spec.type) {
+    case 's':
+      if (length_delimited)
+        AddMemberTo(out, spec.json, JsonString(f.bytes, a), a);
+      return Status::Ok();
+    case 'S':
+      if (length_delimited)
+        ArrayMember(out, spec.json, a).PushBack(JsonString(f.bytes, a), a);
+      return Status::Ok();
+    case 'b':
+      if (f.wire_type == 0)
+        AddMemberTo(out, spec.json, rapidjson::Value(f.varint != 0), a);
+      return Status::Ok();
+    case 'i':
+      if (f.wire_type == 0)
+        AddMemberTo(out, spec.json, rapidjson::Value(static_cast<int64_t>(f.varint)), a);
+      return Status::Ok();
+    case 'p':
+      return length_delimited
+                 ? ReadMapEntry(f.bytes, spec.json, false, ObjectMember(out, spec.json, a), a)
+                 : Status::Ok();
+    case 'o':
+      return length_delimited ? ReadObjectMeta(f.bytes, ObjectMember(out, spec.json, a), a)
+                              : Status::Ok();
+    case 'm':
+      return length_delimited
+                 ? ReadTableMessage(f.bytes, spec.message, ObjectMember(out, spec.json, a), a)
+                 : Status::Ok();
+    default: {  // 'M'
+      if (!length_delimited)
+        return Status::Ok();
+      rapidjson::Value item(rapidjson::kObjectType);
+      if (Status s = ReadTableMessage(f.bytes, spec.message, item, a); !s.ok())
+        return s;
+      ArrayMember(out, spec.json, a).PushBack(item, a);
+      return Status::Ok();
+    }
+  }
+}
+
+Status ReadTableMessage(std::string_view data, const std::string& type, rapidjson::Value& out,
+                        Json::AllocatorType& a) {
+  const auto& fields = ProtoMessages().at(type);
+  if (!out.IsObject())
+    out.SetObject();
+  return ForEachField(data, type, [&](const Field& f) -> Status {
+    for (const auto& spec : fields) {
+      if (spec.number == f.number)
+        return ReadTableField(f, spec, out, a);
+    }
+    return Status::Ok();  // status and other server-side fields
+  });
+}
+
+// The (apiVersion, kind) pairs read by the table.
+bool TableReadable(const std::string& api_version, const std::string& kind) {
+  static const std::set<std::pair<std::string, std::string>> kinds = {
+      {"v1", "ServiceAccount"},
+      {"rbac.authorization.k8s.io/v1", "Role"},
+      {"rbac.authorization.k8s.io/v1", "ClusterRole"},
+      {"rbac.authorization.k8s.io/v1", "RoleBinding"},
+      {"rbac.authorization.k8s.io/v1", "ClusterRoleBinding"},
+      {"authorization.k8s.io/v1", "SelfSubjectAccessReview"},
+      {"authorization.k8s.io/v1", "SubjectAccessReview"},
+      {"authorization.k8s.io/v1", "LocalSubjectAccessReview"},
+      {"authorization.k8s.io/v1", "SelfSubjectRulesReview"},
+      {"authentication.k8s.io/v1", "SelfSubjectReview"},
+      {"authentication.k8s.io/v1", "TokenRequest"},
+  };
+  return kinds.count({api_version, kind}) != 0;
+}
+
 Result<ProtobufEviction> EvictionOf(const Unknown& unknown) {
   if (unknown.kind != "Eviction" || unknown.api_version != "policy/v1") {
     return Status::InvalidArgument(
@@ -457,6 +658,18 @@ Result<std::string> ProtobufBodyAsJson(std::string_view body) {
     return ObjectAsJson(*unknown, SecretField);
   if (unknown->api_version == "v1" && kind == "Namespace")
     return ObjectAsJson(*unknown, NamespaceField);
+  if (TableReadable(unknown->api_version, kind)) {
+    Json doc(rapidjson::kObjectType);
+    auto& a = doc.GetAllocator();
+    doc.AddMember("apiVersion", JsonString(unknown->api_version, a), a);
+    doc.AddMember("kind", JsonString(kind, a), a);
+    if (Status s = ReadTableMessage(unknown->raw, kind, doc, a); !s.ok())
+      return s;
+    rapidjson::StringBuffer buf;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+    doc.Accept(w);
+    return std::string(buf.GetString(), buf.GetSize());
+  }
   return k8sbridge::Status::NotFound(
       fmt::format("kubesim reads no protobuf {} {}", unknown->api_version, kind));
 }

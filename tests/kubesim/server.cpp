@@ -19,6 +19,8 @@
 #include <boost/beast/ssl.hpp>
 
 #include "finalizers.h"
+#include "rbac.h"
+#include "serviceaccounts.h"
 
 namespace kubesim {
 
@@ -146,16 +148,39 @@ bool PeerClosed(int fd) {
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
+// The x509 authenticator's user: CN the name, each O a group.
+UserInfo CertificateUser(X509* cert) {
+  X509_NAME* subject = X509_get_subject_name(cert);
+  char cn[256] = "";
+  X509_NAME_get_text_by_NID(subject, NID_commonName, cn, sizeof cn);
+  std::vector<std::string> organizations;
+  for (int i = X509_NAME_get_index_by_NID(subject, NID_organizationName, -1); i >= 0;
+       i = X509_NAME_get_index_by_NID(subject, NID_organizationName, i)) {
+    ASN1_STRING* value = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i));
+    unsigned char* utf8 = nullptr;
+    int n = ASN1_STRING_to_UTF8(&utf8, value);
+    if (n >= 0) {
+      organizations.emplace_back(reinterpret_cast<char*>(utf8), static_cast<size_t>(n));
+      OPENSSL_free(utf8);
+    }
+  }
+  return UserFromCertificate(cn, organizations);
+}
+
 }  // namespace
 
 struct Server::Impl {
   Impl(Store& s, ServerOptions o, k8sbridge::Logger& l)
-      : store(s), api(s), options(std::move(o)), log(l), token(options.token) {
+      : store(s), api(s), issuer(s), options(std::move(o)), log(l), token(options.token) {
+    if (options.tls)
+      options.admission.root_ca_pem = options.tls->ca_cert_pem;
     api.set_admission(options.admission);
+    api.set_token_issuer(&issuer);
   }
 
   Store& store;
   Api api;
+  TokenIssuer issuer;
   ServerOptions options;
   k8sbridge::Logger& log;
 
@@ -378,6 +403,8 @@ struct Server::Impl {
       d.AddMember("connections", connections, a);
       return ok_json(ToJson(d));
     }
+    if (sub == "serviceaccount-token" && req.method == "POST")
+      return AdminServiceAccountToken(req);
     if (sub == "stats" && req.method == "DELETE") {
       std::lock_guard lock(mu);
       request_counts.clear();
@@ -397,9 +424,124 @@ struct Server::Impl {
     return StatusResponse(404, "NotFound", fmt::format("no admin endpoint {}", req.path));
   }
 
+  // POST /kubesim/serviceaccount-token {"namespace","name","expirationSeconds"}: a token
+  // for test harnesses, of any lifetime (>= 1 s; the TokenRequest API's 10-minute
+  // minimum does not apply).
+  ApiResponse AdminServiceAccountToken(const ApiRequest& req) {
+    auto doc = ParseJson(req.body);
+    if (!doc.ok() || !(*doc)->IsObject()) {
+      return StatusResponse(400, "BadRequest",
+                            "serviceaccount-token takes a JSON object {\"namespace\": NS, "
+                            "\"name\": SERVICEACCOUNT, \"expirationSeconds\": N}");
+    }
+    std::string ns = GetString(**doc, "namespace");
+    std::string name = GetString(**doc, "name");
+    const rapidjson::Value* seconds = Find(**doc, "expirationSeconds");
+    int64_t expiration = seconds != nullptr && seconds->IsInt64() ? seconds->GetInt64() : 3600;
+    if (ns.empty() || name.empty()) {
+      return StatusResponse(400, "BadRequest",
+                            "serviceaccount-token needs \"namespace\" and \"name\" of the "
+                            "ServiceAccount");
+    }
+    auto issued = issuer.IssueToken(ns, name, expiration);
+    if (!issued.ok()) {
+      int code = issued.status().code() == Status::Code::kNotFound ? 404 : 400;
+      return StatusResponse(
+          code, code == 404 ? "NotFound" : "BadRequest",
+          fmt::format("serviceaccount {}/{}: {}", ns, name, issued.status().message()));
+    }
+    rapidjson::Document out(rapidjson::kObjectType);
+    out.AddMember("token", rapidjson::Value(issued->token.c_str(), out.GetAllocator()),
+                  out.GetAllocator());
+    out.AddMember("expirationTimestamp", issued->expiration_unix, out.GetAllocator());
+    ApiResponse r;
+    r.body = ToJson(out);
+    return r;
+  }
+
+  // ---- authentication and authorization (authn.h, rbac.h) ----------------------------
+  // Who sent the request: a verified client certificate, else the admin token or a
+  // ServiceAccount token, or nobody (anonymous, only for the health and version
+  // paths). nullopt: 401.
+  std::optional<UserInfo> Authenticate(const http::request<http::string_body>& hreq,
+                                       const std::string& path,
+                                       const std::optional<UserInfo>& cert_user) {
+    std::string auth(hreq[http::field::authorization]);
+    std::string current_token;
+    {
+      std::lock_guard lock(mu);
+      current_token = token;
+    }
+    // The x509 authenticator comes before the token ones in kube-apiserver's union.
+    if (cert_user)
+      return cert_user;
+    const std::string bearer = "Bearer ";
+    if (auth.rfind(bearer, 0) == 0) {
+      std::string presented = auth.substr(bearer.size());
+      if (!current_token.empty() && presented == current_token)
+        return AdminUser();
+      auto user = issuer.Authenticate(presented);
+      if (user.ok())
+        return *user;
+      log.Debug("401 for {}: {}", path, user.status().message());
+      return std::nullopt;  // a bad token is refused even where anonymous would pass
+    }
+    if (current_token.empty())
+      return AdminUser();  // no authentication configured
+    if (path == "/version" || path == "/healthz" || path == "/livez" || path == "/readyz")
+      return AnonymousUser();
+    return std::nullopt;
+  }
+
+  // Impersonation, then the authorization of the request (before routing, so an
+  // unknown resource of an unauthorized user is 403, as in the real filter chain).
+  // nullopt: go on with `user` as the identity; else the refusal, with the verb and
+  // resource it was about in `logged` (for the request log).
+  std::optional<ApiResponse> Authorize(const http::request<http::string_body>& hreq,
+                                       const ApiRequest& req, UserInfo& user, Route& logged) {
+    std::multimap<std::string, std::string> impersonation;
+    for (const auto& field : hreq) {
+      std::string name(field.name_string());
+      for (char& c : name)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (name.rfind("impersonate-", 0) == 0)
+        impersonation.emplace(name, std::string(field.value()));
+    }
+    ApiResponse error;
+    auto acting = Impersonate(store, user, impersonation, error);
+    if (!acting)
+      return error;
+    user = *acting;
+    if (req.path.rfind("/kubesim/", 0) == 0) {
+      if (user.Privileged())
+        return std::nullopt;
+      RequestAttributes admin;
+      admin.user = user;
+      admin.verb = req.method;
+      for (char& c : admin.verb)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      admin.path = req.path;
+      return ForbiddenResponse(admin, "");
+    }
+    auto attributes = AttributesOfRequest(req.method, req.path, req.query);
+    if (!attributes) {
+      return StatusResponse(
+          400, "BadRequest",
+          fmt::format("unable to determine kind and namespace from url {}", req.path));
+    }
+    attributes->user = user;
+    logged.verb = attributes->verb;
+    logged.resource = attributes->resource;
+    logged.subresource = attributes->subresource;
+    Decision decision = kubesim::Authorize(store, *attributes);
+    if (!decision.allowed)
+      return ForbiddenResponse(*attributes, decision.reason);
+    return std::nullopt;
+  }
+
   // ---- one connection -----------------------------------------------------------------
   template <class Stream>
-  void Session(Stream& stream, tcp::socket& raw, const std::string& cert_user) {
+  void Session(Stream& stream, tcp::socket& raw, const std::optional<UserInfo>& cert_user) {
     beast::flat_buffer buffer;
     while (!stopping) {
       http::request_parser<http::string_body> parser;
@@ -436,7 +578,7 @@ struct Server::Impl {
 
   template <class Stream>
   bool HandleOne(Stream& stream, tcp::socket& raw, const http::request<http::string_body>& hreq,
-                 const std::string& cert_user) {
+                 const std::optional<UserInfo>& cert_user) {
     ApiRequest req;
     req.method = std::string(hreq.method_string());
     std::string target(hreq.target());
@@ -449,24 +591,20 @@ struct Server::Impl {
     req.user_agent = std::string(hreq[http::field::user_agent]);
     req.body = hreq.body();
 
-    // Authentication: the bearer token or a client certificate from the test CA.
-    std::string auth(hreq[http::field::authorization]);
-    bool exempt = req.path == "/version" || req.path == "/healthz" || req.path == "/livez" ||
-                  req.path == "/readyz";
-    std::string current_token;
-    {
-      std::lock_guard lock(mu);
-      current_token = token;
-    }
-    if (!cert_user.empty()) {
-      req.user = cert_user;
-    } else if (!current_token.empty() && auth == "Bearer " + current_token) {
-      req.user = "kubesim-admin";
-    }
-    if (req.user.empty() && !exempt && !current_token.empty()) {
+    std::optional<UserInfo> user = Authenticate(hreq, req.path, cert_user);
+    if (!user) {
       LogRequest(req, Route{}, 401, "");
       return Reply(stream, hreq, StatusResponse(401, "Unauthorized", "Unauthorized"));
     }
+    Route refused_route;
+    if (auto refused = Authorize(hreq, req, *user, refused_route)) {
+      LogRequest(req, refused_route, refused->code, "");
+      return Reply(stream, hreq, *refused);
+    }
+    req.user = user->name;
+    req.uid = user->uid;
+    req.groups = user->groups;
+    req.extra = user->extra;
     if (req.path.rfind("/kubesim/", 0) == 0)
       return Reply(stream, hreq, Admin(req));
 
@@ -592,20 +730,17 @@ struct Server::Impl {
       beast::ssl_stream<tcp::socket&> stream(socket, *tls_context);
       stream.handshake(ssl::stream_base::server, ec);
       if (!ec) {
-        std::string cert_user;
+        std::optional<UserInfo> cert_user;
         X509* peer = SSL_get1_peer_certificate(stream.native_handle());
         if (peer != nullptr) {
-          if (SSL_get_verify_result(stream.native_handle()) == X509_V_OK) {
-            char cn[256] = "";
-            X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, cn, sizeof cn);
-            cert_user = cn;
-          }
+          if (SSL_get_verify_result(stream.native_handle()) == X509_V_OK)
+            cert_user = CertificateUser(peer);
           X509_free(peer);
         }
         Session(stream, socket, cert_user);
       }
     } else {
-      Session(socket, socket, "");
+      Session(socket, socket, std::nullopt);
     }
     {
       // Forget the descriptor before closing it: its number may be reused at once.
@@ -696,10 +831,17 @@ Status Server::Start() {
   }
   for (auto& a : s.acceptors)
     s.threads.emplace_back(&Impl::AcceptLoop, &s, a.get());
+  // The API server's post-start hook rbac/bootstrap-roles, and a first pass of the
+  // ServiceAccount and root-CA controllers before anyone can connect.
+  if (Status policy = CreateBootstrapPolicy(s.store); !policy.ok())
+    return policy;
+  SyncNamespaceDefaults(s.store, s.options.admission.root_ca_pem);
   s.threads.emplace_back([&s]() {
     while (!s.stopping) {
       s.store.ReapExpired();
       CollectGarbage(s.store);
+      SyncNamespaceDefaults(s.store, s.options.admission.root_ca_pem);
+      AggregateClusterRoles(s.store);
       std::unique_lock lock(s.mu);
       s.sessions_done.wait_for(lock, s.options.reap_interval, [&] { return s.stopping.load(); });
     }
@@ -786,6 +928,10 @@ void Server::SetToken(const std::string& token) {
 std::string Server::token() const {
   std::lock_guard lock(impl_->mu);
   return impl_->token;
+}
+
+TokenIssuer& Server::token_issuer() {
+  return impl_->issuer;
 }
 
 void Server::AddAdminHandler(const std::string& prefix, AdminHandler handler) {

@@ -8,6 +8,8 @@
 //                                     "times":1}; answers {"id":N}
 //   DELETE /kubesim/faults[/ID]       remove all faults, or one
 //   POST   /kubesim/token             {"token":"new"}: rotate; the old token gets 401
+//   POST   /kubesim/serviceaccount-token  {"namespace":NS,"name":SA,"expirationSeconds":N}:
+//                                     a ServiceAccount token {"token":...} (tests)
 //   POST   /kubesim/compact           forget the watch history: older RVs get 410
 //   GET    /kubesim/requests          the last 2000 requests: method, path, verb,
 //                                     resource, code, fault
@@ -38,6 +40,7 @@
 #include <vector>
 
 #include "api.h"
+#include "authn.h"
 #include "k8sbridge/log.h"
 #include "store.h"
 #include "tls.h"
@@ -113,6 +116,10 @@ class Server {
   void AddAdminHandler(const std::string& prefix, AdminHandler handler);
 
   Store& store() { return store_; }
+
+  // The ServiceAccount token issuer (authn.h); the kubelet's projected
+  // serviceAccountToken volumes call its Issue.
+  TokenIssuer& token_issuer();
 
  private:
   struct Listener;

@@ -217,7 +217,8 @@ class Store {
   std::string NowMicroTimestamp() const;
 
   static bool IsClusterScoped(const std::string& resource) {
-    return resource == "nodes" || resource == "namespaces";
+    return resource == "nodes" || resource == "namespaces" || resource == "clusterroles" ||
+           resource == "clusterrolebindings";
   }
 
  private:

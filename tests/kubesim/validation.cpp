@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "rbac.h"
+
 namespace kubesim {
 
 namespace {
@@ -217,6 +219,8 @@ NameRule NameRuleFor(const std::string& group, const std::string& resource) {
     return NameRule::kDnsLabel;  // ValidateNamespaceName
   if (resource == "events" && group.empty())
     return NameRule::kPathSegment;  // core/v1 events: only the generic path-segment check
+  if (IsRbacResource(group, resource))
+    return NameRule::kPathSegment;  // ValidateRBACName
   return NameRule::kDnsSubdomain;   // pods, nodes, configmaps, secrets, leases, events.k8s.io
 }
 
@@ -571,6 +575,8 @@ FieldErrors ValidateCreate(const std::string& group, const std::string& resource
     static const rapidjson::Value kEmpty(rapidjson::kObjectType);
     ValidatePodSpec(spec != nullptr && spec->IsObject() ? *spec : kEmpty, errors);
   }
+  if (IsRbacResource(group, resource))
+    ValidateRbacObject(resource, object, errors);
   return errors;
 }
 
@@ -592,6 +598,8 @@ FieldErrors ValidateUpdate(const std::string& group, const std::string& resource
     ValidatePodSpecUpdate(spec != nullptr && spec->IsObject() ? *spec : kEmpty,
                           old_spec != nullptr && old_spec->IsObject() ? *old_spec : kEmpty, errors);
   }
+  if (IsRbacResource(group, resource))
+    ValidateRbacUpdate(resource, object, old, errors);
   if (resource == "configmaps" || resource == "secrets") {
     const rapidjson::Value* immutable = Find(old, "immutable");
     if (immutable != nullptr && immutable->IsBool() && immutable->GetBool()) {

@@ -118,7 +118,8 @@ BOOST_AUTO_TEST_CASE(delete_answers_as_a_delete_and_keeps_the_object) {
   BOOST_TEST(GetString(Json(cm.body), "status") == "Success");
   auto all = Send("DELETE", "/api/v1/namespaces/default/configmaps?dryRun=All");
   BOOST_TEST(all.code == 200);
-  BOOST_TEST(Json(all.body)["items"].Size() == 1u);
+  // cm and the root-CA publisher's kube-root-ca.crt.
+  BOOST_TEST(Json(all.body)["items"].Size() == 2u);
   BOOST_TEST(Send("DELETE", "/api/v1/namespaces/default?dryRun=All").code == 200);
   BOOST_TEST(Send("DELETE", std::string(kPods) + "/nope?dryRun=All").code == 404);
   BOOST_TEST(Stored("configmaps", "default", "cm") != nullptr);
