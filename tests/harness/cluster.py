@@ -219,15 +219,17 @@ class PodCluster:
                             "--pod-network", str(self.rig.pod_network),
                             "--kubelet-state-dir", str(self.dir / "kubelet")]
         self.sim = KubeSim(*kubelet_args, *self.kubesim_args, scheduler=True)
+        # The deployment's RBAC: k8sbridge-power runs as its controller ServiceAccount
+        # and the workers' pods name theirs (conf-templates/worker-pod.yaml).
+        self.sim.apply_deploy_rbac("default")
+        self.controller_kubeconfig = self.sim.service_account_kubeconfig(
+            "default", "k8sbridge-controller", expiration_seconds=24 * 3600)
         extra = self.slurm_conf_extra
         self.rig.config.slurm_conf_extra = (self._power_programs() + "\n" +
                                             (extra(self.rig) if callable(extra) else extra))
         self._write_k8sbridge_conf()
         self.rig.start()
         self.create_munge_secret("munge-key", self.rig.munge_key.read_bytes())
-        # What the deployment's manifests give the workers (conf-templates/worker-pod.yaml
-        # names it): kubesim refuses a pod whose ServiceAccount does not exist.
-        self.sim.create_service_account("default", "k8sbridge-worker")
         if self.kubelet == "test":
             self.test_kubelet = TestKubelet(self.sim, self.rig).start()
 
@@ -302,7 +304,8 @@ template:
         (self.dir / "worker.yaml").write_text(self.template())
         for name, text in self.extra_templates.items():
             (self.dir / name).write_text(text(self) if callable(text) else text)
-        lines = ["ClusterName=rig", f"Kubeconfig={self.sim.kubeconfig}", "Namespace=default",
+        lines = ["ClusterName=rig", f"Kubeconfig={self.controller_kubeconfig}",
+                 "Namespace=default",
                  f"WorkerCommand={WORKER}",
                  f"RetryDeadline={self.retry_deadline}", f"LogFile={self.power_log}",
                  self.conf_extra]

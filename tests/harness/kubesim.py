@@ -15,7 +15,9 @@ import unittest
 import urllib.request
 from pathlib import Path
 
-from harness.paths import BUILD_ROOT
+import yaml
+
+from harness.paths import BUILD_ROOT, SOURCE_ROOT
 
 KUBESIM = Path(os.environ.get("KUBESIM", BUILD_ROOT / "tests" / "kubesim" / "kubesim"))
 KUBECTL = "/usr/bin/kubectl"
@@ -159,6 +161,22 @@ class KubeSim:
             f"users:\n- name: sa\n  user:\n    token: {token}\n")
         path.chmod(0o600)
         return path
+
+    def apply_deploy_rbac(self, namespace):
+        """Applies deploy/base/rbac.yaml (what a platform team applies) for worker pods
+        in `namespace`: its namespaced objects and its ServiceAccount subjects go to
+        `namespace` (as kustomize's namespace would put them), the node events' Role
+        stays in "default". Returns the objects as applied."""
+        docs = [d for d in yaml.safe_load_all((SOURCE_ROOT / "deploy" / "base" /
+                                               "rbac.yaml").read_text()) if d]
+        for d in docs:
+            if d["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
+                d["metadata"].setdefault("namespace", namespace)
+            for s in d.get("subjects", []):
+                if s["kind"] == "ServiceAccount":
+                    s["namespace"] = namespace
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+        return docs
 
     def kubectl(self, *args, check=True, timeout=60, context=None, kubeconfig=None, input=None):
         argv = [KUBECTL, "--kubeconfig", str(kubeconfig or self.kubeconfig)]

@@ -110,6 +110,11 @@ class SyncRigTestCase(RigTestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.sim = KubeSim(*self.sim_args, scheduler=True)
         self.addCleanup(self.sim.close)
+        # k8sbridge-power and k8sbridge-sync run as the deployment's controller
+        # ServiceAccount, with exactly the shipped rules (deploy/base/rbac.yaml).
+        self.sim.apply_deploy_rbac(self.namespace)
+        self.controller_kubeconfig = self.sim.service_account_kubeconfig(
+            self.namespace, "k8sbridge-controller", expiration_seconds=24 * 3600)
         self.daemons = []
         self.addCleanup(self._stop_daemons)
 
@@ -134,7 +139,8 @@ class SyncRigTestCase(RigTestCase):
 
     def write_conf(self, name="k8sbridge.conf", extra=""):
         port = free_tcp_port()
-        lines = ["ClusterName=rig", f"Kubeconfig={self.sim.kubeconfig}", f"Namespace={self.namespace}",
+        lines = ["ClusterName=rig", f"Kubeconfig={self.controller_kubeconfig}",
+                 f"Namespace={self.namespace}",
                  "RetryDeadline=5", "RequestTimeout=3", "ConnectTimeout=2",
                  f"LogFile={self.dir / 'power.log'}",
                  f"SyncMetricsListen=127.0.0.1:{port}", self.sync_keys, extra]

@@ -3,6 +3,7 @@ it renders holds together (docs/deploy.md, "On Kubernetes"): namespaces, the obj
 each pod names, the images scripts/images.py builds, and the RBAC table of
 docs/deploy.md, which must list exactly the rules of deploy/base/rbac.yaml."""
 
+import json
 import os
 import re
 import subprocess
@@ -153,6 +154,46 @@ class RbacTable(unittest.TestCase):
         granted, documented = rbac_rules(), documented_rules()
         self.assertEqual(sorted(granted - documented), [], "granted but not in docs/deploy.md")
         self.assertEqual(sorted(documented - granted), [], "in docs/deploy.md but not granted")
+
+
+class ApplyToKubesim(unittest.TestCase):
+    """`kubectl kustomize deploy/overlays/demo | kubectl apply -f -` against kubesim,
+    which validates, admits and runs the controllers as kube-apiserver and
+    kube-controller-manager do: everything is created and the controllers make the
+    pods and claims (no kubelet runs them here)."""
+
+    def test_the_demo_overlay_applies_and_the_controllers_act(self):
+        from harness.kubesim import KubeSim, wait_for
+        rendered = subprocess.run([KUBECTL, "kustomize", str(DEPLOY / "overlays" / "demo")],
+                                  capture_output=True, text=True, check=True).stdout
+        with KubeSim("--fake-nodes", "2") as sim:
+            sim.kubectl("create", "namespace", NAMESPACE)
+            sim.kubectl("-n", NAMESPACE, "create", "secret", "generic", "slurm-munge-key",
+                        "--from-literal=munge.key=" + "k" * 1024)
+            sim.kubectl("apply", "-f", "-", input=rendered)
+            for o in (d for d in yaml.safe_load_all(rendered) if d):
+                ns = o["metadata"].get("namespace")
+                args = ["get", o["kind"].lower() + "." + o["apiVersion"].split("/")[0]
+                        if "/" in o["apiVersion"] else o["kind"].lower(), o["metadata"]["name"]]
+                sim.kubectl(*(["-n", ns] if ns else []), *args)
+
+            def get(kind, name):
+                r = sim.kubectl("-n", NAMESPACE, "get", kind, name, "-o", "json", check=False)
+                return json.loads(r.stdout) if r.returncode == 0 else None
+            wait_for(lambda: get("pod", "slurmctld-0"), 30, "the StatefulSet's pod")
+            claim = wait_for(lambda: get("pvc", "state-slurmctld-0"), 30, "its state claim")
+            wait_for(lambda: (get("pvc", "state-slurmctld-0") or {}).get("status", {})
+                     .get("phase") == "Bound", 30, "the state claim bound")
+            self.assertEqual(claim["spec"]["accessModes"], ["ReadWriteOnce"])
+            wait_for(lambda: (get("pvc", "slurm-jail") or {}).get("status", {})
+                     .get("phase") == "Bound", 30, "the jail claim bound")
+            pods = json.loads(sim.kubectl("-n", NAMESPACE, "get", "pods", "-o", "json").stdout)
+            owners = sorted({p["metadata"]["ownerReferences"][0]["kind"] for p in pods["items"]})
+            self.assertEqual(owners, ["Job", "ReplicaSet", "StatefulSet"])
+            ctld = get("pod", "slurmctld-0")
+            self.assertEqual(ctld["spec"]["serviceAccountName"], "k8sbridge-controller")
+            self.assertEqual(ctld["spec"]["hostname"], "slurmctld-0")
+            self.assertEqual(ctld["spec"]["subdomain"], "slurmctld")
 
 
 if __name__ == "__main__":
