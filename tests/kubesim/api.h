@@ -58,6 +58,8 @@ class Api {
   explicit Api(Store& store) : store_(store) {}
   // The admission plugins' settings (admission.h).
   void set_admission(const AdmissionOptions& options) { admission_ = options; }
+  // Where pods/log reads the kubelet's container logs (pod_log.h); "" = no logs.
+  void set_pod_log_root(const std::string& root) { pod_log_root_ = root; }
 
   // Routes the request. Returns false (with `error` set) for unknown paths or methods;
   // discovery and health paths give a Route with an empty resource.
@@ -99,6 +101,7 @@ class Api {
 
   Store& store_;
   AdmissionOptions admission_;
+  std::string pod_log_root_;
 };
 
 // True when the Accept header asks for a meta.k8s.io Table (kubectl get does).

@@ -152,6 +152,7 @@ struct Server::Impl {
   Impl(Store& s, ServerOptions o, k8sbridge::Logger& l)
       : store(s), api(s), options(std::move(o)), log(l), token(options.token) {
     api.set_admission(options.admission);
+    api.set_pod_log_root(options.pod_log_root);
   }
 
   Store& store;
