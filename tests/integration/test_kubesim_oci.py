@@ -195,19 +195,61 @@ class OciKubeletTest(unittest.TestCase):
         self.addCleanup(self.sim.kubectl, "delete", "configmap,secret", "cfg", "--ignore-not-found")
         self.sim.kubectl("create", "configmap", "cfg", "--from-literal=color=blue")
         self.sim.kubectl("create", "secret", "generic", "cfg", "--from-literal=password=s3cret")
+        script = ("cat /cfg/color; echo; cat /sec/password; echo; echo made > /scratch/x; "
+                  "cat /scratch/x; touch /cfg/new 2>/dev/null && echo cfg-writable "
+                  "|| echo cfg-read-only; readlink /cfg/color; readlink /cfg/..data | head -c 4; "
+                  "echo; cat /all/shade /all/ns /all/pw; echo; cat /info/labels; "
+                  "stat -c %a /sec/..data/password")
         self.apply(self.pod("volumes", self.container(
-            "main", "cat /cfg/color; echo; cat /sec/password; echo; echo made > /scratch/x; "
-                    "cat /scratch/x; touch /cfg/new 2>/dev/null && echo cfg-writable "
-                    "|| echo cfg-read-only",
+            "main", script,
             volumeMounts=[{"name": "cfg", "mountPath": "/cfg", "readOnly": True},
                           {"name": "sec", "mountPath": "/sec"},
-                          {"name": "scratch", "mountPath": "/scratch"}]),
+                          {"name": "scratch", "mountPath": "/scratch"},
+                          {"name": "all", "mountPath": "/all"},
+                          {"name": "info", "mountPath": "/info"}]),
             volumes=[{"name": "cfg", "configMap": {"name": "cfg"}},
-                     {"name": "sec", "secret": {"secretName": "cfg"}},
-                     {"name": "scratch", "emptyDir": {}}]))
+                     {"name": "sec", "secret": {"secretName": "cfg", "defaultMode": 0o400}},
+                     {"name": "scratch", "emptyDir": {}},
+                     {"name": "all", "projected": {"sources": [
+                         {"configMap": {"name": "cfg", "items": [{"key": "color",
+                                                                  "path": "shade"}]}},
+                         {"secret": {"name": "cfg", "items": [{"key": "password",
+                                                               "path": "pw"}]}},
+                         {"downwardAPI": {"items": [{"path": "ns", "fieldRef": {
+                             "fieldPath": "metadata.namespace"}}]}}]}},
+                     {"name": "info", "downwardAPI": {"items": [
+                         {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}}],
+            ) | {"metadata": {"name": "volumes", "namespace": "default",
+                              "labels": {"app": "vols", "tier": "test"}}})
         self.wait_phase("volumes", "Succeeded")
         self.assertEqual(self.logs("volumes").splitlines(),
-                         ["blue", "s3cret", "made", "cfg-read-only"])
+                         ["blue", "s3cret", "made", "cfg-read-only",
+                          "..data/color", "..20",  # the atomic writer's timestamped dir
+                          "bluedefaults3cret",
+                          'app="vols"', 'tier="test"', "400"])
+
+    def test_volumes_that_cannot_be_set_up_keep_the_container_waiting(self):
+        self.addCleanup(self.delete, "badhost", "token")
+        missing = self.work / "no-such-dir"
+        self.apply(self.pod("badhost", self.container(
+            "main", "true", volumeMounts=[{"name": "h", "mountPath": "/h"}]),
+            volumes=[{"name": "h", "hostPath": {"path": str(missing), "type": "Directory"}}]))
+        self.apply(self.pod("token", self.container(
+            "main", "true", volumeMounts=[{"name": "t", "mountPath": "/t"}]),
+            volumes=[{"name": "t", "projected": {"sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}]}}]))
+        for name, want in (("badhost", f"hostPath type check failed: {missing} is not a "
+                                       "directory"),
+                           ("token", "no token issuer")):
+            pod = wait_for(lambda: (p := self.get(name)) and self.status_of(p, "main") and
+                           "waiting" in self.status_of(p, "main")["state"] and
+                           self.status_of(p, "main")["state"]["waiting"].get("message") and p,
+                           timeout=30, what=f"{name} to wait")
+            waiting = self.status_of(pod, "main")["state"]["waiting"]
+            self.assertEqual(waiting["reason"], "ContainerCreating", waiting)
+            self.assertIn("MountVolume.SetUp failed for volume", waiting["message"])
+            self.assertIn(want, waiting["message"])
+            self.assertEqual(pod["status"]["phase"], "Pending")
 
     def test_missing_image_is_err_image_pull_then_image_pull_back_off(self):
         self.addCleanup(self.delete, "noimage", "neverpull")

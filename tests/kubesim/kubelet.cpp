@@ -156,10 +156,28 @@ void SetPodStatusBasics(rapidjson::Document& doc, const std::string& phase,
     SetStatusMember(doc, "startTime", str(start_time));
 }
 
+Result<std::string> DecodeBase64(const std::string& text) {
+  std::string out(text.size() / 4 * 3 + 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()),
+                                static_cast<int>(text.size()));
+  if (n < 0)
+    return Status::InvalidArgument("secret data is not base64");
+  size_t len = static_cast<size_t>(n);
+  // EVP_DecodeBlock counts the padding as zero bytes.
+  if (!text.empty() && text.back() == '=')
+    --len;
+  if (text.size() > 1 && text[text.size() - 2] == '=')
+    --len;
+  out.resize(len);
+  return out;
+}
+
 }  // namespace kubelet_internal
 
 namespace {
 
+using kubelet_internal::DecodeBase64;
 using kubelet_internal::ExitInfo;
 
 const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -192,66 +210,8 @@ uint64_t NetnsInode(const std::string& proc_path) {
   return stat(proc_path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
-Result<std::string> DecodeBase64(const std::string& text) {
-  std::string out(text.size() / 4 * 3 + 3, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(text.data()),
-                                static_cast<int>(text.size()));
-  if (n < 0)
-    return Status::InvalidArgument("secret data is not base64");
-  size_t len = static_cast<size_t>(n);
-  // EVP_DecodeBlock counts the padding as zero bytes.
-  if (!text.empty() && text.back() == '=')
-    --len;
-  if (text.size() > 1 && text[text.size() - 2] == '=')
-    --len;
-  out.resize(len);
-  return out;
-}
-
 rapidjson::Value S(const std::string& s, rapidjson::Document::AllocatorType& a) {
   return rapidjson::Value(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
-}
-
-// Writes the data of a configMap or secret as files into `dir` (items, when given,
-// pick keys and paths).
-Status Materialize(const rapidjson::Value& object, const rapidjson::Value& volume_source,
-                   bool base64, const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
-    return Status::IoError(fmt::format("creating {}: {}", dir.string(), ec.message()));
-  const rapidjson::Value* data = Member(&object, "data");
-  std::vector<std::pair<std::string, std::string>> files;  // key -> path
-  const rapidjson::Value* items = Member(&volume_source, "items");
-  if (items != nullptr && items->IsArray()) {
-    for (const auto& item : items->GetArray()) {
-      files.emplace_back(Str(Member(&item, "key")), Str(Member(&item, "path")));
-    }
-  } else if (data != nullptr && data->IsObject()) {
-    for (const auto& m : data->GetObject())
-      files.emplace_back(m.name.GetString(), m.name.GetString());
-  }
-  for (const auto& [key, path] : files) {
-    const rapidjson::Value* v = Member(data, key.c_str());
-    if (v == nullptr || !v->IsString()) {
-      return Status::NotFound(fmt::format("key \"{}\" not found", key));
-    }
-    std::string content = v->GetString();
-    if (base64) {
-      Result<std::string> decoded = DecodeBase64(content);
-      if (!decoded.ok())
-        return decoded.status().WithContext("key " + key);
-      content = *decoded;
-    }
-    const fs::path target = dir / path;
-    fs::create_directories(target.parent_path(), ec);
-    std::ofstream out(target, std::ios::binary | std::ios::trunc);
-    out << content;
-    if (!out)
-      return Status::IoError(fmt::format("writing {}", target.string()));
-  }
-  return Status::Ok();
 }
 
 // The signals of the whole process group of a pod (its session leader is the pid).
@@ -788,47 +748,39 @@ Status Kubelet::VolumeMounts(const rapidjson::Value& pod, const rapidjson::Value
         return Status::InvalidArgument(
             fmt::format("volumeMount \"{}\" names no volume of the pod", vol_name));
       }
-      std::error_code ec;
-      std::string source;
       const fs::path vol_dir = fs::path(pod_dir) / "volumes" / vol_name;
-      if (const rapidjson::Value* hp = Member(volume, "hostPath")) {
-        source = Str(Member(hp, "path"));
-        const std::string type = Str(Member(hp, "type"));
-        if (type == "DirectoryOrCreate")
-          fs::create_directories(source, ec);
-        if (type == "FileOrCreate" && !fs::exists(source, ec))
-          std::ofstream(source).flush();
-      } else if (Member(volume, "emptyDir") != nullptr) {
-        fs::create_directories(vol_dir, ec);
-        source = vol_dir.string();
-      } else if (const rapidjson::Value* cm = Member(volume, "configMap")) {
-        Result<ObjectPtr> obj = store_.Get("configmaps", ns, Str(Member(cm, "name")));
-        Status s = obj.ok() ? Materialize(**obj, *cm, false, vol_dir) : obj.status();
-        if (!s.ok()) {
-          return Status::InvalidArgument(fmt::format("volume \"{}\": {}", vol_name, s.message()));
-        }
-        source = vol_dir.string();
-      } else if (const rapidjson::Value* sec = Member(volume, "secret")) {
-        Result<ObjectPtr> obj = store_.Get("secrets", ns, Str(Member(sec, "secretName")));
-        Status s = obj.ok() ? Materialize(**obj, *sec, true, vol_dir) : obj.status();
-        if (!s.ok()) {
-          return Status::InvalidArgument(fmt::format("volume \"{}\": {}", vol_name, s.message()));
-        }
-        source = vol_dir.string();
-      } else {
-        return Status::InvalidArgument(
-            fmt::format("volume \"{}\": kubesim supports hostPath, emptyDir, configMap "
-                        "and secret volumes only",
-                        vol_name));
+      Result<std::string> prepared = PrepareVolume(pod, *volume, vol_dir.string());
+      if (!prepared.ok()) {
+        // The kubelet's FailedMount: the container waits (ContainerCreating).
+        return Status::Unavailable(fmt::format("MountVolume.SetUp failed for volume \"{}\" : {}",
+                                               vol_name, prepared.status().message()));
       }
+      std::string source = *prepared;
+      std::error_code ec;
       const std::string sub = Str(Member(&m, "subPath"));
-      if (!sub.empty())
+      if (!sub.empty()) {
+        if (sub[0] == '/' || sub.find("..") != std::string::npos) {
+          return Status::InvalidArgument(
+              fmt::format("volumeMount \"{}\": subPath \"{}\" must be a relative path "
+                          "without \"..\"",
+                          vol_name, sub));
+        }
         source = (fs::path(source) / sub).string();
+        if (!fs::exists(source, ec))
+          fs::create_directories(source, ec);  // the kubelet makes a missing subPath
+      }
       const rapidjson::Value* ro = Member(&m, "readOnly");
+      const rapidjson::Value* pvc = Member(volume, "persistentVolumeClaim");
       oci::SpecMount mount;
       mount.source = source;
       mount.destination = Str(Member(&m, "mountPath"));
-      mount.read_only = ro != nullptr && ro->IsBool() && ro->GetBool();
+      mount.read_only = (ro != nullptr && ro->IsBool() && ro->GetBool()) ||
+                        (pvc != nullptr && Member(pvc, "readOnly") != nullptr &&
+                         Member(pvc, "readOnly")->IsBool() && Member(pvc, "readOnly")->GetBool());
+      const std::string propagation = Str(Member(&m, "mountPropagation"));
+      mount.propagation = propagation == "Bidirectional"     ? "rshared"
+                          : propagation == "HostToContainer" ? "rslave"
+                                                             : "";
       mounts.push_back(mount);
     }
   }

@@ -97,6 +97,17 @@ ExitInfo DescribeExit(int wait_status, bool killed_by_kubelet);
 // The termination message FallbackToLogsOnError gives: the log's last 80 lines,
 // at most its last 2048 bytes (the kubelet's limits).
 std::string LogTail(const std::string& path);
+// Base64 as in a Secret's data; kInvalidArgument when it is not.
+Result<std::string> DecodeBase64(const std::string& text);
+// A configMap/secret/downwardAPI/projected volume's files (path -> content, mode),
+// written as pkg/volume/util/atomic_writer.go does: <dir>/..<timestamp>/ holds them,
+// <dir>/..data links to it, and every top-level name links through ..data.
+struct VolumeFile {
+  std::string content;
+  uint32_t mode = 0644;
+};
+using VolumePayload = std::map<std::string, VolumeFile>;
+Status AtomicWrite(const std::string& dir, const VolumePayload& payload);
 // Replaces status.<key> (creating status when missing).
 void SetStatusMember(rapidjson::Document& doc, const char* key, rapidjson::Value value);
 // status.phase, hostIP(s), podIP(s) (when pod_ip is not empty) and startTime (once).
@@ -182,6 +193,15 @@ class Kubelet {
                       const std::string& pod_ip, const std::string& host_ip, EnvList& env);
   Status VolumeMounts(const rapidjson::Value& pod, const rapidjson::Value& c,
                       const std::string& pod_dir, std::vector<oci::SpecMount>& mounts);
+  // kubelet_volumes.cpp: the host directory that backs a volume (`vol_dir` for the
+  // kubelet's own: emptyDir, configMap ...).
+  Result<std::string> PrepareVolume(const rapidjson::Value& pod, const rapidjson::Value& volume,
+                                    const std::string& vol_dir);
+  Status ProjectedFiles(const rapidjson::Value& pod, const rapidjson::Value& projected,
+                        kubelet_internal::VolumePayload& payload);
+  Status AddToken(const rapidjson::Value& pod, const rapidjson::Value& source, uint32_t mode,
+                  kubelet_internal::VolumePayload& payload);
+  Result<std::string> ClaimPath(const std::string& ns, const std::string& claim);
   pid_t Spawn(std::vector<std::string> args, const EnvList& env, int out_fd, int status_fd);
   void ForceKill(RunningPod& rp);
   void RemovePodDir(const std::string& uid);

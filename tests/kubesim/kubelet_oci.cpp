@@ -394,6 +394,8 @@ bool Kubelet::TryStartOciContainer(RunningPod& rp, OciContainer& c, const rapidj
         s.code() == Status::Code::kInvalidArgument || s.code() == Status::Code::kNotFound;
     c.state = OciContainer::State::kWaiting;
     c.waiting_reason = config ? "CreateContainerConfigError" : "CreateContainerError";
+    if (s.code() == Status::Code::kUnavailable)
+      c.waiting_reason = "ContainerCreating";  // a volume that cannot be set up (yet)
     c.waiting_message = s.message();
     c.next_try = now + options_.backoff_base;
     log_.Warning("kubelet: {}/{} container {}: {}: {}", rp.ns, rp.name, c.name, c.waiting_reason,
@@ -564,7 +566,7 @@ Status Kubelet::StartOciContainer(RunningPod& rp, OciContainer& c, const rapidjs
   in.utsns = fmt::format("/proc/{}/ns/uts", rp.pid);
   in.ipcns = fmt::format("/proc/{}/ns/ipc", rp.pid);
   if (Status s = VolumeMounts(pod, spec, pod_dir, in.mounts); !s.ok())
-    return Status::InvalidArgument(s.message());
+    return s;
   for (const oci::SpecMount& m : in.mounts) {
     if (m.propagation == "rshared" && !sec.privileged)
       return Status::InvalidArgument(fmt::format(
