@@ -23,6 +23,17 @@ namespace fs = std::filesystem;
 
 namespace kubelet_internal {
 
+std::string Str(const rapidjson::Value* v) {
+  return v != nullptr && v->IsString() ? std::string(v->GetString(), v->GetStringLength()) : "";
+}
+
+const rapidjson::Value* Member(const rapidjson::Value* v, const char* name) {
+  if (v == nullptr || !v->IsObject())
+    return nullptr;
+  auto it = v->FindMember(name);
+  return it == v->MemberEnd() ? nullptr : &it->value;
+}
+
 std::string ExpandVars(const std::string& text, const std::map<std::string, std::string>& env) {
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -182,16 +193,8 @@ using kubelet_internal::ExitInfo;
 
 const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-std::string Str(const rapidjson::Value* v) {
-  return v != nullptr && v->IsString() ? std::string(v->GetString(), v->GetStringLength()) : "";
-}
-
-const rapidjson::Value* Member(const rapidjson::Value* v, const char* name) {
-  if (v == nullptr || !v->IsObject())
-    return nullptr;
-  auto it = v->FindMember(name);
-  return it == v->MemberEnd() ? nullptr : &it->value;
-}
+using kubelet_internal::Member;
+using kubelet_internal::Str;
 
 bool IsTerminating(const rapidjson::Value& pod) {
   const rapidjson::Value* ts = Find(pod, "metadata.deletionTimestamp");

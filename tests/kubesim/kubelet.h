@@ -97,6 +97,9 @@ ExitInfo DescribeExit(int wait_status, bool killed_by_kubelet);
 // The termination message FallbackToLogsOnError gives: the log's last 80 lines,
 // at most its last 2048 bytes (the kubelet's limits).
 std::string LogTail(const std::string& path);
+// A string member's value ("" when absent or not a string) and a member (nullptr).
+std::string Str(const rapidjson::Value* v);
+const rapidjson::Value* Member(const rapidjson::Value* v, const char* name);
 // Base64 as in a Secret's data; kInvalidArgument when it is not.
 Result<std::string> DecodeBase64(const std::string& text);
 // A configMap/secret/downwardAPI/projected volume's files (path -> content, mode),

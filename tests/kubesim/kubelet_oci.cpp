@@ -103,16 +103,8 @@ PhaseInput PhaseOf(const OciContainer& c) {
   return in;
 }
 
-std::string Str(const rapidjson::Value* v) {
-  return v != nullptr && v->IsString() ? std::string(v->GetString(), v->GetStringLength()) : "";
-}
-
-const rapidjson::Value* Member(const rapidjson::Value* v, const char* name) {
-  if (v == nullptr || !v->IsObject())
-    return nullptr;
-  auto it = v->FindMember(name);
-  return it == v->MemberEnd() ? nullptr : &it->value;
-}
+using kubelet_internal::Member;
+using kubelet_internal::Str;
 
 std::optional<std::vector<std::string>> StringList(const rapidjson::Value* v) {
   if (v == nullptr || !v->IsArray())

@@ -24,16 +24,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string Str(const rapidjson::Value* v) {
-  return v != nullptr && v->IsString() ? std::string(v->GetString(), v->GetStringLength()) : "";
-}
-
-const rapidjson::Value* Member(const rapidjson::Value* v, const char* name) {
-  if (v == nullptr || !v->IsObject())
-    return nullptr;
-  auto it = v->FindMember(name);
-  return it == v->MemberEnd() ? nullptr : &it->value;
-}
+using kubelet_internal::Member;
+using kubelet_internal::Str;
 
 uint32_t Mode(const rapidjson::Value* v, uint32_t fallback) {
   return v != nullptr && v->IsUint() ? v->GetUint() : fallback;
