@@ -294,6 +294,26 @@ class OciKubeletTest(unittest.TestCase):
         self.assertIn("CrashLoopBackOff",
                       self.sim.kubectl("get", "pod", "crasher", "--no-headers").stdout)
         self.assertEqual(self.logs("crasher", "--previous"), "run\n")
+        events = self.sim.kubectl_json("get", "events")["items"]
+        reasons = {e["reason"] for e in events if e["involvedObject"]["name"] == "crasher"}
+        self.assertLessEqual({"Pulled", "Created", "Started", "BackOff"}, reasons)
+
+    def test_graceful_delete_sends_sigterm_first(self):
+        host = self.work / "graceful"
+        host.mkdir()
+        self.addCleanup(shutil.rmtree, host, True)
+        self.apply(self.pod("graceful", self.container(
+            "main", "trap 'echo term > /h/got-term; exit 0' TERM; "
+                    "while true; do sleep 0.1; done",
+            volumeMounts=[{"name": "h", "mountPath": "/h"}]),
+            volumes=[{"name": "h", "hostPath": {"path": str(host), "type": "Directory"}}],
+            terminationGracePeriodSeconds=60))
+        self.wait_phase("graceful", "Running")
+        self.sim.kubectl("delete", "pod", "graceful", "--wait=true", timeout=90)
+        self.assertEqual((host / "got-term").read_text(), "term\n")
+        events = self.sim.kubectl_json("get", "events")["items"]
+        self.assertIn("Stopping container main",
+                      [e["message"] for e in events if e["involvedObject"]["name"] == "graceful"])
 
     def test_delete_removes_the_containers_and_mounts(self):
         self.apply(self.pod("doomed", self.container("main", "sleep 3600")))

@@ -20,6 +20,7 @@
 #include <rapidjson/writer.h>
 
 #include "kubelet.h"
+#include "scheduler.h"  // RecordPodEvent
 
 namespace kubesim {
 
@@ -158,6 +159,31 @@ std::string RuncStartError(const std::string& log_path) {
 
 rapidjson::Value S(const std::string& s, rapidjson::Document::AllocatorType& a) {
   return rapidjson::Value(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
+}
+
+}  // namespace
+
+// ---- Events -----------------------------------------------------------------------------
+
+namespace {
+
+// The kubelet's container events (pkg/kubelet/events/event.go reasons), about the
+// container's field of the pod as the kubelet's recorder names it.
+void ContainerEvent(Store& store, const std::string& ns, const std::string& pod,
+                    const std::string& uid, const std::string& node, const OciContainer& c,
+                    const char* type, const char* reason, const std::string& message) {
+  RecordPodEvent(store, ns, pod, uid, type, reason, message, "kubelet", node,
+                 fmt::format("spec.{}{{{}}}", c.init ? "initContainers" : "containers", c.name));
+}
+
+// A duration as Go prints one (10s, 1m20s, 5m0s, 1.5s), as the kubelet's messages do.
+std::string GoDuration(std::chrono::milliseconds d) {
+  const long long ms = d.count();
+  const long long minutes = ms / 60000;
+  const long long rest = ms % 60000;
+  std::string seconds = rest % 1000 == 0 ? fmt::format("{}s", rest / 1000)
+                                         : fmt::format("{:g}s", static_cast<double>(rest) / 1000);
+  return minutes > 0 ? fmt::format("{}m{}", minutes, seconds) : seconds;
 }
 
 }  // namespace
@@ -371,6 +397,8 @@ bool Kubelet::TryStartOciContainer(RunningPod& rp, OciContainer& c, const rapidj
     if (c.waiting_reason == "ErrImagePull" && now >= c.pull_backoff_at) {
       c.waiting_reason = "ImagePullBackOff";
       c.waiting_message = fmt::format("Back-off pulling image \"{}\"", c.image);
+      ContainerEvent(store_, rp.ns, rp.name, rp.uid, rp.node, c, "Normal", "BackOff",
+                     c.waiting_message);
     }
     return false;
   }
@@ -392,6 +420,13 @@ bool Kubelet::TryStartOciContainer(RunningPod& rp, OciContainer& c, const rapidj
     c.next_try = now + options_.backoff_base;
     log_.Warning("kubelet: {}/{} container {}: {}: {}", rp.ns, rp.name, c.name, c.waiting_reason,
                  s.message());
+    if (s.code() == Status::Code::kUnavailable) {
+      RecordPodEvent(store_, rp.ns, rp.name, rp.uid, "Warning", "FailedMount", s.message(),
+                     "kubelet", rp.node);
+    } else {
+      ContainerEvent(store_, rp.ns, rp.name, rp.uid, rp.node, c, "Warning", "Failed",
+                     "Error: " + s.message());
+    }
     return false;
   }
   return true;
@@ -413,6 +448,8 @@ bool Kubelet::ResolveOciImage(RunningPod& rp, OciContainer& c, const rapidjson::
     image = *found;
     c.image_id = image.repository + "@" + image.manifest_digest;
     c.pull_failures = 0;
+    ContainerEvent(store_, rp.ns, rp.name, rp.uid, rp.node, c, "Normal", "Pulled",
+                   fmt::format("Container image \"{}\" already present on machine", c.image));
     return true;
   }
   if (Str(Member(&spec, "imagePullPolicy")) == "Never") {
@@ -420,6 +457,8 @@ bool Kubelet::ResolveOciImage(RunningPod& rp, OciContainer& c, const rapidjson::
     c.waiting_message =
         fmt::format("Container image \"{}\" is not present with pull policy of Never", c.image);
     c.next_try = now + options_.backoff_base;
+    ContainerEvent(store_, rp.ns, rp.name, rp.uid, rp.node, c, "Warning", "ErrImageNeverPull",
+                   c.waiting_message);
     return false;
   }
   // As containerd answers a pull of an image the registry does not have; the kubelet
@@ -442,6 +481,8 @@ bool Kubelet::ResolveOciImage(RunningPod& rp, OciContainer& c, const rapidjson::
   c.pull_backoff_at = now + std::min<std::chrono::milliseconds>(delay / 2, std::chrono::seconds(1));
   log_.Warning("kubelet: {}/{} container {}: ErrImagePull: {}", rp.ns, rp.name, c.name,
                c.waiting_message);
+  ContainerEvent(store_, rp.ns, rp.name, rp.uid, rp.node, c, "Warning", "Failed",
+                 fmt::format("Failed to pull image \"{}\": {}", c.image, c.waiting_message));
   return false;
 }
 
@@ -597,6 +638,19 @@ Status Kubelet::StartOciContainer(RunningPod& rp, OciContainer& c, const rapidjs
   close(log_fd);
   if (c.runc_pid < 0)
     return Status::Internal(fmt::format("fork: {}", std::strerror(errno)));
+  // Running once runc says so (as containerd's StartContainer returns after runc start),
+  // or once runc exited (the reaper then reports the run).
+  for (int i = 0; i < 500; ++i) {
+    siginfo_t info;
+    info.si_pid = 0;
+    if (waitid(P_PID, static_cast<id_t>(c.runc_pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == c.runc_pid)
+      break;
+    Result<std::string> state = oci::RunTool({"runc", "--root", runc_root_, "state", c.runc_id});
+    if (state.ok() && state->find("\"running\"") != std::string::npos)
+      break;
+    usleep(20 * 1000);
+  }
   c.state = OciContainer::State::kRunning;
   c.started_at = store_.NowTimestamp();
   c.container_id = "runc://" + c.runc_id;
@@ -605,6 +659,10 @@ Status Kubelet::StartOciContainer(RunningPod& rp, OciContainer& c, const rapidjs
   c.waiting_message.clear();
   log_.Info("kubelet: {}/{} container {} started from {} (runc {})", rp.ns, rp.name, c.name,
             c.image_id, c.runc_id);
+  ContainerEvent(store_, rp.ns, rp.name, rp.uid, rp.node, c, "Normal", "Created",
+                 "Created container: " + c.name);
+  ContainerEvent(store_, rp.ns, rp.name, rp.uid, rp.node, c, "Normal", "Started",
+                 "Started container " + c.name);
   return Status::Ok();
 }
 
@@ -654,10 +712,14 @@ void Kubelet::ReapOciContainers(RunningPod& rp) {
                                                       options_.backoff_max);
     c.next_try = Clock::now() + delay;
     c.waiting_reason = delay.count() > 0 ? "CrashLoopBackOff" : "ContainerCreating";
-    c.waiting_message =
-        delay.count() > 0 ? fmt::format("back-off {}s restarting failed container={} pod={}_{}({})",
-                                        delay.count() / 1000, c.name, rp.name, rp.ns, rp.uid)
-                          : "";
+    c.waiting_message = "";
+    if (delay.count() > 0) {
+      c.waiting_message = fmt::format("back-off {} restarting failed container={} pod={}_{}({})",
+                                      GoDuration(delay), c.name, rp.name, rp.ns, rp.uid);
+      ContainerEvent(store_, rp.ns, rp.name, rp.uid, rp.node, c, "Warning", "BackOff",
+                     fmt::format("Back-off restarting failed container {} in pod {}_{}({})", c.name,
+                                 rp.name, rp.ns, rp.uid));
+    }
   }
 }
 
@@ -667,6 +729,9 @@ void Kubelet::SignalOciContainers(RunningPod& rp, bool kill) {
       continue;
     if (kill)
       c.kill_sent = true;
+    if (!kill)
+      ContainerEvent(store_, rp.ns, rp.name, rp.uid, rp.node, c, "Normal", "Killing",
+                     "Stopping container " + c.name);
     (void)oci::RunTool(
         {"runc", "--root", runc_root_, "kill", c.runc_id, kill ? "KILL" : c.stop_signal});
   }
