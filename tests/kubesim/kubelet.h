@@ -73,7 +73,7 @@ struct KubeletOptions {
   // unset = such a pod fails to start with a message saying so.
   std::function<Result<std::string>(const std::string& ns, const std::string& service_account,
                                     int64_t expiration_seconds)>
-      issue_token;
+      issue_token;  // = kubelet_internal::TokenIssuer
   std::chrono::milliseconds heartbeat{10000};
   std::chrono::milliseconds poll{100};
 };
@@ -111,6 +111,20 @@ struct VolumeFile {
 };
 using VolumePayload = std::map<std::string, VolumeFile>;
 Status AtomicWrite(const std::string& dir, const VolumePayload& payload);
+using TokenIssuer = std::function<Result<std::string>(
+    const std::string& ns, const std::string& service_account, int64_t expiration_seconds)>;
+// The host directory backing a volume of the pod (kubelet_volumes.cpp; docs/kubesim.md
+// "Volumes"): `vol_dir` for the kubelet's own kinds, written there.
+Result<std::string> PrepareVolume(const Store& store, const TokenIssuer& issue_token,
+                                  const rapidjson::Value& pod, const rapidjson::Value& volume,
+                                  const std::string& vol_dir);
+// A projected volume's files; the serviceAccountToken source calls `issue_token`.
+Status ProjectedFiles(const Store& store, const TokenIssuer& issue_token,
+                      const rapidjson::Value& pod, const rapidjson::Value& projected,
+                      VolumePayload& payload);
+// A claim's directory: the claim must be Bound, its PersistentVolume a hostPath one.
+Result<std::string> ClaimHostPath(const Store& store, const std::string& ns,
+                                  const std::string& claim);
 // Replaces status.<key> (creating status when missing).
 void SetStatusMember(rapidjson::Document& doc, const char* key, rapidjson::Value value);
 // status.phase, hostIP(s), podIP(s) (when pod_ip is not empty) and startTime (once).
@@ -200,11 +214,6 @@ class Kubelet {
   // kubelet's own: emptyDir, configMap ...).
   Result<std::string> PrepareVolume(const rapidjson::Value& pod, const rapidjson::Value& volume,
                                     const std::string& vol_dir);
-  Status ProjectedFiles(const rapidjson::Value& pod, const rapidjson::Value& projected,
-                        kubelet_internal::VolumePayload& payload);
-  Status AddToken(const rapidjson::Value& pod, const rapidjson::Value& source, uint32_t mode,
-                  kubelet_internal::VolumePayload& payload);
-  Result<std::string> ClaimPath(const std::string& ns, const std::string& claim);
   pid_t Spawn(std::vector<std::string> args, const EnvList& env, int out_fd, int status_fd);
   void ForceKill(RunningPod& rp);
   void RemovePodDir(const std::string& uid);

@@ -247,15 +247,16 @@ Status AtomicWrite(const std::string& dir, const VolumePayload& payload) {
   return Status::Ok();
 }
 
-}  // namespace kubelet_internal
+Status AddToken(const TokenIssuer& issue_token, const rapidjson::Value& pod,
+                const rapidjson::Value& source, uint32_t mode, VolumePayload& payload);
 
-Result<std::string> Kubelet::PrepareVolume(const rapidjson::Value& pod,
-                                           const rapidjson::Value& volume,
-                                           const std::string& vol_dir) {
+Result<std::string> PrepareVolume(const Store& store, const TokenIssuer& issue_token,
+                                  const rapidjson::Value& pod, const rapidjson::Value& volume,
+                                  const std::string& vol_dir) {
   const std::string ns = GetString(pod, "metadata.namespace");
   std::error_code ec;
   auto object = [&](const char* resource, const std::string& name) -> ObjectPtr {
-    Result<ObjectPtr> got = store_.Get(resource, ns, name);
+    Result<ObjectPtr> got = store.Get(resource, ns, name);
     return got.ok() ? *got : nullptr;
   };
   if (const rapidjson::Value* hp = Member(&volume, "hostPath")) {
@@ -270,7 +271,7 @@ Result<std::string> Kubelet::PrepareVolume(const rapidjson::Value& pod,
     return vol_dir;
   }
   if (const rapidjson::Value* pvc = Member(&volume, "persistentVolumeClaim"))
-    return ClaimPath(ns, Str(Member(pvc, "claimName")));
+    return ClaimHostPath(store, ns, Str(Member(pvc, "claimName")));
   Payload payload;
   Status s = Status::Ok();
   if (const rapidjson::Value* cm = Member(&volume, "configMap")) {
@@ -282,7 +283,7 @@ Result<std::string> Kubelet::PrepareVolume(const rapidjson::Value& pod,
   } else if (const rapidjson::Value* da = Member(&volume, "downwardAPI")) {
     s = AddDownwardFiles(pod, *da, Mode(Member(da, "defaultMode"), 0644), payload);
   } else if (const rapidjson::Value* pr = Member(&volume, "projected")) {
-    s = ProjectedFiles(pod, *pr, payload);
+    s = ProjectedFiles(store, issue_token, pod, *pr, payload);
   } else {
     return Status::InvalidArgument(
         "kubesim supports hostPath, emptyDir, configMap, secret, downwardAPI, projected and "
@@ -290,13 +291,14 @@ Result<std::string> Kubelet::PrepareVolume(const rapidjson::Value& pod,
   }
   if (!s.ok())
     return s;
-  if (Status w = kubelet_internal::AtomicWrite(vol_dir, payload); !w.ok())
+  if (Status w = AtomicWrite(vol_dir, payload); !w.ok())
     return w;
   return vol_dir;
 }
 
-Status Kubelet::ProjectedFiles(const rapidjson::Value& pod, const rapidjson::Value& projected,
-                               kubelet_internal::VolumePayload& payload) {
+Status ProjectedFiles(const Store& store, const TokenIssuer& issue_token,
+                      const rapidjson::Value& pod, const rapidjson::Value& projected,
+                      VolumePayload& payload) {
   const std::string ns = GetString(pod, "metadata.namespace");
   const uint32_t mode = Mode(Member(&projected, "defaultMode"), 0644);
   const rapidjson::Value* sources = Member(&projected, "sources");
@@ -305,7 +307,7 @@ Status Kubelet::ProjectedFiles(const rapidjson::Value& pod, const rapidjson::Val
   for (const auto& source : sources->GetArray()) {
     Status s = Status::Ok();
     if (const rapidjson::Value* cm = Member(&source, "configMap")) {
-      Result<ObjectPtr> o = store_.Get("configmaps", ns, Str(Member(cm, "name")));
+      Result<ObjectPtr> o = store.Get("configmaps", ns, Str(Member(cm, "name")));
       s = AddObjectFiles(o.ok() ? o->get() : nullptr, *cm, false, mode, payload);
     } else if (const rapidjson::Value* sec = Member(&source, "secret")) {
       // A projected secret source names its secret "name", not "secretName".
@@ -314,12 +316,12 @@ Status Kubelet::ProjectedFiles(const rapidjson::Value& pod, const rapidjson::Val
       if (const rapidjson::Value* n = Member(sec, "name"))
         renamed.AddMember("secretName", rapidjson::Value(*n, renamed.GetAllocator()),
                           renamed.GetAllocator());
-      Result<ObjectPtr> o = store_.Get("secrets", ns, Str(Member(sec, "name")));
+      Result<ObjectPtr> o = store.Get("secrets", ns, Str(Member(sec, "name")));
       s = AddObjectFiles(o.ok() ? o->get() : nullptr, renamed, true, mode, payload);
     } else if (const rapidjson::Value* da = Member(&source, "downwardAPI")) {
       s = AddDownwardFiles(pod, *da, mode, payload);
     } else if (const rapidjson::Value* token = Member(&source, "serviceAccountToken")) {
-      s = AddToken(pod, *token, mode, payload);
+      s = AddToken(issue_token, pod, *token, mode, payload);
     } else {
       s = Status::InvalidArgument(
           "a projected volume source must be configMap, secret, downwardAPI or "
@@ -331,21 +333,21 @@ Status Kubelet::ProjectedFiles(const rapidjson::Value& pod, const rapidjson::Val
   return Status::Ok();
 }
 
-Status Kubelet::AddToken(const rapidjson::Value& pod, const rapidjson::Value& source, uint32_t mode,
-                         kubelet_internal::VolumePayload& payload) {
+Status AddToken(const TokenIssuer& issue_token, const rapidjson::Value& pod,
+                const rapidjson::Value& source, uint32_t mode, VolumePayload& payload) {
   std::string account = GetString(pod, "spec.serviceAccountName");
   if (account.empty())
     account = "default";
   const rapidjson::Value* exp = Member(&source, "expirationSeconds");
   const int64_t expiration = exp != nullptr && exp->IsInt64() ? exp->GetInt64() : 3600;
-  if (!options_.issue_token) {
+  if (!issue_token) {
     return Status::InvalidArgument(fmt::format(
         "projected serviceAccountToken for service account \"{}\": this kubesim has no token "
         "issuer (KubeletOptions::issue_token is unset)",
         account));
   }
   Result<std::string> token =
-      options_.issue_token(GetString(pod, "metadata.namespace"), account, expiration);
+      issue_token(GetString(pod, "metadata.namespace"), account, expiration);
   if (!token.ok())
     return token.status().WithContext(
         fmt::format("failed to fetch token for service account \"{}\"", account));
@@ -354,8 +356,9 @@ Status Kubelet::AddToken(const rapidjson::Value& pod, const rapidjson::Value& so
   return Status::Ok();
 }
 
-Result<std::string> Kubelet::ClaimPath(const std::string& ns, const std::string& claim) {
-  Result<ObjectPtr> pvc = store_.Get("persistentvolumeclaims", ns, claim);
+Result<std::string> ClaimHostPath(const Store& store, const std::string& ns,
+                                  const std::string& claim) {
+  Result<ObjectPtr> pvc = store.Get("persistentvolumeclaims", ns, claim);
   if (!pvc.ok())
     return Status::NotFound(fmt::format("persistentvolumeclaim \"{}\" not found", claim));
   const std::string phase = GetString(**pvc, "status.phase");
@@ -364,7 +367,7 @@ Result<std::string> Kubelet::ClaimPath(const std::string& ns, const std::string&
     return Status::Unavailable(fmt::format("persistentvolumeclaim \"{}\" is not bound (phase {})",
                                            claim, phase.empty() ? "Pending" : phase));
   }
-  Result<ObjectPtr> pv = store_.Get("persistentvolumes", "", volume);
+  Result<ObjectPtr> pv = store.Get("persistentvolumes", "", volume);
   if (!pv.ok())
     return Status::NotFound(fmt::format("persistentvolume \"{}\" not found", volume));
   const std::string path = GetString(**pv, "spec.hostPath.path");
@@ -376,6 +379,14 @@ Result<std::string> Kubelet::ClaimPath(const std::string& ns, const std::string&
   std::error_code ec;
   fs::create_directories(path, ec);  // a provisioner's fresh directory
   return path;
+}
+
+}  // namespace kubelet_internal
+
+Result<std::string> Kubelet::PrepareVolume(const rapidjson::Value& pod,
+                                           const rapidjson::Value& volume,
+                                           const std::string& vol_dir) {
+  return kubelet_internal::PrepareVolume(store_, options_.issue_token, pod, volume, vol_dir);
 }
 
 }  // namespace kubesim

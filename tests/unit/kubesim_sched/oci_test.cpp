@@ -8,8 +8,12 @@
 #include <fstream>
 #include <string>
 
+#include <fmt/format.h>
+
 #include <boost/test/unit_test.hpp>
 
+#include "fake_clock.h"
+#include "k8sbridge/clock.h"
 #include "kubelet.h"
 #include "kubelet_oci.h"
 #include "oci_image.h"
@@ -281,6 +285,108 @@ BOOST_AUTO_TEST_CASE(atomic_writer_layout) {
   BOOST_CHECK(!fs::exists(fs::symlink_status(dir.path / "conf")));
   BOOST_CHECK(!fs::exists(dir.path / ts));
   BOOST_CHECK(!kubelet_internal::AtomicWrite(dir.path.string(), {{"../x", {"", 0644}}}).ok());
+}
+
+std::unique_ptr<rapidjson::Document> Json(const std::string& text) {
+  auto doc = ParseJson(text);
+  BOOST_REQUIRE_MESSAGE(doc.ok(), doc.status().ToString());
+  return std::move(*doc);
+}
+
+std::string ReadAll(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+BOOST_AUTO_TEST_CASE(projected_volume_with_a_token_from_the_issuer) {
+  k8sbridge::FakeClock clock;
+  Store store{clock};
+  BOOST_REQUIRE(
+      store.Create("namespaces", "", std::move(*Json(R"({"metadata":{"name":"ns"}})"))).ok());
+  BOOST_REQUIRE(
+      store
+          .Create("configmaps", "ns",
+                  std::move(*Json(R"({"metadata":{"name":"kube-root-ca.crt","namespace":"ns"},
+                                     "data":{"ca.crt":"PEM"}})")))
+          .ok());
+  auto pod = Json(R"({"metadata":{"name":"p","namespace":"ns","uid":"u"},
+      "spec":{"serviceAccountName":"robot"}})");
+  auto volume = Json(R"({"name":"kube-api-access","projected":{"sources":[
+      {"serviceAccountToken":{"path":"token","expirationSeconds":600}},
+      {"configMap":{"name":"kube-root-ca.crt","items":[{"key":"ca.crt","path":"ca.crt"}]}},
+      {"downwardAPI":{"items":[{"path":"namespace","fieldRef":{"fieldPath":"metadata.namespace"}}]}}]}})");
+  std::string asked;
+  kubelet_internal::TokenIssuer issuer = [&](const std::string& ns, const std::string& sa,
+                                             int64_t seconds) -> Result<std::string> {
+    asked = fmt::format("{}/{}/{}", ns, sa, seconds);
+    return std::string("jwt");
+  };
+  TempDir dir;
+  Result<std::string> path =
+      kubelet_internal::PrepareVolume(store, issuer, *pod, *volume, dir.path.string());
+  BOOST_REQUIRE_MESSAGE(path.ok(), path.status().ToString());
+  BOOST_CHECK_EQUAL(asked, "ns/robot/600");
+  BOOST_CHECK_EQUAL(ReadAll(dir.path / "token"), "jwt");
+  BOOST_CHECK_EQUAL(ReadAll(dir.path / "ca.crt"), "PEM");
+  BOOST_CHECK_EQUAL(ReadAll(dir.path / "namespace"), "ns");
+  struct stat st;
+  BOOST_REQUIRE(stat((dir.path / "token").c_str(), &st) == 0);
+  BOOST_CHECK_EQUAL(st.st_mode & 0777, 0600u);
+
+  Result<std::string> no_issuer =
+      kubelet_internal::PrepareVolume(store, nullptr, *pod, *volume, dir.path.string());
+  BOOST_REQUIRE(!no_issuer.ok());
+  BOOST_CHECK(no_issuer.status().message().find("KubeletOptions::issue_token is unset") !=
+              std::string::npos);
+  auto missing = Json(R"({"name":"m","configMap":{"name":"nope"}})");
+  Result<std::string> absent =
+      kubelet_internal::PrepareVolume(store, nullptr, *pod, *missing, dir.path.string());
+  BOOST_CHECK_EQUAL(absent.status().message(), "configmap \"nope\" not found");
+  auto optional = Json(R"({"name":"m","configMap":{"name":"nope","optional":true}})");
+  BOOST_CHECK(
+      kubelet_internal::PrepareVolume(store, nullptr, *pod, *optional, dir.path.string()).ok());
+}
+
+BOOST_AUTO_TEST_CASE(a_claim_is_its_bound_volumes_host_path) {
+  k8sbridge::FakeClock clock;
+  Store store{clock};
+  BOOST_REQUIRE(
+      store.Create("namespaces", "", std::move(*Json(R"({"metadata":{"name":"ns"}})"))).ok());
+  TempDir host;
+  using kubelet_internal::ClaimHostPath;
+  BOOST_CHECK_EQUAL(ClaimHostPath(store, "ns", "data").status().message(),
+                    "persistentvolumeclaim \"data\" not found");
+  BOOST_REQUIRE(store
+                    .Create("persistentvolumeclaims", "ns",
+                            std::move(*Json(R"({"metadata":{"name":"data","namespace":"ns"},
+                                     "spec":{},"status":{"phase":"Pending"}})")))
+                    .ok());
+  Result<std::string> pending = ClaimHostPath(store, "ns", "data");
+  BOOST_CHECK(pending.status().code() == Status::Code::kUnavailable);
+  BOOST_CHECK_EQUAL(pending.status().message(),
+                    "persistentvolumeclaim \"data\" is not bound (phase Pending)");
+  auto bound = store.Mutate("persistentvolumeclaims", "ns", "data", [](rapidjson::Document& doc) {
+    SetMember(doc, "spec.volumeName", rapidjson::Value("pv-1"));
+    SetMember(doc, "status.phase", rapidjson::Value("Bound"));
+    return Status::Ok();
+  });
+  BOOST_REQUIRE(bound.ok());
+  BOOST_CHECK_EQUAL(ClaimHostPath(store, "ns", "data").status().message(),
+                    "persistentvolume \"pv-1\" not found");
+  if (!Store::IsClusterScoped("persistentvolumes")) {
+    BOOST_TEST_MESSAGE("persistentvolumes are not a cluster-scoped resource of this store yet");
+    return;
+  }
+  const std::string dir = (host.path / "pv-1").string();
+  auto pv =
+      store.Create("persistentvolumes", "",
+                   std::move(*Json(R"({"metadata":{"name":"pv-1"},"spec":{"hostPath":{"path":")" +
+                                   dir + R"("}}})")));
+  BOOST_REQUIRE_MESSAGE(pv.ok(), pv.status().ToString());
+  Result<std::string> path = ClaimHostPath(store, "ns", "data");
+  BOOST_REQUIRE_MESSAGE(path.ok(), path.status().ToString());
+  BOOST_CHECK_EQUAL(*path, dir);
+  BOOST_CHECK(fs::is_directory(dir));
 }
 
 BOOST_AUTO_TEST_CASE(log_tail_lines) {
