@@ -226,6 +226,9 @@ class Kubelet {
   bool TryStartOciContainer(RunningPod& rp, OciContainer& c, const rapidjson::Value& pod);
   Status StartOciContainer(RunningPod& rp, OciContainer& c, const rapidjson::Value& pod,
                            const oci::StoredImage& image);
+  Status WriteOciSpec(RunningPod& rp, OciContainer& c, const rapidjson::Value& pod,
+                      const oci::StoredImage& image, const std::string& lower,
+                      const std::string& run);
   bool ResolveOciImage(RunningPod& rp, OciContainer& c, const rapidjson::Value& spec,
                        oci::StoredImage& image);
   void ReapOciContainers(RunningPod& rp);

@@ -530,28 +530,12 @@ SecurityInput Security(const rapidjson::Value& pod, const rapidjson::Value& spec
 
 }  // namespace
 
-Status Kubelet::StartOciContainer(RunningPod& rp, OciContainer& c, const rapidjson::Value& pod,
-                                  const oci::StoredImage& image) {
+// config.json of one run of the container in `run` (oci_spec.h).
+Status Kubelet::WriteOciSpec(RunningPod& rp, OciContainer& c, const rapidjson::Value& pod,
+                             const oci::StoredImage& image, const std::string& lower,
+                             const std::string& run) {
   const rapidjson::Value& spec = *ContainerSpec(pod, c);
-  const fs::path state = fs::path(options_.state_dir) / options_.bridge;
-  Result<std::string> lower = oci::UnpackImage(image, (state / "images").string());
-  if (!lower.ok())
-    return Status::Internal(lower.status().message());
-  if (c.ran)
-    ++c.restart_count;
   const std::string pod_dir = PodDir(rp.uid);
-  const fs::path run =
-      fs::path(pod_dir) / "containers" / fmt::format("{}-{}", c.name, c.restart_count);
-  std::error_code ec;
-  fs::remove_all(run, ec);
-  for (const char* d : {"upper", "work", "rootfs"})
-    fs::create_directories(run / d, ec);
-  const std::string opts = fmt::format("lowerdir={},upperdir={},workdir={}", *lower,
-                                       (run / "upper").string(), (run / "work").string());
-  if (mount("overlay", (run / "rootfs").c_str(), "overlay", 0, opts.c_str()) != 0)
-    return Status::Internal(fmt::format("overlay for {}: {}", c.name, std::strerror(errno)));
-  c.rootfs = (run / "rootfs").string();
-
   oci::SpecInput in;
   const std::string pod_ip = FormatIPv4(rp.ip);
   EnvList env = {{"HOSTNAME", rp.hostname}};
@@ -575,7 +559,7 @@ Status Kubelet::StartOciContainer(RunningPod& rp, OciContainer& c, const rapidjs
     in.cwd = image.config.working_dir;
   const SecurityInput sec = Security(pod, spec);
   Result<oci::UserIds> user =
-      oci::ResolveUser(image.config.user, sec.run_as_user, sec.run_as_group, *lower);
+      oci::ResolveUser(image.config.user, sec.run_as_user, sec.run_as_group, lower);
   if (!user.ok())
     return Status::InvalidArgument(user.status().message());
   in.user = *user;
@@ -613,7 +597,7 @@ Status Kubelet::StartOciContainer(RunningPod& rp, OciContainer& c, const rapidjs
     m.destination = std::string("/etc/") + file;
     in.mounts.push_back(m);
   }
-  c.termination_log = (run / "termination-log").string();
+  c.termination_log = run + "/termination-log";
   std::ofstream(c.termination_log).flush();
   oci::SpecMount term;
   term.source = c.termination_log;
@@ -621,7 +605,37 @@ Status Kubelet::StartOciContainer(RunningPod& rp, OciContainer& c, const rapidjs
   if (term.destination.empty())
     term.destination = "/dev/termination-log";
   in.mounts.push_back(term);
-  std::ofstream(run / "config.json") << oci::BuildRuntimeSpec(in);
+  std::ofstream out(run + "/config.json");
+  out << oci::BuildRuntimeSpec(in);
+  out.close();
+  if (!out)
+    return Status::IoError(fmt::format("writing {}/config.json", run));
+  return Status::Ok();
+}
+
+Status Kubelet::StartOciContainer(RunningPod& rp, OciContainer& c, const rapidjson::Value& pod,
+                                  const oci::StoredImage& image) {
+  const fs::path state = fs::path(options_.state_dir) / options_.bridge;
+  Result<std::string> lower = oci::UnpackImage(image, (state / "images").string());
+  if (!lower.ok())
+    return Status::Internal(lower.status().message());
+  if (c.ran)
+    ++c.restart_count;
+  const std::string pod_dir = PodDir(rp.uid);
+  const fs::path run =
+      fs::path(pod_dir) / "containers" / fmt::format("{}-{}", c.name, c.restart_count);
+  std::error_code ec;
+  fs::remove_all(run, ec);
+  for (const char* d : {"upper", "work", "rootfs"})
+    fs::create_directories(run / d, ec);
+  const std::string opts = fmt::format("lowerdir={},upperdir={},workdir={}", *lower,
+                                       (run / "upper").string(), (run / "work").string());
+  if (mount("overlay", (run / "rootfs").c_str(), "overlay", 0, opts.c_str()) != 0)
+    return Status::Internal(fmt::format("overlay for {}: {}", c.name, std::strerror(errno)));
+  c.rootfs = (run / "rootfs").string();
+
+  if (Status s = WriteOciSpec(rp, c, pod, image, *lower, run.string()); !s.ok())
+    return s;
 
   // The log contract of pods/log (docs/kubesim.md): logs/<container>/<restart>.log.
   const fs::path logs = fs::path(pod_dir) / "logs" / c.name;
