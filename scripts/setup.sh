@@ -39,6 +39,8 @@ packages=(
   # test's clean roots, and the images, built offline (scripts/images.py) and run by
   # a real OCI runtime in tests (runc: crun refuses this kernel's hybrid cgroups)
   mmdebstrap umoci skopeo runc
+  # the one-layer busybox image kubesim's OCI-mode test writes (tests/harness/oci_layout.py)
+  busybox-static
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -16,6 +16,7 @@
 #include "finalizers.h"
 #include "managed_fields.h"
 #include "patch.h"
+#include "pod_log.h"
 #include "protobuf.h"
 #include "quantity.h"
 #include "rbac.h"
@@ -41,7 +42,7 @@ struct ResourceDef {
 
 const std::vector<ResourceDef>& Resources() {
   static const std::vector<ResourceDef> defs = {
-      {"", "v1", "pods", "Pod", "pod", true, {"po"}, {"status", "binding", "eviction"}},
+      {"", "v1", "pods", "Pod", "pod", true, {"po"}, {"status", "binding", "eviction", "log"}},
       {"", "v1", "nodes", "Node", "node", false, {"no"}, {"status"}},
       {"", "v1", "namespaces", "Namespace", "namespace", false, {"ns"}, {"status"}},
       {"", "v1", "configmaps", "ConfigMap", "configmap", true, {"cm"}, {}},
@@ -656,6 +657,8 @@ ApiResponse Api::Discovery(const std::string& path) const {
           auto& eviction = list[list.Size() - 1];
           eviction.AddMember("group", "policy", a);
           eviction.AddMember("version", "v1", a);
+        } else if (sub == "log") {
+          add(def.resource + "/log", "", def.kind, {"get"}, false);
         } else {
           add(def.resource + "/" + sub, "", def.kind, {"get", "patch", "update"}, false);
         }
@@ -836,6 +839,8 @@ ApiResponse Api::Handle(const ApiRequest& request, const Route& route) {
       return StatusResponse(503, "ServiceUnavailable", "no token issuer is configured");
     return CreateTokenRequest(*token_issuer_, store_, request, route);
   }
+  if (route.subresource == "log")
+    return PodLog(store_, pod_log_root_, request, route);  // pod_log.h
   if (route.verb == "get")
     return Get(route, WantsTable(request.accept));
   if (route.verb == "list")

@@ -66,6 +66,8 @@ class Api {
   // Mints the tokens of serviceaccounts/NAME/token (authn.h); none: that subresource
   // answers 503.
   void set_token_issuer(TokenIssuer* issuer) { token_issuer_ = issuer; }
+  // Where pods/log reads the kubelet's container logs (pod_log.h); "" = no logs.
+  void set_pod_log_root(const std::string& root) { pod_log_root_ = root; }
 
   // Routes the request. Returns false (with `error` set) for unknown paths or methods;
   // discovery and health paths give a Route with an empty resource.
@@ -108,6 +110,7 @@ class Api {
   Store& store_;
   AdmissionOptions admission_;
   TokenIssuer* token_issuer_ = nullptr;
+  std::string pod_log_root_;
 };
 
 // True when the Accept header asks for a meta.k8s.io Table (kubectl get does).

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,17 @@ namespace kubesim {
 namespace fs = std::filesystem;
 
 namespace kubelet_internal {
+
+std::string Str(const rapidjson::Value* v) {
+  return v != nullptr && v->IsString() ? std::string(v->GetString(), v->GetStringLength()) : "";
+}
+
+const rapidjson::Value* Member(const rapidjson::Value* v, const char* name) {
+  if (v == nullptr || !v->IsObject())
+    return nullptr;
+  auto it = v->FindMember(name);
+  return it == v->MemberEnd() ? nullptr : &it->value;
+}
 
 std::string ExpandVars(const std::string& text, const std::map<std::string, std::string>& env) {
   std::string out;
@@ -118,40 +130,41 @@ std::string LogTail(const std::string& path) {
   return tail;
 }
 
-}  // namespace kubelet_internal
-
-namespace {
-
-using kubelet_internal::ExitInfo;
-
-const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-std::string Str(const rapidjson::Value* v) {
-  return v != nullptr && v->IsString() ? std::string(v->GetString(), v->GetStringLength()) : "";
+void SetStatusMember(rapidjson::Document& doc, const char* key, rapidjson::Value value) {
+  auto& a = doc.GetAllocator();
+  if (!doc.HasMember("status") || !doc["status"].IsObject()) {
+    doc.RemoveMember("status");
+    doc.AddMember("status", rapidjson::Value(rapidjson::kObjectType), a);
+  }
+  rapidjson::Value& st = doc["status"];
+  if (st.HasMember(key))
+    st.RemoveMember(key);
+  st.AddMember(rapidjson::StringRef(key), value, a);
 }
 
-const rapidjson::Value* Member(const rapidjson::Value* v, const char* name) {
-  if (v == nullptr || !v->IsObject())
-    return nullptr;
-  auto it = v->FindMember(name);
-  return it == v->MemberEnd() ? nullptr : &it->value;
-}
-
-bool IsTerminating(const rapidjson::Value& pod) {
-  const rapidjson::Value* ts = Find(pod, "metadata.deletionTimestamp");
-  return ts != nullptr && ts->IsString();
-}
-
-std::string Annotation(const rapidjson::Value& object, const char* key) {
-  return Str(Member(Find(object, "metadata.annotations"), key));
-}
-bool HasAnnotation(const rapidjson::Value& object, const char* key) {
-  return Member(Find(object, "metadata.annotations"), key) != nullptr;
-}
-
-uint64_t NetnsInode(const std::string& proc_path) {
-  struct stat st;
-  return stat(proc_path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+void SetPodStatusBasics(rapidjson::Document& doc, const std::string& phase,
+                        const std::string& host_ip, const std::string& pod_ip,
+                        const std::string& start_time) {
+  auto& a = doc.GetAllocator();
+  auto str = [&](const std::string& v) {
+    return rapidjson::Value(v.c_str(), static_cast<rapidjson::SizeType>(v.size()), a);
+  };
+  auto ips = [&](const std::string& ip) {
+    rapidjson::Value list(rapidjson::kArrayType);
+    rapidjson::Value entry(rapidjson::kObjectType);
+    entry.AddMember("ip", str(ip), a);
+    list.PushBack(entry, a);
+    return list;
+  };
+  SetStatusMember(doc, "phase", str(phase));
+  SetStatusMember(doc, "hostIP", str(host_ip));
+  SetStatusMember(doc, "hostIPs", ips(host_ip));
+  if (!pod_ip.empty()) {
+    SetStatusMember(doc, "podIP", str(pod_ip));
+    SetStatusMember(doc, "podIPs", ips(pod_ip));
+  }
+  if (!doc["status"].HasMember("startTime"))
+    SetStatusMember(doc, "startTime", str(start_time));
 }
 
 Result<std::string> DecodeBase64(const std::string& text) {
@@ -171,49 +184,37 @@ Result<std::string> DecodeBase64(const std::string& text) {
   return out;
 }
 
-rapidjson::Value S(const std::string& s, rapidjson::Document::AllocatorType& a) {
-  return rapidjson::Value(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
+}  // namespace kubelet_internal
+
+namespace {
+
+using kubelet_internal::DecodeBase64;
+using kubelet_internal::ExitInfo;
+
+const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+using kubelet_internal::Member;
+using kubelet_internal::Str;
+
+bool IsTerminating(const rapidjson::Value& pod) {
+  const rapidjson::Value* ts = Find(pod, "metadata.deletionTimestamp");
+  return ts != nullptr && ts->IsString();
 }
 
-// Writes the data of a configMap or secret as files into `dir` (items, when given,
-// pick keys and paths).
-Status Materialize(const rapidjson::Value& object, const rapidjson::Value& volume_source,
-                   bool base64, const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
-    return Status::IoError(fmt::format("creating {}: {}", dir.string(), ec.message()));
-  const rapidjson::Value* data = Member(&object, "data");
-  std::vector<std::pair<std::string, std::string>> files;  // key -> path
-  const rapidjson::Value* items = Member(&volume_source, "items");
-  if (items != nullptr && items->IsArray()) {
-    for (const auto& item : items->GetArray()) {
-      files.emplace_back(Str(Member(&item, "key")), Str(Member(&item, "path")));
-    }
-  } else if (data != nullptr && data->IsObject()) {
-    for (const auto& m : data->GetObject())
-      files.emplace_back(m.name.GetString(), m.name.GetString());
-  }
-  for (const auto& [key, path] : files) {
-    const rapidjson::Value* v = Member(data, key.c_str());
-    if (v == nullptr || !v->IsString()) {
-      return Status::NotFound(fmt::format("key \"{}\" not found", key));
-    }
-    std::string content = v->GetString();
-    if (base64) {
-      Result<std::string> decoded = DecodeBase64(content);
-      if (!decoded.ok())
-        return decoded.status().WithContext("key " + key);
-      content = *decoded;
-    }
-    const fs::path target = dir / path;
-    fs::create_directories(target.parent_path(), ec);
-    std::ofstream out(target, std::ios::binary | std::ios::trunc);
-    out << content;
-    if (!out)
-      return Status::IoError(fmt::format("writing {}", target.string()));
-  }
-  return Status::Ok();
+std::string Annotation(const rapidjson::Value& object, const char* key) {
+  return Str(Member(Find(object, "metadata.annotations"), key));
+}
+bool HasAnnotation(const rapidjson::Value& object, const char* key) {
+  return Member(Find(object, "metadata.annotations"), key) != nullptr;
+}
+
+uint64_t NetnsInode(const std::string& proc_path) {
+  struct stat st;
+  return stat(proc_path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+rapidjson::Value S(const std::string& s, rapidjson::Document::AllocatorType& a) {
+  return rapidjson::Value(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
 }
 
 // The signals of the whole process group of a pod (its session leader is the pid).
@@ -294,6 +295,10 @@ Status Kubelet::Start() {
         "and --pod-network) or a crashed one left it (ip link del {})",
         options_.bridge, options_.bridge));
   }
+  if (!options_.image_store.empty()) {
+    if (Status s = StartOci(); !s.ok())
+      return s;
+  }
   if (Status s = EnsureBridge(options_.bridge, network_); !s.ok()) {
     (void)DeleteBridge(options_.bridge);
     return s.WithContext(
@@ -323,6 +328,8 @@ void Kubelet::StopAllPodsLocked() {
   if (!started_)
     return;
   started_ = false;
+  if (OciMode())
+    StopOciPods();  // the containers first, gracefully; then their sandboxes below
   for (auto& [uid, rp] : pods_) {
     if (rp.state != RunningPod::State::kExited && rp.pid > 0)
       SignalGroup(rp.pid, SIGTERM);
@@ -340,10 +347,11 @@ void Kubelet::StopAllPodsLocked() {
     }
     KillEverything(rp);
     ReleaseNetwork(rp);
-    std::error_code ec;
-    fs::remove_all(PodDir(uid), ec);
+    RemovePodDir(uid);
   }
   pods_.clear();
+  if (OciMode())
+    CleanOciLeftovers();
   for (const std::string& node : options_.nodes)
     store_.UnregisterKubelet(node);
   std::error_code ec;
@@ -439,17 +447,14 @@ void Kubelet::TickLocked() {
     }
     if (present.count(rp.uid) == 0 && !rp.object_gone) {
       rp.object_gone = true;  // removed without waiting for us (grace 0, force)
-      if (rp.state != RunningPod::State::kExited) {
-        rp.kill_sent = true;
-        SignalGroup(rp.pid, SIGKILL);
-      }
+      if (rp.state != RunningPod::State::kExited)
+        ForceKill(rp);
     }
     PollPod(rp);
     if (rp.term_sent && !rp.kill_sent && rp.state != RunningPod::State::kExited &&
         std::chrono::steady_clock::now() >= rp.kill_at) {
       log_.Info("kubelet: {}/{} outlived its grace period: SIGKILL", rp.ns, rp.name);
-      rp.kill_sent = true;
-      SignalGroup(rp.pid, SIGKILL);
+      ForceKill(rp);
     }
     if (rp.state == RunningPod::State::kExited && (rp.term_sent || rp.object_gone)) {
       if (!rp.object_gone) {
@@ -461,8 +466,7 @@ void Kubelet::TickLocked() {
         }
         log_.Info("kubelet: {}/{} deleted", rp.ns, rp.name);
       }
-      std::error_code ec;
-      fs::remove_all(PodDir(rp.uid), ec);
+      RemovePodDir(rp.uid);
       evicting_.erase(rp.uid);
       it = pods_.erase(it);
       continue;
@@ -471,6 +475,25 @@ void Kubelet::TickLocked() {
       ReportStatus(rp);
     ++it;
   }
+}
+
+void Kubelet::ForceKill(RunningPod& rp) {
+  rp.kill_sent = true;
+  if (OciMode()) {
+    SignalOciContainers(rp, true);  // the sandbox goes once they are gone (PollOciPod)
+    return;
+  }
+  SignalGroup(rp.pid, SIGKILL);
+}
+
+void Kubelet::RemovePodDir(const std::string& uid) {
+  if (OciMode()) {
+    // Nothing may still be mounted there (container roots): remove_all would descend.
+    for (const std::string& m : oci::MountsUnder(PodDir(uid)))
+      (void)umount2(m.c_str(), MNT_DETACH);
+  }
+  std::error_code ec;
+  fs::remove_all(PodDir(uid), ec);
 }
 
 std::string Kubelet::PodDir(const std::string& uid) const {
@@ -527,96 +550,18 @@ void Kubelet::StartPod(const rapidjson::Value& pod) {
   std::string hostname = GetString(pod, "spec.hostname");
   if (hostname.empty())
     hostname = p.name.substr(0, 63);
+  if (OciMode()) {
+    p.hostname = hostname;
+    StartOciPod(p, pod, pod_ip);
+    return;
+  }
 
-  // Environment, in order, each value expanded against the ones before it.
-  std::vector<std::pair<std::string, std::string>> env_list;
-  std::map<std::string, std::string> env;
-  auto set_env = [&](const std::string& k, const std::string& v) {
-    auto it = std::find_if(env_list.begin(), env_list.end(),
-                           [&](const auto& kv) { return kv.first == k; });
-    if (it == env_list.end()) {
-      env_list.emplace_back(k, v);
-    } else {
-      it->second = v;
-    }
-    env[k] = v;
-  };
-  set_env("PATH", kDefaultPath);
-  set_env("HOSTNAME", hostname);
-  set_env("HOME", "/root");
-  if (!options_.service_host.empty()) {
-    set_env("KUBERNETES_SERVICE_HOST", options_.service_host);
-    set_env("KUBERNETES_SERVICE_PORT", options_.service_port);
+  EnvList env_list = {{"PATH", kDefaultPath}, {"HOSTNAME", hostname}, {"HOME", "/root"}};
+  if (Status st = ContainerEnv(pod, c, pod_ip, host_ip, env_list); !st.ok()) {
+    FailStart(p, "CreateContainerConfigError", st.message());
+    return;
   }
-  auto config_value = [&](const char* resource, const rapidjson::Value& ref,
-                          bool base64) -> Result<std::string> {
-    const std::string obj_name = Str(Member(&ref, "name"));
-    const std::string key = Str(Member(&ref, "key"));
-    Result<ObjectPtr> obj = store_.Get(resource, p.ns, obj_name);
-    if (!obj.ok())
-      return obj.status();
-    const rapidjson::Value* v = Member(Member(obj->get(), "data"), key.c_str());
-    if (v == nullptr || !v->IsString()) {
-      return Status::NotFound(
-          fmt::format("couldn't find key {} in {} {}/{}", key,
-                      resource == std::string("secrets") ? "Secret" : "ConfigMap", p.ns, obj_name));
-    }
-    return base64 ? DecodeBase64(v->GetString()) : Result<std::string>(v->GetString());
-  };
-  if (const rapidjson::Value* list = Member(&c, "envFrom"); list != nullptr && list->IsArray()) {
-    for (const auto& from : list->GetArray()) {
-      const std::string prefix = Str(Member(&from, "prefix"));
-      for (auto [field, resource, b64] : {std::tuple{"configMapRef", "configmaps", false},
-                                          std::tuple{"secretRef", "secrets", true}}) {
-        const rapidjson::Value* ref = Member(&from, field);
-        if (ref == nullptr)
-          continue;
-        Result<ObjectPtr> obj = store_.Get(resource, p.ns, Str(Member(ref, "name")));
-        if (!obj.ok()) {
-          FailStart(p, "CreateContainerConfigError", obj.status().message());
-          return;
-        }
-        const rapidjson::Value* data = Member(obj->get(), "data");
-        if (data == nullptr || !data->IsObject())
-          continue;
-        for (const auto& m : data->GetObject()) {
-          if (!m.value.IsString())
-            continue;
-          std::string v = m.value.GetString();
-          if (b64) {
-            Result<std::string> d = DecodeBase64(v);
-            if (d.ok())
-              v = *d;
-          }
-          set_env(prefix + m.name.GetString(), v);
-        }
-      }
-    }
-  }
-  if (const rapidjson::Value* list = Member(&c, "env"); list != nullptr && list->IsArray()) {
-    for (const auto& e : list->GetArray()) {
-      const std::string name = Str(Member(&e, "name"));
-      const rapidjson::Value* from = Member(&e, "valueFrom");
-      if (from == nullptr) {
-        set_env(name, kubelet_internal::ExpandVars(Str(Member(&e, "value")), env));
-        continue;
-      }
-      Result<std::string> v = Status::InvalidArgument(fmt::format(
-          "env {}: valueFrom supports fieldRef, configMapKeyRef and secretKeyRef", name));
-      if (const rapidjson::Value* f = Member(from, "fieldRef")) {
-        v = kubelet_internal::FieldRef(pod, Str(Member(f, "fieldPath")), pod_ip, host_ip);
-      } else if (const rapidjson::Value* f = Member(from, "configMapKeyRef")) {
-        v = config_value("configmaps", *f, false);
-      } else if (const rapidjson::Value* f = Member(from, "secretKeyRef")) {
-        v = config_value("secrets", *f, true);
-      }
-      if (!v.ok()) {
-        FailStart(p, "CreateContainerConfigError", v.status().message());
-        return;
-      }
-      set_env(name, *v);
-    }
-  }
+  const std::map<std::string, std::string> env(env_list.begin(), env_list.end());
 
   // Command and args, with $(VAR) references expanded.
   std::vector<std::string> command;
@@ -639,68 +584,13 @@ void Kubelet::StartPod(const rapidjson::Value& pod) {
   // Volumes: bind mounts prepared here, made by kubesim-podrun in the pod's namespace.
   std::vector<std::string> binds;
   const std::string pod_dir = PodDir(p.uid);
-  if (const rapidjson::Value* mounts = Member(&c, "volumeMounts");
-      mounts != nullptr && mounts->IsArray()) {
-    for (const auto& m : mounts->GetArray()) {
-      const std::string vol_name = Str(Member(&m, "name"));
-      const rapidjson::Value* volume = nullptr;
-      if (const rapidjson::Value* vols = Find(pod, "spec.volumes"); vols && vols->IsArray()) {
-        for (const auto& v : vols->GetArray()) {
-          if (Str(Member(&v, "name")) == vol_name)
-            volume = &v;
-        }
-      }
-      if (volume == nullptr) {
-        FailStart(p, "CreateContainerConfigError",
-                  fmt::format("volumeMount \"{}\" names no volume of the pod", vol_name));
-        return;
-      }
-      std::error_code ec;
-      std::string source;
-      const fs::path vol_dir = fs::path(pod_dir) / "volumes" / vol_name;
-      if (const rapidjson::Value* hp = Member(volume, "hostPath")) {
-        source = Str(Member(hp, "path"));
-        const std::string type = Str(Member(hp, "type"));
-        if (type == "DirectoryOrCreate")
-          fs::create_directories(source, ec);
-        if (type == "FileOrCreate" && !fs::exists(source, ec))
-          std::ofstream(source).flush();
-      } else if (Member(volume, "emptyDir") != nullptr) {
-        fs::create_directories(vol_dir, ec);
-        source = vol_dir.string();
-      } else if (const rapidjson::Value* cm = Member(volume, "configMap")) {
-        Result<ObjectPtr> obj = store_.Get("configmaps", p.ns, Str(Member(cm, "name")));
-        Status s = obj.ok() ? Materialize(**obj, *cm, false, vol_dir) : obj.status();
-        if (!s.ok()) {
-          FailStart(p, "CreateContainerConfigError",
-                    fmt::format("volume \"{}\": {}", vol_name, s.message()));
-          return;
-        }
-        source = vol_dir.string();
-      } else if (const rapidjson::Value* sec = Member(volume, "secret")) {
-        Result<ObjectPtr> obj = store_.Get("secrets", p.ns, Str(Member(sec, "secretName")));
-        Status s = obj.ok() ? Materialize(**obj, *sec, true, vol_dir) : obj.status();
-        if (!s.ok()) {
-          FailStart(p, "CreateContainerConfigError",
-                    fmt::format("volume \"{}\": {}", vol_name, s.message()));
-          return;
-        }
-        source = vol_dir.string();
-      } else {
-        FailStart(p, "CreateContainerConfigError",
-                  fmt::format("volume \"{}\": kubesim supports hostPath, emptyDir, configMap "
-                              "and secret volumes only",
-                              vol_name));
-        return;
-      }
-      const std::string sub = Str(Member(&m, "subPath"));
-      if (!sub.empty())
-        source = (fs::path(source) / sub).string();
-      const rapidjson::Value* ro = Member(&m, "readOnly");
-      binds.insert(binds.end(), {"--bind", source, Str(Member(&m, "mountPath")),
-                                 ro != nullptr && ro->IsBool() && ro->GetBool() ? "ro" : "rw"});
-    }
+  std::vector<oci::SpecMount> mounts;
+  if (Status st = VolumeMounts(pod, c, pod_dir, mounts); !st.ok()) {
+    FailStart(p, "CreateContainerConfigError", st.message());
+    return;
   }
+  for (const oci::SpecMount& m : mounts)
+    binds.insert(binds.end(), {"--bind", m.source, m.destination, m.read_only ? "ro" : "rw"});
 
   // Container output goes to a log file (kubectl logs is not served).
   std::error_code ec;
@@ -737,29 +627,7 @@ void Kubelet::StartPod(const rapidjson::Value& pod) {
   args.insert(args.end(), binds.begin(), binds.end());
   args.push_back("--");
   args.insert(args.end(), command.begin(), command.end());
-  std::vector<char*> argv;
-  for (std::string& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env_list)
-    env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (std::string& e : env_strings)
-    envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  const pid_t pid = fork();
-  if (pid == 0) {
-    // Only async-signal-safe calls between fork and exec: kubesim is multi-threaded.
-    dup2(null_fd, 0);
-    dup2(log_fd, 1);
-    dup2(log_fd, 2);
-    dup2(status_pipe[1], 3);
-    close_range(4, ~0U, 0);
-    execve(argv[0], argv.data(), envp.data());
-    _exit(127);
-  }
+  const pid_t pid = Spawn(args, env_list, log_fd, status_pipe[1]);
   close(log_fd);
   close(null_fd);
   close(status_pipe[1]);
@@ -774,6 +642,183 @@ void Kubelet::StartPod(const rapidjson::Value& pod) {
   log_.Info("kubelet: starting {}/{} on {} as pid {} with IP {}", p.ns, p.name, p.node, pid,
             pod_ip);
   ReportStatus(p);
+}
+
+Status Kubelet::ContainerEnv(const rapidjson::Value& pod, const rapidjson::Value& c,
+                             const std::string& pod_ip, const std::string& host_ip,
+                             EnvList& env_list) {
+  // Environment, in order, each value expanded against the ones before it.
+  const std::string ns = GetString(pod, "metadata.namespace");
+  std::map<std::string, std::string> env(env_list.begin(), env_list.end());
+  auto set_env = [&](const std::string& k, const std::string& v) {
+    auto it = std::find_if(env_list.begin(), env_list.end(),
+                           [&](const auto& kv) { return kv.first == k; });
+    if (it == env_list.end()) {
+      env_list.emplace_back(k, v);
+    } else {
+      it->second = v;
+    }
+    env[k] = v;
+  };
+  if (!options_.service_host.empty()) {
+    set_env("KUBERNETES_SERVICE_HOST", options_.service_host);
+    set_env("KUBERNETES_SERVICE_PORT", options_.service_port);
+  }
+  auto config_value = [&](const char* resource, const rapidjson::Value& ref,
+                          bool base64) -> Result<std::string> {
+    const std::string obj_name = Str(Member(&ref, "name"));
+    const std::string key = Str(Member(&ref, "key"));
+    Result<ObjectPtr> obj = store_.Get(resource, ns, obj_name);
+    if (!obj.ok())
+      return obj.status();
+    const rapidjson::Value* v = Member(Member(obj->get(), "data"), key.c_str());
+    if (v == nullptr || !v->IsString()) {
+      return Status::NotFound(
+          fmt::format("couldn't find key {} in {} {}/{}", key,
+                      resource == std::string("secrets") ? "Secret" : "ConfigMap", ns, obj_name));
+    }
+    return base64 ? DecodeBase64(v->GetString()) : Result<std::string>(v->GetString());
+  };
+  if (const rapidjson::Value* list = Member(&c, "envFrom"); list != nullptr && list->IsArray()) {
+    for (const auto& from : list->GetArray()) {
+      const std::string prefix = Str(Member(&from, "prefix"));
+      for (auto [field, resource, b64] : {std::tuple{"configMapRef", "configmaps", false},
+                                          std::tuple{"secretRef", "secrets", true}}) {
+        const rapidjson::Value* ref = Member(&from, field);
+        if (ref == nullptr)
+          continue;
+        Result<ObjectPtr> obj = store_.Get(resource, ns, Str(Member(ref, "name")));
+        if (!obj.ok())
+          return obj.status();
+        const rapidjson::Value* data = Member(obj->get(), "data");
+        if (data == nullptr || !data->IsObject())
+          continue;
+        for (const auto& m : data->GetObject()) {
+          if (!m.value.IsString())
+            continue;
+          std::string v = m.value.GetString();
+          if (b64) {
+            Result<std::string> d = DecodeBase64(v);
+            if (d.ok())
+              v = *d;
+          }
+          set_env(prefix + m.name.GetString(), v);
+        }
+      }
+    }
+  }
+  if (const rapidjson::Value* list = Member(&c, "env"); list != nullptr && list->IsArray()) {
+    for (const auto& e : list->GetArray()) {
+      const std::string name = Str(Member(&e, "name"));
+      const rapidjson::Value* from = Member(&e, "valueFrom");
+      if (from == nullptr) {
+        set_env(name, kubelet_internal::ExpandVars(Str(Member(&e, "value")), env));
+        continue;
+      }
+      Result<std::string> v = Status::InvalidArgument(fmt::format(
+          "env {}: valueFrom supports fieldRef, configMapKeyRef and secretKeyRef", name));
+      if (const rapidjson::Value* f = Member(from, "fieldRef")) {
+        v = kubelet_internal::FieldRef(pod, Str(Member(f, "fieldPath")), pod_ip, host_ip);
+      } else if (const rapidjson::Value* f = Member(from, "configMapKeyRef")) {
+        v = config_value("configmaps", *f, false);
+      } else if (const rapidjson::Value* f = Member(from, "secretKeyRef")) {
+        v = config_value("secrets", *f, true);
+      }
+      if (!v.ok())
+        return v.status();
+      set_env(name, *v);
+    }
+  }
+
+  return Status::Ok();
+}
+
+Status Kubelet::VolumeMounts(const rapidjson::Value& pod, const rapidjson::Value& c,
+                             const std::string& pod_dir, std::vector<oci::SpecMount>& mounts) {
+  const std::string ns = GetString(pod, "metadata.namespace");
+  if (const rapidjson::Value* list = Member(&c, "volumeMounts");
+      list != nullptr && list->IsArray()) {
+    for (const auto& m : list->GetArray()) {
+      const std::string vol_name = Str(Member(&m, "name"));
+      const rapidjson::Value* volume = nullptr;
+      if (const rapidjson::Value* vols = Find(pod, "spec.volumes"); vols && vols->IsArray()) {
+        for (const auto& v : vols->GetArray()) {
+          if (Str(Member(&v, "name")) == vol_name)
+            volume = &v;
+        }
+      }
+      if (volume == nullptr) {
+        return Status::InvalidArgument(
+            fmt::format("volumeMount \"{}\" names no volume of the pod", vol_name));
+      }
+      const fs::path vol_dir = fs::path(pod_dir) / "volumes" / vol_name;
+      Result<std::string> prepared = PrepareVolume(pod, *volume, vol_dir.string());
+      if (!prepared.ok()) {
+        // The kubelet's FailedMount: the container waits (ContainerCreating).
+        return Status::Unavailable(fmt::format("MountVolume.SetUp failed for volume \"{}\" : {}",
+                                               vol_name, prepared.status().message()));
+      }
+      std::string source = *prepared;
+      std::error_code ec;
+      const std::string sub = Str(Member(&m, "subPath"));
+      if (!sub.empty()) {
+        if (sub[0] == '/' || sub.find("..") != std::string::npos) {
+          return Status::InvalidArgument(
+              fmt::format("volumeMount \"{}\": subPath \"{}\" must be a relative path "
+                          "without \"..\"",
+                          vol_name, sub));
+        }
+        source = (fs::path(source) / sub).string();
+        if (!fs::exists(source, ec))
+          fs::create_directories(source, ec);  // the kubelet makes a missing subPath
+      }
+      const rapidjson::Value* ro = Member(&m, "readOnly");
+      const rapidjson::Value* pvc = Member(volume, "persistentVolumeClaim");
+      oci::SpecMount mount;
+      mount.source = source;
+      mount.destination = Str(Member(&m, "mountPath"));
+      mount.read_only = (ro != nullptr && ro->IsBool() && ro->GetBool()) ||
+                        (pvc != nullptr && Member(pvc, "readOnly") != nullptr &&
+                         Member(pvc, "readOnly")->IsBool() && Member(pvc, "readOnly")->GetBool());
+      const std::string propagation = Str(Member(&m, "mountPropagation"));
+      mount.propagation = propagation == "Bidirectional"     ? "rshared"
+                          : propagation == "HostToContainer" ? "rslave"
+                                                             : "";
+      mounts.push_back(mount);
+    }
+  }
+
+  return Status::Ok();
+}
+
+pid_t Kubelet::Spawn(std::vector<std::string> args, const EnvList& env, int out_fd, int status_fd) {
+  std::vector<char*> argv;
+  for (std::string& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : env)
+    env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (std::string& e : env_strings)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec: kubesim is multi-threaded.
+    dup2(null_fd, 0);
+    dup2(out_fd, 1);
+    dup2(out_fd, 2);
+    if (status_fd >= 0)
+      dup2(status_fd, 3);
+    close_range(status_fd >= 0 ? 4 : 3, ~0U, 0);
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  if (null_fd >= 0)
+    close(null_fd);
+  return pid;
 }
 
 void Kubelet::FailStart(RunningPod& rp, const std::string& reason, const std::string& message) {
@@ -809,6 +854,10 @@ void Kubelet::PollPod(RunningPod& rp) {
       }
       break;
     }
+  }
+  if (OciMode()) {
+    PollOciPod(rp);
+    return;
   }
   if (rp.state == RunningPod::State::kExited || rp.pid <= 0)
     return;
@@ -864,6 +913,11 @@ void Kubelet::BeginTermination(RunningPod& rp, int64_t grace_seconds) {
   if (rp.state == RunningPod::State::kExited || rp.pid <= 0)
     return;
   log_.Info("kubelet: stopping {}/{} (grace {} s)", rp.ns, rp.name, grace_seconds);
+  if (OciMode()) {
+    rp.kill_sent = grace_seconds <= 0;
+    SignalOciContainers(rp, grace_seconds <= 0);
+    return;
+  }
   if (grace_seconds <= 0) {
     rp.kill_sent = true;
     SignalGroup(rp.pid, SIGKILL);
@@ -873,6 +927,8 @@ void Kubelet::BeginTermination(RunningPod& rp, int64_t grace_seconds) {
 }
 
 void Kubelet::KillEverything(RunningPod& rp) {
+  for (OciContainer& c : rp.oci)
+    CleanOciContainer(c);
   if (rp.pid > 0) {
     SignalGroup(rp.pid, SIGKILL);
     if (rp.state != RunningPod::State::kExited) {
@@ -902,6 +958,10 @@ void Kubelet::ReleaseNetwork(RunningPod& rp) {
 void Kubelet::ReportStatus(RunningPod& rp) {
   if (!NodeReady(rp.node))
     return;
+  if (OciMode()) {
+    ReportOciStatus(rp);
+    return;
+  }
   const bool running = rp.state == RunningPod::State::kRunning;
   const bool exited = rp.state == RunningPod::State::kExited;
   std::string phase = "Pending";
@@ -921,33 +981,7 @@ void Kubelet::ReportStatus(RunningPod& rp) {
     if (GetString(doc, "metadata.uid") != uid)
       return Status::Conflict("another pod");
     auto& a = doc.GetAllocator();
-    if (!doc.HasMember("status") || !doc["status"].IsObject()) {
-      doc.RemoveMember("status");
-      doc.AddMember("status", rapidjson::Value(rapidjson::kObjectType), a);
-    }
-    rapidjson::Value& st = doc["status"];
-    auto set = [&](const char* key, rapidjson::Value v) {
-      if (st.HasMember(key))
-        st.RemoveMember(key);
-      st.AddMember(rapidjson::StringRef(key), v, a);
-    };
-    set("phase", S(phase, a));
-    set("hostIP", S(host_ip, a));
-    rapidjson::Value host_ips(rapidjson::kArrayType);
-    rapidjson::Value hip(rapidjson::kObjectType);
-    hip.AddMember("ip", S(host_ip, a), a);
-    host_ips.PushBack(hip, a);
-    set("hostIPs", std::move(host_ips));
-    if (!pod_ip.empty()) {
-      set("podIP", S(pod_ip, a));
-      rapidjson::Value ips(rapidjson::kArrayType);
-      rapidjson::Value ip(rapidjson::kObjectType);
-      ip.AddMember("ip", S(pod_ip, a), a);
-      ips.PushBack(ip, a);
-      set("podIPs", std::move(ips));
-    }
-    if (!st.HasMember("startTime"))
-      set("startTime", S(rp.started_at, a));
+    kubelet_internal::SetPodStatusBasics(doc, phase, host_ip, pod_ip, rp.started_at);
 
     rapidjson::Value cs(rapidjson::kObjectType);
     cs.AddMember("name", S(rp.container, a), a);
@@ -982,7 +1016,7 @@ void Kubelet::ReportStatus(RunningPod& rp) {
     cs.AddMember("state", state, a);
     rapidjson::Value statuses(rapidjson::kArrayType);
     statuses.PushBack(cs, a);
-    set("containerStatuses", std::move(statuses));
+    kubelet_internal::SetStatusMember(doc, "containerStatuses", std::move(statuses));
 
     const std::string not_ready = fmt::format("containers with unready status: [{}]", rp.container);
     SetCondition(doc, "Initialized", "True", "", "", now);

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -29,7 +30,10 @@
 
 #include "k8sbridge/log.h"
 #include "kubelet_net.h"
+#include "kubelet_oci.h"
 #include "lifecycle.h"
+#include "oci_image.h"
+#include "oci_spec.h"
 #include "store.h"
 
 namespace kubesim {
@@ -57,6 +61,19 @@ struct KubeletOptions {
   // Given to every container as KUBERNETES_SERVICE_HOST/_PORT when not empty.
   std::string service_host;
   std::string service_port;
+  // OCI mode (kubelet_oci.h, docs/kubesim.md "OCI mode"): the directory of OCI image
+  // layouts pods' images come from; "" = run commands from the host's filesystem.
+  std::string image_store;
+  // runc's --root in OCI mode; "" = /run/kubesim-runc/<bridge>.
+  std::string runc_root;
+  // The container restart and image pull back-off: base, doubling up to max.
+  std::chrono::milliseconds backoff_base{10000};
+  std::chrono::milliseconds backoff_max{300000};
+  // Issues a ServiceAccount token for a projected serviceAccountToken volume source;
+  // unset = such a pod fails to start with a message saying so.
+  std::function<Result<std::string>(const std::string& ns, const std::string& service_account,
+                                    int64_t expiration_seconds)>
+      issue_token;  // = kubelet_internal::TokenIssuer
   std::chrono::milliseconds heartbeat{10000};
   std::chrono::milliseconds poll{100};
 };
@@ -80,6 +97,40 @@ ExitInfo DescribeExit(int wait_status, bool killed_by_kubelet);
 // The termination message FallbackToLogsOnError gives: the log's last 80 lines,
 // at most its last 2048 bytes (the kubelet's limits).
 std::string LogTail(const std::string& path);
+// A string member's value ("" when absent or not a string) and a member (nullptr).
+std::string Str(const rapidjson::Value* v);
+const rapidjson::Value* Member(const rapidjson::Value* v, const char* name);
+// Base64 as in a Secret's data; kInvalidArgument when it is not.
+Result<std::string> DecodeBase64(const std::string& text);
+// A configMap/secret/downwardAPI/projected volume's files (path -> content, mode),
+// written as pkg/volume/util/atomic_writer.go does: <dir>/..<timestamp>/ holds them,
+// <dir>/..data links to it, and every top-level name links through ..data.
+struct VolumeFile {
+  std::string content;
+  uint32_t mode = 0644;
+};
+using VolumePayload = std::map<std::string, VolumeFile>;
+Status AtomicWrite(const std::string& dir, const VolumePayload& payload);
+using TokenIssuer = std::function<Result<std::string>(
+    const std::string& ns, const std::string& service_account, int64_t expiration_seconds)>;
+// The host directory backing a volume of the pod (kubelet_volumes.cpp; docs/kubesim.md
+// "Volumes"): `vol_dir` for the kubelet's own kinds, written there.
+Result<std::string> PrepareVolume(const Store& store, const TokenIssuer& issue_token,
+                                  const rapidjson::Value& pod, const rapidjson::Value& volume,
+                                  const std::string& vol_dir);
+// A projected volume's files; the serviceAccountToken source calls `issue_token`.
+Status ProjectedFiles(const Store& store, const TokenIssuer& issue_token,
+                      const rapidjson::Value& pod, const rapidjson::Value& projected,
+                      VolumePayload& payload);
+// A claim's directory: the claim must be Bound, its PersistentVolume a hostPath one.
+Result<std::string> ClaimHostPath(const Store& store, const std::string& ns,
+                                  const std::string& claim);
+// Replaces status.<key> (creating status when missing).
+void SetStatusMember(rapidjson::Document& doc, const char* key, rapidjson::Value value);
+// status.phase, hostIP(s), podIP(s) (when pod_ip is not empty) and startTime (once).
+void SetPodStatusBasics(rapidjson::Document& doc, const std::string& phase,
+                        const std::string& host_ip, const std::string& pod_ip,
+                        const std::string& start_time);
 }  // namespace kubelet_internal
 
 class Kubelet {
@@ -135,7 +186,12 @@ class Kubelet {
     std::chrono::steady_clock::time_point kill_at;
     bool object_gone = false;
     std::string reported;  // signature of the last status written
+    // OCI mode: pid is the sandbox (kubesim-podrun --sandbox) holding the namespaces.
+    std::vector<OciContainer> oci;
+    std::string restart_policy = "Always";
+    std::string hostname;
   };
+  using EnvList = std::vector<std::pair<std::string, std::string>>;
 
   void Loop();
   void TickLocked();
@@ -148,6 +204,41 @@ class Kubelet {
   void ReleaseNetwork(RunningPod& rp);
   void ReportStatus(RunningPod& rp);
   void Heartbeat(const std::string& node);
+  // Shared by both modes: the container's environment (after `env`'s entries) and the
+  // mounts of its volumeMounts; errors are CreateContainerConfigError messages.
+  Status ContainerEnv(const rapidjson::Value& pod, const rapidjson::Value& c,
+                      const std::string& pod_ip, const std::string& host_ip, EnvList& env);
+  Status VolumeMounts(const rapidjson::Value& pod, const rapidjson::Value& c,
+                      const std::string& pod_dir, std::vector<oci::SpecMount>& mounts);
+  // kubelet_volumes.cpp: the host directory that backs a volume (`vol_dir` for the
+  // kubelet's own: emptyDir, configMap ...).
+  Result<std::string> PrepareVolume(const rapidjson::Value& pod, const rapidjson::Value& volume,
+                                    const std::string& vol_dir);
+  pid_t Spawn(std::vector<std::string> args, const EnvList& env, int out_fd, int status_fd);
+  void ForceKill(RunningPod& rp);
+  void RemovePodDir(const std::string& uid);
+  // ---- OCI mode (kubelet_oci.cpp) ----
+  bool OciMode() const { return image_store_.has_value(); }
+  Status StartOci();
+  void StartOciPod(RunningPod& p, const rapidjson::Value& pod, const std::string& pod_ip);
+  void PollOciPod(RunningPod& rp);
+  void StepOciContainers(RunningPod& rp, const rapidjson::Value& pod);
+  bool TryStartOciContainer(RunningPod& rp, OciContainer& c, const rapidjson::Value& pod);
+  Status StartOciContainer(RunningPod& rp, OciContainer& c, const rapidjson::Value& pod,
+                           const oci::StoredImage& image);
+  Status WriteOciSpec(RunningPod& rp, OciContainer& c, const rapidjson::Value& pod,
+                      const oci::StoredImage& image, const std::string& lower,
+                      const std::string& run);
+  bool ResolveOciImage(RunningPod& rp, OciContainer& c, const rapidjson::Value& spec,
+                       oci::StoredImage& image);
+  void ReapOciContainers(RunningPod& rp);
+  void SignalOciContainers(RunningPod& rp, bool kill);
+  void CleanOciContainer(OciContainer& c);
+  void FinishOciPod(RunningPod& rp);
+  void ReportOciStatus(RunningPod& rp);
+  void StopOciPods();
+  void CleanOciLeftovers();
+  Status WritePodFiles(const RunningPod& p, const rapidjson::Value& pod, const std::string& ip);
   std::string HostIP(const std::string& node) const;
   std::string PodDir(const std::string& uid) const;
   bool NodeReady(const std::string& node) const { return not_ready_.count(node) == 0; }
@@ -162,6 +253,8 @@ class Kubelet {
   std::optional<IpAllocator> ips_;
   std::string podrun_path_;
   uint64_t host_netns_inode_ = 0;
+  std::optional<oci::ImageStore> image_store_;
+  std::string runc_root_;
 
   std::recursive_mutex mu_;
   std::map<std::string, RunningPod> pods_;  // by uid

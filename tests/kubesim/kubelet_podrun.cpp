@@ -15,6 +15,10 @@
 // Usage (all options before "--"):
 //   kubesim-podrun --status-fd N --hostname H [--bridge B --veth V --address A/P
 //                  --gateway G] [--bind SRC DST ro|rw]... [--workdir D] -- CMD ARGS...
+//   kubesim-podrun --sandbox --status-fd N --hostname H [--bridge ...]
+// --sandbox (the kubelet's OCI mode): also a new IPC namespace; instead of a command
+// the process then only holds the namespaces, as a pod's pause container does, until
+// SIGTERM or SIGKILL; the pod's runc containers join them.
 //
 // kubesim is test and demo infrastructure (docs/kubesim.md); it ships nowhere.
 #include <arpa/inet.h>
@@ -61,6 +65,7 @@ struct Args {
   std::string hostname, bridge, veth, address, gateway, workdir;
   std::vector<Bind> binds;
   std::vector<std::string> command;
+  bool sandbox = false;
 };
 
 Args Parse(int argc, char** argv) {
@@ -89,6 +94,8 @@ Args Parse(int argc, char** argv) {
       a.address = value("--address");
     } else if (opt == "--gateway") {
       a.gateway = value("--gateway");
+    } else if (opt == "--sandbox") {
+      a.sandbox = true;
     } else if (opt == "--workdir") {
       a.workdir = value("--workdir");
     } else if (opt == "--bind") {
@@ -103,7 +110,7 @@ Args Parse(int argc, char** argv) {
   }
   for (; i < argc; ++i)
     a.command.emplace_back(argv[i]);
-  if (a.command.empty())
+  if (a.command.empty() && !a.sandbox)
     Fail("StartError", "kubesim-podrun: no command after --");
   return a;
 }
@@ -163,7 +170,9 @@ int main(int argc, char** argv) {
       Fail("StartError", fmt::format("opening host sockets: {}", std::strerror(errno)));
     }
   }
-  if (unshare(CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWNS) != 0) {
+  const int namespaces =
+      CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWNS | (args.sandbox ? CLONE_NEWIPC : 0);
+  if (unshare(namespaces) != 0) {
     Fail("StartError", fmt::format("unshare(net, uts, mnt): {}", std::strerror(errno)));
   }
 
@@ -191,6 +200,18 @@ int main(int argc, char** argv) {
 
   if (!args.hostname.empty() && sethostname(args.hostname.data(), args.hostname.size()) != 0) {
     Fail("StartError", fmt::format("sethostname {}: {}", args.hostname, std::strerror(errno)));
+  }
+
+  if (args.sandbox) {
+    // Started: the kubelet reads EOF on the status descriptor.
+    close(status_fd);
+    for (int sig = 1; sig < NSIG; ++sig)
+      std::signal(sig, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (;;)
+      pause();
   }
 
   // Mounts made below stay in this namespace; the host's later mounts still reach us.

@@ -65,6 +65,10 @@ Runs until SIGTERM or SIGINT. SIGHUP re-reads DIR/token (token rotation).
   --bridge NAME           the kubelet's bridge (default ksim0); one per stand-in
   --pod-network CIDR      the pods' addresses (default 10.232.0.0/24); one per stand-in
   --kubelet-state-dir DIR volumes and container logs (default /run/kubesim)
+  --image-store DIR       OCI mode: run every container from its image, found among the
+                          OCI layouts in DIR, with runc (docs/kubesim.md, "OCI mode")
+  --kubelet-backoff-ms N  the container restart and image pull back-off's first step
+                          (default 10000, doubling to 30 times that; the kubelet: 10 s, 5 min)
   --verbose               log at debug level
 )";
 
@@ -225,6 +229,16 @@ int main(int argc, char** argv) {
       scheduler = false;
     } else if (a == "--kubelet") {
       kubelet = true;
+    } else if (a == "--image-store") {
+      auto v = value();
+      ok = v.has_value();
+      if (ok)
+        kubelet_options.image_store = *v;
+    } else if (a == "--kubelet-backoff-ms") {
+      int n = 0;
+      ok = int_value(n) && n > 0;
+      kubelet_options.backoff_base = std::chrono::milliseconds(n);
+      kubelet_options.backoff_max = std::chrono::milliseconds(n * 30);
     } else if (a == "--bridge" || a == "--pod-network" || a == "--kubelet-state-dir") {
       auto v = value();
       ok = v.has_value();
@@ -282,6 +296,8 @@ int main(int argc, char** argv) {
   if (token.empty())
     token = RandomToken();
   server_options.token = token;
+  if (kubelet)  // pods/log reads the kubelet's container logs (pod_log.h)
+    server_options.pod_log_root = kubelet_options.state_dir + "/" + kubelet_options.bridge;
   std::vector<std::string> extra_ips;
   for (const auto& l : server_options.listen) {
     std::string host = l.substr(0, l.rfind(':'));

@@ -690,12 +690,18 @@ void Scheduler::MarkSchedulingGated(const rapidjson::Value& pod) {
 
 void Scheduler::RecordEvent(const rapidjson::Value& pod, const std::string& type,
                             const std::string& reason, const std::string& message) {
-  const std::string ns = GetString(pod, "metadata.namespace");
-  const std::string name = GetString(pod, "metadata.name");
+  RecordPodEvent(store_, GetString(pod, "metadata.namespace"), GetString(pod, "metadata.name"),
+                 GetString(pod, "metadata.uid"), type, reason, message, options_.scheduler_name);
+}
+
+void RecordPodEvent(Store& store, const std::string& ns, const std::string& name,
+                    const std::string& uid, const std::string& type, const std::string& reason,
+                    const std::string& message, const std::string& component,
+                    const std::string& host, const std::string& field_path) {
   rapidjson::Document ev(rapidjson::kObjectType);
   auto& a = ev.GetAllocator();
   auto s = [&](const std::string& v) { return rapidjson::Value(v.c_str(), a); };
-  const std::string now = store_.NowTimestamp();
+  const std::string now = store.NowTimestamp();
   ev.AddMember("apiVersion", "v1", a);
   ev.AddMember("kind", "Event", a);
   rapidjson::Value meta(rapidjson::kObjectType);
@@ -707,19 +713,25 @@ void Scheduler::RecordEvent(const rapidjson::Value& pod, const std::string& type
   involved.AddMember("kind", "Pod", a);
   involved.AddMember("name", s(name), a);
   involved.AddMember("namespace", s(ns), a);
-  involved.AddMember("uid", s(GetString(pod, "metadata.uid")), a);
+  involved.AddMember("uid", s(uid), a);
+  if (!field_path.empty())
+    involved.AddMember("fieldPath", s(field_path), a);
   ev.AddMember("involvedObject", involved, a);
   ev.AddMember("reason", s(reason), a);
   ev.AddMember("message", s(message), a);
   ev.AddMember("type", s(type), a);
   rapidjson::Value source(rapidjson::kObjectType);
-  source.AddMember("component", s(options_.scheduler_name), a);
+  source.AddMember("component", s(component), a);
+  if (!host.empty())
+    source.AddMember("host", s(host), a);
   ev.AddMember("source", source, a);
-  ev.AddMember("reportingComponent", s(options_.scheduler_name), a);
+  ev.AddMember("reportingComponent", s(component), a);
+  if (!host.empty())
+    ev.AddMember("reportingInstance", s(host), a);
   ev.AddMember("firstTimestamp", s(now), a);
   ev.AddMember("lastTimestamp", s(now), a);
   ev.AddMember("count", 1, a);
-  (void)store_.Create("events", ns, std::move(ev));  // best effort, as in Kubernetes
+  (void)store.Create("events", ns, std::move(ev));  // best effort, as in Kubernetes
 }
 
 }  // namespace kubesim

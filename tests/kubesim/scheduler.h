@@ -78,6 +78,14 @@ bool NeedsScheduling(const rapidjson::Value& pod, const std::string& scheduler_n
 // The scheduling loop over a Store. Start() runs it on a thread that wakes on every
 // change to pods or nodes (and at least every `resync`), so an Unschedulable pod is
 // retried when the cluster changes, as kube-scheduler's queue does.
+// Records a core/v1 Event about a pod (best effort, as components do): `component`
+// is source.component and reportingComponent, `host` source.host, `field_path` the
+// involvedObject's fieldPath (spec.containers{c} for a container's events).
+void RecordPodEvent(Store& store, const std::string& ns, const std::string& name,
+                    const std::string& uid, const std::string& type, const std::string& reason,
+                    const std::string& message, const std::string& component,
+                    const std::string& host = "", const std::string& field_path = "");
+
 class Scheduler {
  public:
   struct Options {

@@ -176,6 +176,7 @@ struct Server::Impl {
       options.admission.root_ca_pem = options.tls->ca_cert_pem;
     api.set_admission(options.admission);
     api.set_token_issuer(&issuer);
+    api.set_pod_log_root(options.pod_log_root);
   }
 
   Store& store;

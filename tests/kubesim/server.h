@@ -80,6 +80,7 @@ struct ServerOptions {
   std::chrono::milliseconds bookmark_interval{60000};
   std::chrono::milliseconds reap_interval{100};  // Store::ReapExpired cadence
   AdmissionOptions admission;
+  std::string pod_log_root;  // pods/log (pod_log.h): <kubelet state dir>/<bridge>
 };
 
 class Server {

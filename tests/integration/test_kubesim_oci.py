@@ -1,0 +1,333 @@
+"""kubesim's kubelet in OCI mode (kubesim --kubelet --image-store DIR), driven through
+the real kubectl: pods run from OCI images with runc, as a kubelet + containerd + runc
+run them. A one-layer busybox image is written by the test (harness.oci_layout), so
+the test needs no image build: a pod runs in the image's root, containers of a pod
+share the network namespace but not the filesystem, volumes appear, exit codes,
+restarts and image errors show in the pod's status as a kubelet reports them,
+kubectl logs prints a container's output, and a deleted pod leaves no runc container
+or mount behind.
+
+Needs root (namespaces, a bridge, overlay mounts, runc). The stand-in gets a bridge and
+a /24 of its own (a rig slot this process holds) and its own runc root, so it never
+meets another stand-in, a Slurm rig or harness.oci's containers.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+from harness.kubesim import KUBESIM, KubeSim, wait_for
+from harness.oci_layout import BUSYBOX, build_image
+from harness.rig import claim_slot
+
+SLOT = claim_slot() if os.geteuid() == 0 else None
+BRIDGE = f"ksimo{SLOT.number if SLOT else 0}"
+NETWORK = str(SLOT.pod_network) if SLOT else "10.232.0.0/24"
+RUNC_ROOT = f"/run/kubesim-runc/{BRIDGE}"
+
+
+def runc_ids():
+    r = subprocess.run(["runc", "--root", RUNC_ROOT, "list", "-q"], capture_output=True,
+                       text=True)
+    return r.stdout.split() if r.returncode == 0 else []
+
+
+def mounts_under(path: Path):
+    with open("/proc/self/mounts") as f:
+        return [line.split()[1] for line in f if line.split()[1].startswith(str(path))]
+
+
+def ip_link_names():
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line}
+
+
+class OciKubeletTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("needs root: namespaces, a bridge, overlays and runc")
+        if not KUBESIM.exists():
+            raise unittest.SkipTest(f"{KUBESIM} is not built")
+        for tool in ("runc", "umoci"):
+            if shutil.which(tool) is None:
+                raise unittest.SkipTest(f"{tool} is not installed (scripts/setup.sh)")
+        if not BUSYBOX.exists():
+            raise unittest.SkipTest(f"{BUSYBOX} is missing: apt-get install busybox-static "
+                                    "(scripts/setup.sh)")
+        cls.work = Path(tempfile.mkdtemp(prefix="kubesim-oci-"))
+        cls.state = cls.work / "state"
+        store = cls.work / "images"
+        cls.digest = build_image(store / "testbox", "1.0", "kubesim test image")
+        # A repository path with a registry, and the "oci" directory scripts/images.py makes.
+        build_image(store / "example.com" / "team" / "other" / "oci", "2.0", "the other image",
+                    {"Entrypoint": ["/bin/sh", "-c"], "Cmd": ["echo entrypoint+cmd; exit 0"]})
+        try:
+            cls.sim = KubeSim("--kubelet", "--bridge", BRIDGE, "--pod-network", NETWORK,
+                              "--kubelet-state-dir", str(cls.state), "--image-store", str(store),
+                              "--kubelet-backoff-ms", "1000", "--fake-nodes", "1",
+                              scheduler=True)
+        except BaseException:
+            cls.cleanup()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.sim.close()  # SIGTERM: the kubelet stops every pod, runc and overlay
+            left_runc, left_mounts = runc_ids(), mounts_under(cls.state)
+        finally:
+            cls.cleanup()
+        assert not left_runc, f"runc containers left behind: {left_runc}"
+        assert not left_mounts, f"mounts left behind: {left_mounts}"
+
+    @classmethod
+    def cleanup(cls):
+        """Belt and braces, also when kubesim died: no container, mount or bridge stays."""
+        for cid in runc_ids():
+            subprocess.run(["runc", "--root", RUNC_ROOT, "delete", "--force", cid], check=False)
+        for m in sorted(mounts_under(cls.state), key=len, reverse=True):
+            subprocess.run(["umount", "-l", m], check=False)
+        if BRIDGE in ip_link_names():
+            subprocess.run(["ip", "link", "del", BRIDGE], check=False)
+        shutil.rmtree(cls.work, ignore_errors=True)
+
+    # ---- helpers ------------------------------------------------------------------
+
+    def apply(self, obj):
+        r = subprocess.run(
+            ["/usr/bin/kubectl", "--kubeconfig", self.sim.kubeconfig, "apply", "-f", "-"],
+            input=json.dumps(obj), capture_output=True, text=True, timeout=60,
+            env={"HOME": str(self.sim.dir), "PATH": "/usr/bin:/bin"})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def get(self, name):
+        r = self.sim.kubectl("get", "pod", name, "-o", "json", check=False)
+        return json.loads(r.stdout) if r.returncode == 0 else None
+
+    def delete(self, *names):
+        self.sim.kubectl("delete", "pod", *names, "--grace-period=1", "--ignore-not-found")
+
+    def wait_phase(self, name, *phases, timeout=60):
+        return wait_for(lambda: (p := self.get(name)) and p.get("status", {}).get("phase")
+                        in phases and p, timeout=timeout, what=f"{name} to reach {phases}")
+
+    def status_of(self, pod, container):
+        for s in pod["status"].get("containerStatuses", []):
+            if s["name"] == container:
+                return s
+        return None
+
+    def pod(self, name, *containers, **spec):
+        body = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 2,
+                         "containers": list(containers)}}
+        body["spec"].update(spec)
+        return body
+
+    def container(self, name, script, image="testbox:1.0", **extra):
+        c = {"name": name, "image": image, "command": ["/bin/sh", "-c", script]}
+        c.update(extra)
+        return c
+
+    def logs(self, pod, *args):
+        return self.sim.kubectl("logs", pod, *args).stdout
+
+    # ---- tests ----------------------------------------------------------------------
+
+    def test_runs_in_the_image_root_and_reports_the_exit_code(self):
+        self.addCleanup(self.delete, "exit3", "defaults")
+        self.apply(self.pod("exit3", self.container(
+            "main", "cat /etc/os-release; echo IMAGE_VAR=$IMAGE_VAR POD_VAR=$POD_VAR; "
+                    "hostname; cat /etc/hostname; exit 3",
+            env=[{"name": "POD_VAR", "value": "from-pod"}])))
+        pod = self.wait_phase("exit3", "Failed")
+        status = self.status_of(pod, "main")
+        term = status["state"]["terminated"]
+        self.assertEqual((term["reason"], term["exitCode"]), ("Error", 3))
+        self.assertEqual(status["imageID"], f"docker.io/library/testbox@{self.digest}")
+        self.assertTrue(status["containerID"].startswith("runc://"), status)
+        # -o yaml, as a user reads it
+        yaml = self.sim.kubectl("get", "pod", "exit3", "-o", "yaml").stdout
+        self.assertIn("reason: Error", yaml)
+        self.assertIn("exitCode: 3", yaml)
+        out = self.logs("exit3")
+        self.assertIn('NAME="kubesim test image"', out)  # the image's root, not the host's
+        self.assertIn("IMAGE_VAR=from-image POD_VAR=from-pod", out)
+        self.assertEqual(out.splitlines()[-2:], ["exit3", "exit3"])
+
+        # No command in the pod: the image's Entrypoint and Cmd; a registry repository.
+        self.apply(self.pod("defaults", {"name": "main", "image": "example.com/team/other:2.0"}))
+        pod = self.wait_phase("defaults", "Succeeded")
+        self.assertEqual(self.status_of(pod, "main")["state"]["terminated"]["reason"],
+                         "Completed")
+        self.assertEqual(self.logs("defaults"), "entrypoint+cmd\n")
+
+    def test_containers_share_the_network_but_not_the_filesystem(self):
+        self.addCleanup(self.delete, "pair")
+        server = self.container("server", "echo served > /tmp/index.html; "
+                                          "exec httpd -f -p 8080 -h /tmp")
+        client = self.container(
+            "client", "until wget -q -O - http://localhost:8080/index.html; do sleep 0.2; done; "
+                      "test -e /tmp/index.html && echo shared-fs || echo own-fs; "
+                      "readlink /proc/1/ns/mnt; sleep 3600")
+        self.apply(self.pod("pair", server, client))
+        pod = self.wait_phase("pair", "Running")
+        self.assertEqual(pod["status"]["containerStatuses"][0]["ready"], True)
+        out = wait_for(lambda: "fs" in (o := self.logs("pair", "-c", "client")) and o,
+                       timeout=30, what="the client's answer")
+        self.assertIn("served", out)
+        self.assertIn("own-fs", out)
+        # Both containers run; kubectl logs without -c on a two-container pod: upstream's 400
+        code, _, body = self.sim.request("GET", "/api/v1/namespaces/default/pods/pair/log")
+        self.assertEqual(code, 400, body)
+        self.assertEqual(body["message"], "a container name must be specified for pod pair, "
+                                          "choose one of: [server client]")
+        self.assertEqual(len([i for i in runc_ids() if pod["metadata"]["uid"] in i]), 2)
+
+    def test_volumes(self):
+        self.addCleanup(self.delete, "volumes")
+        self.addCleanup(self.sim.kubectl, "delete", "configmap,secret", "cfg", "--ignore-not-found")
+        self.sim.kubectl("create", "configmap", "cfg", "--from-literal=color=blue")
+        self.sim.kubectl("create", "secret", "generic", "cfg", "--from-literal=password=s3cret")
+        script = ("cat /cfg/color; echo; cat /sec/password; echo; echo made > /scratch/x; "
+                  "cat /scratch/x; touch /cfg/new 2>/dev/null && echo cfg-writable "
+                  "|| echo cfg-read-only; readlink /cfg/color; readlink /cfg/..data | head -c 4; "
+                  "echo; cat /all/shade /all/ns /all/pw; echo; cat /info/labels; "
+                  "stat -c %a /sec/..data/password")
+        self.apply(self.pod("volumes", self.container(
+            "main", script,
+            volumeMounts=[{"name": "cfg", "mountPath": "/cfg", "readOnly": True},
+                          {"name": "sec", "mountPath": "/sec"},
+                          {"name": "scratch", "mountPath": "/scratch"},
+                          {"name": "all", "mountPath": "/all"},
+                          {"name": "info", "mountPath": "/info"}]),
+            volumes=[{"name": "cfg", "configMap": {"name": "cfg"}},
+                     {"name": "sec", "secret": {"secretName": "cfg", "defaultMode": 0o400}},
+                     {"name": "scratch", "emptyDir": {}},
+                     {"name": "all", "projected": {"sources": [
+                         {"configMap": {"name": "cfg", "items": [{"key": "color",
+                                                                  "path": "shade"}]}},
+                         {"secret": {"name": "cfg", "items": [{"key": "password",
+                                                               "path": "pw"}]}},
+                         {"downwardAPI": {"items": [{"path": "ns", "fieldRef": {
+                             "fieldPath": "metadata.namespace"}}]}}]}},
+                     {"name": "info", "downwardAPI": {"items": [
+                         {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}}],
+            ) | {"metadata": {"name": "volumes", "namespace": "default",
+                              "labels": {"app": "vols", "tier": "test"}}})
+        self.wait_phase("volumes", "Succeeded")
+        self.assertEqual(self.logs("volumes").splitlines(),
+                         ["blue", "s3cret", "made", "cfg-read-only",
+                          "..data/color", "..20",  # the atomic writer's timestamped dir
+                          "bluedefaults3cret",
+                          'app="vols"', 'tier="test"', "400"])
+
+    def test_volumes_that_cannot_be_set_up_keep_the_container_waiting(self):
+        self.addCleanup(self.delete, "badhost", "token")
+        missing = self.work / "no-such-dir"
+        self.apply(self.pod("badhost", self.container(
+            "main", "true", volumeMounts=[{"name": "h", "mountPath": "/h"}]),
+            volumes=[{"name": "h", "hostPath": {"path": str(missing), "type": "Directory"}}]))
+        self.apply(self.pod("token", self.container(
+            "main", "true", volumeMounts=[{"name": "t", "mountPath": "/t"}]),
+            volumes=[{"name": "t", "projected": {"sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}]}}]))
+        for name, want in (("badhost", f"hostPath type check failed: {missing} is not a "
+                                       "directory"),
+                           ("token", "no token issuer")):
+            pod = wait_for(lambda: (p := self.get(name)) and self.status_of(p, "main") and
+                           "waiting" in self.status_of(p, "main")["state"] and
+                           self.status_of(p, "main")["state"]["waiting"].get("message") and p,
+                           timeout=30, what=f"{name} to wait")
+            waiting = self.status_of(pod, "main")["state"]["waiting"]
+            self.assertEqual(waiting["reason"], "ContainerCreating", waiting)
+            self.assertIn("MountVolume.SetUp failed for volume", waiting["message"])
+            self.assertIn(want, waiting["message"])
+            self.assertEqual(pod["status"]["phase"], "Pending")
+
+    def test_missing_image_is_err_image_pull_then_image_pull_back_off(self):
+        self.addCleanup(self.delete, "noimage", "neverpull")
+        self.apply(self.pod("noimage", {"name": "main", "image": "nothere:1"}))
+        seen = set()
+
+        def both():
+            r = self.sim.kubectl("get", "pod", "noimage", "--no-headers").stdout.split()
+            seen.add(r[2])
+            return {"ErrImagePull", "ImagePullBackOff"} <= seen
+        wait_for(both, timeout=60, interval=0.1, what="ErrImagePull and ImagePullBackOff")
+        pod = self.get("noimage")
+        self.assertEqual(pod["status"]["phase"], "Pending")
+        waiting = self.status_of(pod, "main")["state"]["waiting"]
+        if waiting["reason"] == "ErrImagePull":
+            self.assertIn('failed to pull and unpack image "docker.io/library/nothere:1"',
+                          waiting["message"])
+        else:
+            self.assertEqual(waiting["message"], 'Back-off pulling image "nothere:1"')
+        self.assertEqual(runc_ids(), [i for i in runc_ids() if pod["metadata"]["uid"] not in i])
+
+        self.apply(self.pod("neverpull", {"name": "main", "image": "nothere:1",
+                                          "imagePullPolicy": "Never"}))
+        pod = wait_for(lambda: (p := self.get("neverpull")) and self.status_of(p, "main") and
+                       self.status_of(p, "main")["state"].get("waiting", {}).get("reason") ==
+                       "ErrImageNeverPull" and p, timeout=30, what="ErrImageNeverPull")
+        self.assertEqual(self.status_of(pod, "main")["state"]["waiting"]["message"],
+                         'Container image "nothere:1" is not present with pull policy of Never')
+
+    def test_restart_always_restarts_into_crash_loop_back_off(self):
+        self.addCleanup(self.delete, "crasher")
+        self.apply(self.pod("crasher", self.container("main", "echo run; exit 1"),
+                            restartPolicy="Always"))
+
+        def looping():
+            s = self.status_of(self.get("crasher") or {"status": {}}, "main")
+            return (s and s["restartCount"] >= 1 and
+                    s["state"].get("waiting", {}).get("reason") == "CrashLoopBackOff" and s)
+        s = wait_for(looping, timeout=60, what="CrashLoopBackOff with restarts")
+        self.assertEqual(s["lastState"]["terminated"]["exitCode"], 1)
+        self.assertEqual(self.get("crasher")["status"]["phase"], "Running")
+        self.assertIn("CrashLoopBackOff",
+                      self.sim.kubectl("get", "pod", "crasher", "--no-headers").stdout)
+        self.assertEqual(self.logs("crasher", "--previous"), "run\n")
+        events = self.sim.kubectl_json("get", "events")["items"]
+        reasons = {e["reason"] for e in events if e["involvedObject"]["name"] == "crasher"}
+        self.assertLessEqual({"Pulled", "Created", "Started", "BackOff"}, reasons)
+
+    def test_graceful_delete_sends_sigterm_first(self):
+        host = self.work / "graceful"
+        host.mkdir()
+        self.addCleanup(shutil.rmtree, host, True)
+        self.apply(self.pod("graceful", self.container(
+            "main", "trap 'echo term > /h/got-term; exit 0' TERM; "
+                    "while true; do sleep 0.1; done",
+            volumeMounts=[{"name": "h", "mountPath": "/h"}]),
+            volumes=[{"name": "h", "hostPath": {"path": str(host), "type": "Directory"}}],
+            terminationGracePeriodSeconds=60))
+        self.wait_phase("graceful", "Running")
+        self.sim.kubectl("delete", "pod", "graceful", "--wait=true", timeout=90)
+        self.assertEqual((host / "got-term").read_text(), "term\n")
+        events = self.sim.kubectl_json("get", "events")["items"]
+        self.assertIn("Stopping container main",
+                      [e["message"] for e in events if e["involvedObject"]["name"] == "graceful"])
+
+    def test_delete_removes_the_containers_and_mounts(self):
+        self.apply(self.pod("doomed", self.container("main", "sleep 3600")))
+        pod = self.wait_phase("doomed", "Running")
+        uid = pod["metadata"]["uid"]
+        pod_dir = self.state / BRIDGE / "pods" / uid
+        self.assertTrue([i for i in runc_ids() if uid in i])
+        self.assertTrue(mounts_under(pod_dir))
+        self.sim.kubectl("delete", "pod", "doomed", "--grace-period=1")
+        self.assertIsNone(self.get("doomed"))
+        self.assertEqual([i for i in runc_ids() if uid in i], [])
+        self.assertEqual(mounts_under(pod_dir), [])
+        self.assertFalse(pod_dir.exists())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
