@@ -16,11 +16,13 @@
 #include "finalizers.h"
 #include "managed_fields.h"
 #include "patch.h"
+#include "pod_security.h"
 #include "protobuf.h"
 #include "quantity.h"
 #include "schema.h"
 #include "selector.h"
 #include "validation.h"
+#include "workloads.h"
 
 namespace kubesim {
 
@@ -55,6 +57,52 @@ const std::vector<ResourceDef>& Resources() {
        true,
        {"pdb"},
        {"status"}},
+      // Workloads (workloads.h).
+      {"apps",
+       "v1",
+       "statefulsets",
+       "StatefulSet",
+       "statefulset",
+       true,
+       {"sts"},
+       {"status", "scale"}},
+      {"apps",
+       "v1",
+       "deployments",
+       "Deployment",
+       "deployment",
+       true,
+       {"deploy"},
+       {"status", "scale"}},
+      {"apps", "v1", "replicasets", "ReplicaSet", "replicaset", true, {"rs"}, {"status", "scale"}},
+      {"apps",
+       "v1",
+       "controllerrevisions",
+       "ControllerRevision",
+       "controllerrevision",
+       true,
+       {},
+       {}},
+      {"batch", "v1", "jobs", "Job", "job", true, {}, {"status"}},
+      {"",
+       "v1",
+       "persistentvolumeclaims",
+       "PersistentVolumeClaim",
+       "persistentvolumeclaim",
+       true,
+       {"pvc"},
+       {"status"}},
+      {"",
+       "v1",
+       "persistentvolumes",
+       "PersistentVolume",
+       "persistentvolume",
+       false,
+       {"pv"},
+       {"status"}},
+      {"", "v1", "services", "Service", "service", true, {"svc"}, {"status"}},
+      {"", "v1", "endpoints", "Endpoints", "endpoints", true, {"ep"}, {}},
+      {"storage.k8s.io", "v1", "storageclasses", "StorageClass", "storageclass", false, {"sc"}, {}},
   };
   return defs;
 }
@@ -564,7 +612,9 @@ ApiResponse Api::Discovery(const std::string& path) const {
             sn.PushBack(rapidjson::Value(s.c_str(), a), a);
           r.AddMember("shortNames", sn, a);
         }
-        if (with_names && def.resource == "pods") {
+        static const std::set<std::string> kAll = {"pods",        "services",     "deployments",
+                                                   "replicasets", "statefulsets", "jobs"};
+        if (with_names && kAll.count(def.resource) != 0) {
           rapidjson::Value cats(rapidjson::kArrayType);
           cats.PushBack("all", a);
           r.AddMember("categories", cats, a);
@@ -583,6 +633,11 @@ ApiResponse Api::Discovery(const std::string& path) const {
           auto& eviction = list[list.Size() - 1];
           eviction.AddMember("group", "policy", a);
           eviction.AddMember("version", "v1", a);
+        } else if (sub == "scale") {
+          add(def.resource + "/scale", "", "Scale", {"get", "patch", "update"}, false);
+          auto& scale = list[list.Size() - 1];
+          scale.AddMember("group", "autoscaling", a);
+          scale.AddMember("version", "v1", a);
         } else {
           add(def.resource + "/" + sub, "", def.kind, {"get", "patch", "update"}, false);
         }
@@ -756,6 +811,8 @@ ApiResponse Api::Handle(const ApiRequest& request, const Route& route) {
     }
     return Discovery(request.path);
   }
+  if (route.subresource == "scale")
+    return HandleScale(store_, request, route);
   if (route.verb == "get")
     return Get(route, WantsTable(request.accept));
   if (route.verb == "list")
@@ -967,6 +1024,8 @@ std::optional<ApiResponse> CheckPatchedObject(const ApiRequest& request, const R
                                           route.version, true, next, warnings))
     return refused;
   ReplaceInvalidUtf8(next, next.GetAllocator());
+  if (route.subresource.empty())
+    DefaultWorkload(route.resource, next);
   return ValidateAgainstStored(route, next, current);
 }
 
@@ -1030,8 +1089,13 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
   // Mutating admission (DefaultTolerationSeconds) runs before validation, as upstream.
   if (route.resource == "pods")
     AddDefaultTolerations(doc, admission_);
+  DefaultWorkload(route.resource, doc);
   if (FieldErrors errors = ValidateCreate(route.group, route.resource, doc); !errors.empty())
     return InvalidResponse(def->kind, route.group, name, errors);
+  if (auto refused = AdmitWorkloadCreate(store_, route.resource, doc))
+    return *refused;
+  if (auto refused = AdmitPodSecurity(store_, route.resource, doc, warnings))
+    return *refused;
   if (route.resource == "poddisruptionbudgets") {
     if (Status s = ValidatePodDisruptionBudget(doc); !s.ok())
       return ErrorFromStatus(s, named);
@@ -1092,9 +1156,13 @@ ApiResponse Api::Update(const ApiRequest& request, const Route& route) {
   ReplaceInvalidUtf8(doc, doc.GetAllocator());
   if (route.group == "events.k8s.io")
     RenameMembers(doc, false);
+  if (route.subresource.empty())
+    DefaultWorkload(route.resource, doc);
   if (auto current = store_.Get(route.resource, route.ns, route.name); current.ok()) {
     if (auto invalid = ValidateAgainstStored(route, doc, **current))
       return *invalid;
+    if (route.subresource.empty())
+      WarnPodSecurityOfTemplate(store_, route.resource, doc, warnings);
     TrackUpdate(current->get(), doc, WriteContextOf(request, route, store_));
   }
   if (route.resource == "poddisruptionbudgets" && route.subresource.empty()) {

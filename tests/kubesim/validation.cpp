@@ -1,5 +1,7 @@
 #include "validation.h"
 
+#include "workloads.h"
+
 #include <algorithm>
 #include <cctype>
 #include <set>
@@ -571,6 +573,7 @@ FieldErrors ValidateCreate(const std::string& group, const std::string& resource
     static const rapidjson::Value kEmpty(rapidjson::kObjectType);
     ValidatePodSpec(spec != nullptr && spec->IsObject() ? *spec : kEmpty, errors);
   }
+  ValidateWorkloadCreate(resource, object, errors);
   return errors;
 }
 
@@ -603,6 +606,7 @@ FieldErrors ValidateUpdate(const std::string& group, const std::string& resource
       }
     }
   }
+  ValidateWorkloadUpdate(resource, object, old, errors);
   return errors;
 }
 
