@@ -349,6 +349,31 @@ class Workloads(unittest.TestCase):
         finally:
             self.kubectl("delete", "namespace", "locked", "open", "--wait=false", check=False)
 
+    def test_services_tables_and_cluster_ips(self):
+        svc = ("apiVersion: v1\nkind: Service\nmetadata: {name: plain}\n"
+               "spec:\n  selector: {app: x}\n  ports: [{name: http, port: 80}]\n")
+        self.kubectl("apply", "-f", "-", stdin=svc)
+        ip = self.get("svc", "plain")["spec"]["clusterIP"]
+        self.assertTrue(ip.startswith("10.96."), ip)
+        # A changed port list through client-side apply (a strategic-merge patch).
+        self.kubectl("apply", "-f", "-", stdin=svc.replace(
+            "ports: [{name: http, port: 80}]",
+            "ports: [{name: http, port: 80}, {name: https, port: 443}]"))
+        self.assertEqual([p["port"] for p in self.get("svc", "plain")["spec"]["ports"]], [80, 443])
+        self.assertEqual(self.get("svc", "plain")["spec"]["clusterIP"], ip)
+        table = self.kubectl("get", "svc", "plain").stdout.split("\n")
+        self.assertEqual(table[0].split(), ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"])
+        self.assertEqual(table[1].split()[:5], ["plain", "ClusterIP", ip, "<none>", "80/TCP,443/TCP"])
+        taken = self.kubectl("apply", "-f", "-", check=False, stdin=svc.replace(
+            "name: plain}", "name: twin}").replace("spec:\n", f"spec:\n  clusterIP: {ip}\n"))
+        self.assertIn(f'The Service "twin" is invalid: spec.clusterIPs: Invalid value: '
+                      f'[]string{{"{ip}"}}: failed to allocate IP {ip}: provided IP is already '
+                      f'allocated', taken.stderr)
+        classes = self.kubectl("get", "storageclass").stdout.split("\n")
+        self.assertEqual(classes[1].split()[:5],
+                         ["standard", "(default)", "kubernetes.io/host-path", "Delete", "Immediate"])
+        self.kubectl("delete", "-f", "-", stdin=svc)
+
     def test_validation_refuses_mismatched_selectors(self):
         bad = STS.split("---\n")[1].replace("selector: {matchLabels: {app: web}}",
                                             "selector: {matchLabels: {app: other}}")

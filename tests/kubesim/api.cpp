@@ -322,6 +322,12 @@ struct Column {
 };
 
 std::vector<Column> ColumnsFor(const std::string& resource) {
+  if (const std::vector<TableColumn>* columns = WorkloadTableColumns(resource)) {
+    std::vector<Column> out;
+    for (const TableColumn& c : *columns)
+      out.push_back({c.name, "string", out.empty() ? "name" : "", c.priority});
+    return out;
+  }
   if (resource == "pods") {
     return {{"Name", "string", "name", 0},
             {"Ready", "string", "", 0},
@@ -359,6 +365,11 @@ void AddCells(const std::string& resource, const rapidjson::Value& o, rapidjson:
   auto str = [&](const std::string& v) { cells.PushBack(rapidjson::Value(v.c_str(), a), a); };
   std::string name = GetString(o, "metadata.name");
   std::string age = HumanAge(GetString(o, "metadata.creationTimestamp"), now);
+  if (WorkloadTableColumns(resource) != nullptr) {
+    for (const std::string& cell : WorkloadTableCells(resource, o, age))
+      str(cell);
+    return;
+  }
   if (resource == "pods") {
     const rapidjson::Value* containers = Find(o, "spec.containers");
     size_t total = containers != nullptr && containers->IsArray() ? containers->Size() : 0;
@@ -1159,6 +1170,8 @@ ApiResponse Api::Update(const ApiRequest& request, const Route& route) {
   if (route.subresource.empty())
     DefaultWorkload(route.resource, doc);
   if (auto current = store_.Get(route.resource, route.ns, route.name); current.ok()) {
+    if (route.subresource.empty())
+      KeepAllocatedValues(route.resource, doc, **current);
     if (auto invalid = ValidateAgainstStored(route, doc, **current))
       return *invalid;
     if (route.subresource.empty())

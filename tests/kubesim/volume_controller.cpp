@@ -198,8 +198,13 @@ void SyncClaim(Store& store, const std::string& state_dir, const rapidjson::Valu
     SetAnnotation(doc, "volume.beta.kubernetes.io/storage-provisioner", kHostPathProvisioner);
     return Status::Ok();
   });
-  if (Status s = ProvisionHostPath(store, state_dir, pvc, **storage_class); !s.ok())
+  if (Status s = ProvisionHostPath(store, state_dir, pvc, **storage_class); !s.ok()) {
     log.Warning("persistentvolume provisioner: claim {}/{}: {}", ns, name, s.ToString());
+    return;
+  }
+  if (auto pv = store.Get("persistentvolumes", "", "pvc-" + GetString(pvc, "metadata.uid"));
+      pv.ok())
+    Bind(store, pvc, **pv);
 }
 
 // syncVolume: a volume whose claim is gone is Released, and deleted (with its hostPath

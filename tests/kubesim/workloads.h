@@ -62,6 +62,11 @@ void ValidateWorkloadUpdate(const std::string& resource, const rapidjson::Value&
 // taken or outside kServiceCidr). nullopt: go on.
 std::optional<ApiResponse> AdmitWorkloadCreate(Store& store, const std::string& resource,
                                                rapidjson::Document& object);
+// An update (PUT) that leaves out what the server allocated keeps it, as the Service
+// registry's patchAllocatedValues does: a Service's cluster IPs and IP families, a
+// claim's volumeName and storageClassName.
+void KeepAllocatedValues(const std::string& resource, rapidjson::Document& next,
+                         const rapidjson::Value& stored);
 // The same for objects the controllers create (PVCs from volumeClaimTemplates).
 void AdmitClaim(Store& store, rapidjson::Document& claim);
 
@@ -76,5 +81,16 @@ Status CreateDefaultStorageClass(Store& store);
 bool IsPodReady(const rapidjson::Value& pod);
 bool IsPodTerminating(const rapidjson::Value& pod);
 bool IsPodFinished(const rapidjson::Value& pod);
+
+// The columns kubectl get shows for the workload kinds (pkg/printers/internalversion/
+// printers.go), nullptr for other resources; priority 1 columns show with -o wide.
+struct TableColumn {
+  const char* name;
+  int priority;
+};
+const std::vector<TableColumn>* WorkloadTableColumns(const std::string& resource);
+// The cells of one object, in the order of WorkloadTableColumns; `age` is its Age.
+std::vector<std::string> WorkloadTableCells(const std::string& resource, const rapidjson::Value& o,
+                                            const std::string& age);
 
 }  // namespace kubesim

@@ -144,6 +144,20 @@ std::optional<ApiResponse> AdmitWorkloadCreate(Store& store, const std::string& 
   return std::nullopt;
 }
 
+void KeepAllocatedValues(const std::string& resource, rapidjson::Document& next,
+                         const rapidjson::Value& stored) {
+  std::vector<const char*> kept;
+  if (resource == "services")
+    kept = {"spec.clusterIP", "spec.clusterIPs", "spec.ipFamilies", "spec.ipFamilyPolicy"};
+  else if (resource == "persistentvolumeclaims")
+    kept = {"spec.volumeName", "spec.storageClassName"};
+  for (const char* path : kept) {
+    const rapidjson::Value* old = Find(stored, path);
+    if (old != nullptr && Find(next, path) == nullptr)
+      SetMember(next, path, rapidjson::Value(*old, next.GetAllocator()));
+  }
+}
+
 Status CreateDefaultStorageClass(Store& store) {
   auto parsed = ParseJson(fmt::format(
       R"({{"apiVersion":"storage.k8s.io/v1","kind":"StorageClass","metadata":{{"name":"{}",)"
