@@ -22,17 +22,6 @@ void RemovePodFinalizer(Store& store, const rapidjson::Value& pod) {
                   GetString(pod, "metadata.name"), kJobTrackingFinalizer);
 }
 
-bool ConditionTrue(const rapidjson::Value& job, const char* type) {
-  const rapidjson::Value* conditions = Find(job, "status.conditions");
-  if (conditions == nullptr || !conditions->IsArray())
-    return false;
-  for (const auto& c : conditions->GetArray()) {
-    if (GetString(c, "type") == type && GetString(c, "status") == "True")
-      return true;
-  }
-  return false;
-}
-
 std::string ConditionTime(const rapidjson::Value& job, const char* type) {
   const rapidjson::Value* conditions = Find(job, "status.conditions");
   if (conditions != nullptr && conditions->IsArray()) {
@@ -268,7 +257,7 @@ void WorkloadControllers::SyncJob(const rapidjson::Value& job) {
   if (!status.HasMember("uncountedTerminatedPods"))
     status.AddMember("uncountedTerminatedPods", rapidjson::Value(rapidjson::kObjectType), a);
   const std::vector<ObjectPtr> release = TrackFinishedPods(pods, status);
-  const bool finished = ConditionTrue(job, "Complete") || ConditionTrue(job, "Failed");
+  const bool finished = HasTrueCondition(job, "Complete") || HasTrueCondition(job, "Failed");
   const std::string now = store_.NowTimestamp();
   const rapidjson::Value* suspend = Find(job, "spec.suspend");
   const bool suspended = suspend != nullptr && suspend->IsBool() && suspend->GetBool();

@@ -315,6 +315,17 @@ bool IsPodFinished(const rapidjson::Value& pod) {
   return phase == "Succeeded" || phase == "Failed";
 }
 
+bool HasTrueCondition(const rapidjson::Value& object, const char* type) {
+  const rapidjson::Value* conditions = Find(object, "status.conditions");
+  if (conditions == nullptr || !conditions->IsArray())
+    return false;
+  for (const auto& c : conditions->GetArray()) {
+    if (GetString(c, "type") == type && GetString(c, "status") == "True")
+      return true;
+  }
+  return false;
+}
+
 bool IsPodReady(const rapidjson::Value& pod) {
   if (GetString(pod, "status.phase") != "Running" || IsPodTerminating(pod))
     return false;

@@ -81,6 +81,8 @@ Status CreateDefaultStorageClass(Store& store);
 bool IsPodReady(const rapidjson::Value& pod);
 bool IsPodTerminating(const rapidjson::Value& pod);
 bool IsPodFinished(const rapidjson::Value& pod);
+// True when status.conditions has `type` with status True.
+bool HasTrueCondition(const rapidjson::Value& object, const char* type);
 
 // The columns kubectl get shows for the workload kinds (pkg/printers/internalversion/
 // printers.go), nullptr for other resources; priority 1 columns show with -o wide.

@@ -37,17 +37,6 @@ std::string AccessModes(const rapidjson::Value* modes) {
   return out;
 }
 
-bool HasTrueCondition(const rapidjson::Value& o, const char* type) {
-  const rapidjson::Value* conditions = Find(o, "status.conditions");
-  if (conditions == nullptr || !conditions->IsArray())
-    return false;
-  for (const auto& c : conditions->GetArray()) {
-    if (GetString(c, "type") == type && GetString(c, "status") == "True")
-      return true;
-  }
-  return false;
-}
-
 std::string JobStatus(const rapidjson::Value& job) {
   if (Find(job, "metadata.deletionTimestamp") != nullptr)
     return "Terminating";
