@@ -385,6 +385,10 @@ class Workloads(unittest.TestCase):
         result = self.kubectl("apply", "-f", "-", stdin=job, check=False)
         self.assertIn('spec.template.spec.restartPolicy: Unsupported value: "Always": supported '
                       'values: "OnFailure", "Never"', result.stderr)
+        # kubectl validates strictly by default: an unknown field is refused.
+        typo = DEPLOY.replace("  replicas: 1\n", "  replicas: 1\n  replica: 2\n")
+        result = self.kubectl("apply", "-f", "-", stdin=typo, check=False)
+        self.assertIn('strict decoding error: unknown field "spec.replica"', result.stderr)
 
 
 if __name__ == "__main__":
