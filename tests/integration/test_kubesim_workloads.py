@@ -229,6 +229,7 @@ class Workloads(unittest.TestCase):
 
         # A template change rolls every pod, highest ordinal first.
         before = {n: self.get("pod", n)["metadata"]["uid"] for n in ("web-0", "web-1")}
+        before_revision = self.get("sts", "web")["status"]["updateRevision"]
         self.kubectl("patch", "sts", "web", "--type", "merge", "-p",
                      '{"spec":{"template":{"metadata":{"annotations":{"rev":"2"}}}}}')
         self.kubectl("rollout", "status", "sts/web", "--timeout=60s")
@@ -238,6 +239,12 @@ class Workloads(unittest.TestCase):
             p = self.get("pod", name)
             self.assertNotEqual(p["metadata"]["uid"], before[name])
             self.assertEqual(p["metadata"]["annotations"]["rev"], "2")
+
+        revisions = self.get("controllerrevisions")["items"]
+        self.assertEqual(sorted((r["metadata"]["name"], r["revision"]) for r in revisions),
+                         sorted([(before_revision, 1), (sts["status"]["updateRevision"], 2)]))
+        history = self.kubectl("rollout", "history", "sts/web").stdout
+        self.assertEqual([line.split()[0] for line in history.strip().split("\n")[-2:]], ["1", "2"])
 
         # Forbidden spec change.
         bad = self.kubectl("patch", "sts", "web", "--type", "merge", "-p",
@@ -250,6 +257,7 @@ class Workloads(unittest.TestCase):
         # Deleting the set (background propagation) takes its pods, keeps the claims.
         self.kubectl("delete", "sts", "web")
         wait_for(lambda: self.pod_names("app=web") == [], what="pods collected")
+        wait_for(lambda: self.get("controllerrevisions")["items"] == [], what="revisions collected")
         self.assertIsNotNone(self.get("pvc", "data-web-0"))
         self.kubectl("delete", "-f", "-", "--ignore-not-found", stdin=STS)
         paths = [Path(self.get("pv", self.get("pvc", f"data-web-{i}")["spec"]["volumeName"])

@@ -1,6 +1,9 @@
 // The StatefulSet controller, after pkg/controller/statefulset (stateful_set_control.go:
 // updateStatefulSet, stateful_set_utils.go: newVersionedStatefulSetPod,
 // getPersistentVolumeClaimName, completeRollingUpdate).
+#include <algorithm>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "workload_controllers.h"
@@ -218,6 +221,49 @@ void RollPods(Store& store, k8sbridge::Logger& log, const SetState& state, const
 
 }  // namespace
 
+namespace {
+
+// The ControllerRevision of `revision` (Data: the template under spec, with
+// "$patch":"replace", as getPatch writes it), made once per template.
+Status EnsureRevision(Store& store, const rapidjson::Value& set, const std::string& revision) {
+  const std::string ns = GetString(set, "metadata.namespace");
+  if (store.Get("controllerrevisions", ns, revision).ok())
+    return Status::Ok();
+  int64_t number = 0;
+  for (const ObjectPtr& r :
+       OwnedBy(store, "controllerrevisions", ns, GetString(set, "metadata.uid")))
+    number = std::max(number, IntAt(*r, "revision", 0));
+  rapidjson::Document cr = NewObject("apps/v1", "ControllerRevision", revision,
+                                     Find(set, "spec.template.metadata.labels"));
+  auto& a = cr.GetAllocator();
+  std::string hash = revision.substr(revision.rfind('-') + 1);
+  SetLabel(cr["metadata"], "controller.kubernetes.io/hash", hash, a);
+  rapidjson::Value refs(rapidjson::kArrayType);
+  refs.PushBack(ControllerRef(set, "apps/v1", "StatefulSet", a), a);
+  cr["metadata"].AddMember("ownerReferences", refs, a);
+  SetMember(cr, "data.spec.template", rapidjson::Value(*Find(set, "spec.template"), a));
+  cr["data"]["spec"]["template"].AddMember("$patch", "replace", a);
+  cr.AddMember("revision", number + 1, a);
+  auto created = store.Create("controllerrevisions", ns, std::move(cr));
+  return created.ok() || created.status().code() == Status::Code::kAlreadyExists ? Status::Ok()
+                                                                                 : created.status();
+}
+
+// The pod template a revision recorded, as JSON; nullopt when it is gone.
+std::optional<std::string> RevisionTemplate(Store& store, const std::string& ns,
+                                            const std::string& revision) {
+  auto cr = store.Get("controllerrevisions", ns, revision);
+  const rapidjson::Value* t = cr.ok() ? Find(**cr, "data.spec.template") : nullptr;
+  if (t == nullptr || !t->IsObject())
+    return std::nullopt;
+  rapidjson::Document copy;
+  copy.CopyFrom(*t, copy.GetAllocator());
+  copy.RemoveMember("$patch");
+  return ToJson(copy);
+}
+
+}  // namespace
+
 // The pods in range: missing ones are created (with their claims first), failed ones
 // replaced; OrderedReady stops at the first pod that is not Ready. True when all are.
 bool WorkloadControllers::ScaleUpStatefulSet(const rapidjson::Value& set, const SetState& state,
@@ -228,13 +274,13 @@ bool WorkloadControllers::ScaleUpStatefulSet(const rapidjson::Value& set, const 
     auto it = state.pods.find(ordinal);
     if (it == state.pods.end()) {
       all_ready = false;
-      // Pods below the partition keep the current revision (when kubesim has it).
+      // Pods below the partition keep the current revision (its ControllerRevision).
       std::string revision = state.update_revision;
       std::string template_json = ToJson(*Find(set, "spec.template"));
-      auto known = revisions_.find(ns + "/" + state.current_revision);
-      if (ordinal - range.start < range.partition && known != revisions_.end()) {
+      std::optional<std::string> current = RevisionTemplate(store_, ns, state.current_revision);
+      if (ordinal - range.start < range.partition && current) {
         revision = state.current_revision;
-        template_json = known->second;
+        template_json = *current;
       }
       auto parsed = ParseJson(template_json);
       Status s = EnsureClaims(store_, set, ordinal);
@@ -271,7 +317,8 @@ void WorkloadControllers::SyncStatefulSet(const rapidjson::Value& set) {
   state.current_revision = GetString(set, "status.currentRevision");
   if (state.current_revision.empty())
     state.current_revision = state.update_revision;
-  revisions_[ns + "/" + state.update_revision] = ToJson(*pod_template);
+  if (Status s = EnsureRevision(store_, set, state.update_revision); !s.ok())
+    log_.Warning("statefulset {}/{}: revision: {}", ns, name, s.ToString());
   for (const ObjectPtr& pod : OwnedBy(store_, "pods", ns, GetString(set, "metadata.uid"))) {
     int64_t ordinal = OrdinalOf(name, *pod);
     if (ordinal >= 0)

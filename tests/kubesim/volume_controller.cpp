@@ -360,13 +360,8 @@ void SyncEndpoints(Store& store, const rapidjson::Value& svc) {
     });
     return;
   }
-  rapidjson::Document ep(rapidjson::kObjectType);
+  rapidjson::Document ep = NewObject("v1", "Endpoints", name, Find(svc, "metadata.labels"));
   auto& a = ep.GetAllocator();
-  ep.AddMember("apiVersion", "v1", a);
-  ep.AddMember("kind", "Endpoints", a);
-  SetMember(ep, "metadata.name", rapidjson::Value(name.c_str(), a));
-  if (const rapidjson::Value* labels = Find(svc, "metadata.labels"))
-    SetMember(ep, "metadata.labels", rapidjson::Value(*labels, a));
   SetAnnotation(ep, kEndpointsMarker, store.NowTimestamp());
   if (!subsets.Empty())
     ep.AddMember("subsets", rapidjson::Value(subsets, a), a);

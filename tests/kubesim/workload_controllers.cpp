@@ -55,6 +55,18 @@ int64_t IntAt(const rapidjson::Value& object, const char* path, int64_t fallback
   return v != nullptr && v->IsInt64() ? v->GetInt64() : fallback;
 }
 
+rapidjson::Document NewObject(const char* api_version, const char* kind, const std::string& name,
+                              const rapidjson::Value* labels) {
+  rapidjson::Document doc(rapidjson::kObjectType);
+  auto& a = doc.GetAllocator();
+  doc.AddMember("apiVersion", rapidjson::StringRef(api_version), a);
+  doc.AddMember("kind", rapidjson::StringRef(kind), a);
+  SetMember(doc, "metadata.name", rapidjson::Value(name.c_str(), a));
+  if (labels != nullptr)
+    SetMember(doc, "metadata.labels", rapidjson::Value(*labels, a));
+  return doc;
+}
+
 std::vector<ObjectPtr> OwnedBy(Store& store, const std::string& resource, const std::string& ns,
                                const std::string& owner_uid) {
   return store

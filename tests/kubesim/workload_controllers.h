@@ -74,9 +74,6 @@ class WorkloadControllers {
   Store& store_;
   k8sbridge::Logger& log_;
   WorkloadControllerOptions options_;
-  // StatefulSet revisions: revision name -> pod template (kubesim keeps them here, not
-  // as ControllerRevision objects).
-  std::map<std::string, std::string> revisions_;
   // Job uid -> when its last pod failure was counted (for the backoff).
   std::map<std::string, std::chrono::steady_clock::time_point> job_last_failure_;
   std::atomic<bool> stop_{false};
@@ -106,5 +103,8 @@ Status CreateControllerPod(Store& store, const AdmissionOptions& admission,
 void WriteStatus(Store& store, const std::string& resource, const rapidjson::Value& object,
                  rapidjson::Document& status);
 int64_t IntAt(const rapidjson::Value& object, const char* path, int64_t fallback);
+// A new object: apiVersion, kind, metadata.name and (when given) a copy of `labels`.
+rapidjson::Document NewObject(const char* api_version, const char* kind, const std::string& name,
+                              const rapidjson::Value* labels);
 
 }  // namespace kubesim
