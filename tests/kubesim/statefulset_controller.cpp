@@ -54,6 +54,47 @@ std::string ClaimName(const rapidjson::Value& claim_template, const std::string&
   return fmt::format("{}-{}-{}", GetString(claim_template, "metadata.name"), set, ordinal);
 }
 
+// A plain (not controller) owner reference, as the retention policy sets them
+// (stateful_set_utils.go: setOwnerRef).
+rapidjson::Value OwnerRef(const rapidjson::Value& owner, const char* api_version, const char* kind,
+                          Alloc& a) {
+  rapidjson::Value ref = ControllerRef(owner, api_version, kind, a);
+  ref.RemoveMember("controller");
+  ref.RemoveMember("blockOwnerDeletion");
+  return ref;
+}
+
+// whenScaled: Delete - a condemned pod's claims get the pod as owner before it goes.
+void HandClaimsToPod(Store& store, const rapidjson::Value& set, const rapidjson::Value& pod) {
+  if (GetString(set, "spec.persistentVolumeClaimRetentionPolicy.whenScaled") != "Delete")
+    return;
+  const rapidjson::Value* volumes = Find(pod, "spec.volumes");
+  if (volumes == nullptr || !volumes->IsArray())
+    return;
+  for (const auto& v : volumes->GetArray()) {
+    std::string claim = GetString(v, "persistentVolumeClaim.claimName");
+    if (claim.empty())
+      continue;
+    (void)store.Mutate("persistentvolumeclaims", GetString(pod, "metadata.namespace"), claim,
+                       [&](rapidjson::Document& doc) {
+                         auto& a = doc.GetAllocator();
+                         if (Find(doc, "metadata.ownerReferences") == nullptr)
+                           SetMember(doc, "metadata.ownerReferences",
+                                     rapidjson::Value(rapidjson::kArrayType));
+                         // The pod replaces the set as owner (updateClaimOwnerRefForSetAndPod).
+                         rapidjson::Value& refs = doc["metadata"]["ownerReferences"];
+                         for (auto r = refs.Begin(); r != refs.End();) {
+                           if (GetString(*r, "uid") == GetString(pod, "metadata.uid"))
+                             return Status::Ok();
+                           bool set_ref = GetString(*r, "uid") == GetString(set, "metadata.uid");
+                           r = set_ref ? refs.Erase(r) : r + 1;
+                         }
+                         refs.PushBack(OwnerRef(pod, "v1", "Pod", a), a);
+                         return Status::Ok();
+                       });
+  }
+}
+
 // createPersistentVolumeClaims: the claims of `ordinal` that do not exist yet.
 Status EnsureClaims(Store& store, const rapidjson::Value& set, int64_t ordinal) {
   const rapidjson::Value* templates = Find(set, "spec.volumeClaimTemplates");
@@ -82,6 +123,12 @@ Status EnsureClaims(Store& store, const rapidjson::Value& set, int64_t ordinal) 
         SetLabel(pvc["metadata"], m.name.GetString(), m.value.GetString(), a);
     }
     SetMember(pvc, "status.phase", rapidjson::Value("Pending", a));
+    // whenDeleted: Delete - the set owns its claims, so they go with it.
+    if (GetString(set, "spec.persistentVolumeClaimRetentionPolicy.whenDeleted") == "Delete") {
+      rapidjson::Value refs(rapidjson::kArrayType);
+      refs.PushBack(OwnerRef(set, "apps/v1", "StatefulSet", a), a);
+      pvc["metadata"].AddMember("ownerReferences", refs, a);
+    }
     AdmitClaim(store, pvc);
     auto created = store.Create("persistentvolumeclaims", ns, std::move(pvc));
     if (!created.ok() && created.status().code() != Status::Code::kAlreadyExists)
@@ -184,7 +231,8 @@ namespace {
 
 // Condemned pods go from the highest ordinal; OrderedReady one at a time, and only
 // while every pod in range is Ready.
-void ScaleDown(Store& store, const SetState& state, const SetRange& range, bool all_ready) {
+void ScaleDown(Store& store, const rapidjson::Value& set, const SetState& state,
+               const SetRange& range, bool all_ready) {
   for (auto it = state.pods.rbegin(); it != state.pods.rend(); ++it) {
     if (it->first >= range.start && it->first < range.end)
       continue;
@@ -195,6 +243,7 @@ void ScaleDown(Store& store, const SetState& state, const SetRange& range, bool 
     }
     if (!range.parallel && !all_ready)
       break;
+    HandClaimsToPod(store, set, *it->second);
     DeletePod(store, *it->second);
     if (!range.parallel)
       break;
@@ -330,7 +379,7 @@ void WorkloadControllers::SyncStatefulSet(const rapidjson::Value& set) {
   range.parallel = GetString(set, "spec.podManagementPolicy") == "Parallel";
   range.partition = IntAt(set, "spec.updateStrategy.rollingUpdate.partition", 0);
   const bool all_ready = ScaleUpStatefulSet(set, state, range);
-  ScaleDown(store_, state, range, all_ready);
+  ScaleDown(store_, set, state, range, all_ready);
   if (GetString(set, "spec.updateStrategy.type") == "RollingUpdate" && all_ready)
     RollPods(store_, log_, state, range);
   WriteSetStatus(store_, set, state);
