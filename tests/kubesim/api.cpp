@@ -17,6 +17,7 @@
 #include "managed_fields.h"
 #include "patch.h"
 #include "pod_log.h"
+#include "pod_security.h"
 #include "protobuf.h"
 #include "quantity.h"
 #include "rbac.h"
@@ -24,6 +25,7 @@
 #include "selector.h"
 #include "serviceaccounts.h"
 #include "validation.h"
+#include "workloads.h"
 
 namespace kubesim {
 
@@ -118,6 +120,52 @@ const std::vector<ResourceDef>& Resources() {
        {},
        {}},
       {"authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", "", false, {}, {}},
+      // Workloads (workloads.h).
+      {"apps",
+       "v1",
+       "statefulsets",
+       "StatefulSet",
+       "statefulset",
+       true,
+       {"sts"},
+       {"status", "scale"}},
+      {"apps",
+       "v1",
+       "deployments",
+       "Deployment",
+       "deployment",
+       true,
+       {"deploy"},
+       {"status", "scale"}},
+      {"apps", "v1", "replicasets", "ReplicaSet", "replicaset", true, {"rs"}, {"status", "scale"}},
+      {"apps",
+       "v1",
+       "controllerrevisions",
+       "ControllerRevision",
+       "controllerrevision",
+       true,
+       {},
+       {}},
+      {"batch", "v1", "jobs", "Job", "job", true, {}, {"status"}},
+      {"",
+       "v1",
+       "persistentvolumeclaims",
+       "PersistentVolumeClaim",
+       "persistentvolumeclaim",
+       true,
+       {"pvc"},
+       {"status"}},
+      {"",
+       "v1",
+       "persistentvolumes",
+       "PersistentVolume",
+       "persistentvolume",
+       false,
+       {"pv"},
+       {"status"}},
+      {"", "v1", "services", "Service", "service", true, {"svc"}, {"status"}},
+      {"", "v1", "endpoints", "Endpoints", "endpoints", true, {"ep"}, {}},
+      {"storage.k8s.io", "v1", "storageclasses", "StorageClass", "storageclass", false, {"sc"}, {}},
   };
   return defs;
 }
@@ -337,6 +385,12 @@ struct Column {
 };
 
 std::vector<Column> ColumnsFor(const std::string& resource) {
+  if (const std::vector<TableColumn>* columns = WorkloadTableColumns(resource)) {
+    std::vector<Column> out;
+    for (const TableColumn& c : *columns)
+      out.push_back({c.name, "string", out.empty() ? "name" : "", c.priority});
+    return out;
+  }
   if (resource == "pods") {
     return {{"Name", "string", "name", 0},
             {"Ready", "string", "", 0},
@@ -374,6 +428,11 @@ void AddCells(const std::string& resource, const rapidjson::Value& o, rapidjson:
   auto str = [&](const std::string& v) { cells.PushBack(rapidjson::Value(v.c_str(), a), a); };
   std::string name = GetString(o, "metadata.name");
   std::string age = HumanAge(GetString(o, "metadata.creationTimestamp"), now);
+  if (WorkloadTableColumns(resource) != nullptr) {
+    for (const std::string& cell : WorkloadTableCells(resource, o, age))
+      str(cell);
+    return;
+  }
   if (resource == "pods") {
     const rapidjson::Value* containers = Find(o, "spec.containers");
     size_t total = containers != nullptr && containers->IsArray() ? containers->Size() : 0;
@@ -629,7 +688,9 @@ ApiResponse Api::Discovery(const std::string& path) const {
             sn.PushBack(rapidjson::Value(s.c_str(), a), a);
           r.AddMember("shortNames", sn, a);
         }
-        if (with_names && def.resource == "pods") {
+        static const std::set<std::string> kAll = {"pods",        "services",     "deployments",
+                                                   "replicasets", "statefulsets", "jobs"};
+        if (with_names && kAll.count(def.resource) != 0) {
           rapidjson::Value cats(rapidjson::kArrayType);
           cats.PushBack("all", a);
           r.AddMember("categories", cats, a);
@@ -659,6 +720,11 @@ ApiResponse Api::Discovery(const std::string& path) const {
           eviction.AddMember("version", "v1", a);
         } else if (sub == "log") {
           add(def.resource + "/log", "", def.kind, {"get"}, false);
+        } else if (sub == "scale") {
+          add(def.resource + "/scale", "", "Scale", {"get", "patch", "update"}, false);
+          auto& scale = list[list.Size() - 1];
+          scale.AddMember("group", "autoscaling", a);
+          scale.AddMember("version", "v1", a);
         } else {
           add(def.resource + "/" + sub, "", def.kind, {"get", "patch", "update"}, false);
         }
@@ -841,6 +907,8 @@ ApiResponse Api::Handle(const ApiRequest& request, const Route& route) {
   }
   if (route.subresource == "log")
     return PodLog(store_, pod_log_root_, request, route);  // pod_log.h
+  if (route.subresource == "scale")
+    return HandleScale(store_, request, route);
   if (route.verb == "get")
     return Get(route, WantsTable(request.accept));
   if (route.verb == "list")
@@ -1052,6 +1120,8 @@ std::optional<ApiResponse> CheckPatchedObject(const ApiRequest& request, const R
                                           route.version, true, next, warnings))
     return refused;
   ReplaceInvalidUtf8(next, next.GetAllocator());
+  if (route.subresource.empty())
+    DefaultWorkload(route.resource, next);
   return ValidateAgainstStored(route, next, current);
 }
 
@@ -1142,10 +1212,15 @@ ApiResponse Api::Create(const ApiRequest& request, const Route& route) {
   // Mutating admission (DefaultTolerationSeconds) runs before validation, as upstream.
   if (auto refused = AdmitCreate(store_, admission_, route, doc))
     return *refused;
+  DefaultWorkload(route.resource, doc);
   if (auto refused = CheckRbacWrite(store_, request, route, doc, nullptr))
     return *refused;
   if (FieldErrors errors = ValidateCreate(route.group, route.resource, doc); !errors.empty())
     return InvalidResponse(def->kind, route.group, name, errors);
+  if (auto refused = AdmitWorkloadCreate(store_, route.resource, doc))
+    return *refused;
+  if (auto refused = AdmitPodSecurity(store_, route.resource, doc, warnings))
+    return *refused;
   if (route.resource == "poddisruptionbudgets") {
     if (Status s = ValidatePodDisruptionBudget(doc); !s.ok())
       return ErrorFromStatus(s, named);
@@ -1208,11 +1283,17 @@ ApiResponse Api::Update(const ApiRequest& request, const Route& route) {
   ReplaceInvalidUtf8(doc, doc.GetAllocator());
   if (route.group == "events.k8s.io")
     RenameMembers(doc, false);
+  if (route.subresource.empty())
+    DefaultWorkload(route.resource, doc);
   if (auto current = store_.Get(route.resource, route.ns, route.name); current.ok()) {
     if (auto refused = CheckRbacWrite(store_, request, route, doc, current->get()))
       return *refused;
+    if (route.subresource.empty())
+      KeepAllocatedValues(route.resource, doc, **current);
     if (auto invalid = ValidateAgainstStored(route, doc, **current))
       return *invalid;
+    if (route.subresource.empty())
+      WarnPodSecurityOfTemplate(store_, route.resource, doc, warnings);
     TrackUpdate(current->get(), doc, WriteContextOf(request, route, store_));
   }
   if (route.resource == "poddisruptionbudgets" && route.subresource.empty()) {

@@ -62,45 +62,10 @@ int64_t Scaled(const IntOrPercent& v, int64_t total) {
   return (v.value * total + 99) / 100;
 }
 
-// metav1.LabelSelectorAsSelector as selector text; nullopt for a null selector (which
-// selects nothing). "" for an empty one (everything).
-std::optional<std::string> SelectorText(const rapidjson::Value& pdb) {
-  const rapidjson::Value* selector = Find(pdb, "spec.selector");
-  if (selector == nullptr || !selector->IsObject())
-    return std::nullopt;
-  std::vector<std::string> parts;
-  const rapidjson::Value* labels = Find(*selector, "matchLabels");
-  if (labels != nullptr && labels->IsObject()) {
-    for (const auto& m : labels->GetObject()) {
-      if (m.value.IsString())
-        parts.push_back(fmt::format("{}={}", m.name.GetString(), m.value.GetString()));
-    }
-  }
-  const rapidjson::Value* exprs = Find(*selector, "matchExpressions");
-  if (exprs != nullptr && exprs->IsArray()) {
-    for (const auto& e : exprs->GetArray()) {
-      const std::string key = GetString(e, "key"), op = GetString(e, "operator");
-      std::vector<std::string> values;
-      const rapidjson::Value* vs = Find(e, "values");
-      if (vs != nullptr && vs->IsArray()) {
-        for (const auto& x : vs->GetArray())
-          values.push_back(x.IsString() ? x.GetString() : "");
-      }
-      if (op == "In" || op == "NotIn") {
-        parts.push_back(
-            fmt::format("{} {} ({})", key, op == "In" ? "in" : "notin", fmt::join(values, ",")));
-      } else {
-        parts.push_back(op == "Exists" ? key : "!" + key);
-      }
-    }
-  }
-  return fmt::format("{}", fmt::join(parts, ","));
-}
-
 // The pods the budget's selector picks in its namespace; nullopt for a bad selector.
 std::optional<std::vector<ObjectPtr>> SelectedPods(Store& store, const rapidjson::Value& pdb,
                                                    bool empty_selects_nothing) {
-  const std::optional<std::string> text = SelectorText(pdb);
+  const std::optional<std::string> text = LabelSelectorText(Find(pdb, "spec.selector"));
   if (!text || (empty_selects_nothing && text->empty()))
     return std::vector<ObjectPtr>();
   Result<LabelSelector> selector = LabelSelector::Parse(*text);

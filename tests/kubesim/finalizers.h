@@ -30,6 +30,12 @@ Status ValidatePropagation(const DeleteOptions& options);
 bool ApplyDeletionFinalizers(rapidjson::Document& object, const DeleteOptions& options);
 
 bool HasFinalizers(const rapidjson::Value& object);
+// True when metadata.finalizers holds `name`.
+bool HasFinalizer(const rapidjson::Value& object, const char* name);
+// Removes `finalizer` from the object (the store deletes it when that empties the list
+// of an object whose deletion has started). A missing object is no error.
+void RemoveFinalizer(Store& store, const std::string& resource, const std::string& ns,
+                     const std::string& name, const char* finalizer);
 
 // markAsDeleting: deletionTimestamp now (unless already earlier), grace period 0.
 void MarkAsDeleting(rapidjson::Document& object, const std::string& now_timestamp,

@@ -25,8 +25,22 @@ struct Graph {
   std::multimap<std::string, size_t> dependents;  // owner uid -> index in items
 };
 
-const char* const kCollectedResources[] = {"pods",   "configmaps", "secrets",   "events",
-                                           "leases", "nodes",      "namespaces"};
+const char* const kCollectedResources[] = {"pods",
+                                           "configmaps",
+                                           "secrets",
+                                           "events",
+                                           "leases",
+                                           "nodes",
+                                           "namespaces",
+                                           "statefulsets",
+                                           "deployments",
+                                           "replicasets",
+                                           "jobs",
+                                           "persistentvolumeclaims",
+                                           "persistentvolumes",
+                                           "services",
+                                           "endpoints",
+                                           "controllerrevisions"};
 
 Graph Snapshot(Store& store) {
   Graph graph;
@@ -63,22 +77,20 @@ std::optional<std::string> ResourceOfKind(const std::string& api_version, const 
       {{"", "Event"}, "events"},
       {{"events.k8s.io", "Event"}, "events"},
       {{"coordination.k8s.io", "Lease"}, "leases"},
+      {{"apps", "StatefulSet"}, "statefulsets"},
+      {{"apps", "Deployment"}, "deployments"},
+      {{"apps", "ReplicaSet"}, "replicasets"},
+      {{"apps", "ControllerRevision"}, "controllerrevisions"},
+      {{"batch", "Job"}, "jobs"},
+      {{"", "PersistentVolumeClaim"}, "persistentvolumeclaims"},
+      {{"", "PersistentVolume"}, "persistentvolumes"},
+      {{"", "Service"}, "services"},
+      {{"", "Endpoints"}, "endpoints"},
   };
   auto it = kinds.find({group, kind});
   if (it == kinds.end())
     return std::nullopt;
   return it->second;
-}
-
-bool HasFinalizer(const rapidjson::Value& object, const char* name) {
-  const rapidjson::Value* list = Find(object, "metadata.finalizers");
-  if (list == nullptr || !list->IsArray())
-    return false;
-  for (const auto& f : list->GetArray()) {
-    if (f.IsString() && std::string(f.GetString()) == name)
-      return true;
-  }
-  return false;
 }
 
 bool BeingDeleted(const rapidjson::Value& object) {
@@ -90,20 +102,8 @@ bool Blocks(const rapidjson::Value& ref) {
   return block != nullptr && block->IsBool() && block->GetBool();
 }
 
-// Removes `finalizer` (the store deletes the object when that empties the list of an
-// object whose deletion has started).
 void RemoveFinalizer(Store& store, const Item& item, const char* finalizer) {
-  (void)store.Mutate(item.resource, item.ns, item.name, [&](rapidjson::Document& object) {
-    rapidjson::Value* list = const_cast<rapidjson::Value*>(Find(object, "metadata.finalizers"));
-    if (list == nullptr || !list->IsArray())
-      return Status::Ok();
-    for (auto it = list->Begin(); it != list->End();) {
-      it = (it->IsString() && std::string(it->GetString()) == finalizer) ? list->Erase(it) : it + 1;
-    }
-    if (list->Empty())
-      object["metadata"].RemoveMember("finalizers");
-    return Status::Ok();
-  });
+  kubesim::RemoveFinalizer(store, item.resource, item.ns, item.name, finalizer);
 }
 
 // Removes the owner references whose uid is in `uids`.
@@ -196,6 +196,32 @@ void FinalizeOwner(Store& store, const Graph& graph, const Item& owner) {
 }
 
 }  // namespace
+
+bool HasFinalizer(const rapidjson::Value& object, const char* name) {
+  const rapidjson::Value* list = Find(object, "metadata.finalizers");
+  if (list == nullptr || !list->IsArray())
+    return false;
+  for (const auto& f : list->GetArray()) {
+    if (f.IsString() && std::string(f.GetString()) == name)
+      return true;
+  }
+  return false;
+}
+
+void RemoveFinalizer(Store& store, const std::string& resource, const std::string& ns,
+                     const std::string& name, const char* finalizer) {
+  (void)store.Mutate(resource, ns, name, [&](rapidjson::Document& object) {
+    rapidjson::Value* list = const_cast<rapidjson::Value*>(Find(object, "metadata.finalizers"));
+    if (list == nullptr || !list->IsArray())
+      return Status::Ok();
+    for (auto it = list->Begin(); it != list->End();) {
+      it = (it->IsString() && std::string(it->GetString()) == finalizer) ? list->Erase(it) : it + 1;
+    }
+    if (list->Empty())
+      object["metadata"].RemoveMember("finalizers");
+    return Status::Ok();
+  });
+}
 
 void CollectGarbage(Store& store) {
   Graph graph = Snapshot(store);

@@ -25,6 +25,7 @@
 #include "server.h"
 #include "store.h"
 #include "tls.h"
+#include "workload_controllers.h"
 
 namespace {
 
@@ -64,7 +65,9 @@ Runs until SIGTERM or SIGINT. SIGHUP re-reads DIR/token (token rotation).
                           the API is also served on the bridge's gateway address
   --bridge NAME           the kubelet's bridge (default ksim0); one per stand-in
   --pod-network CIDR      the pods' addresses (default 10.232.0.0/24); one per stand-in
-  --kubelet-state-dir DIR volumes and container logs (default /run/kubesim)
+  --kubelet-state-dir DIR volumes and container logs (default /run/kubesim); the
+                          hostPath provisioner of the default StorageClass puts
+                          PersistentVolumes in DIR/volumes/pvc-<uid>
   --image-store DIR       OCI mode: run every container from its image, found among the
                           OCI layouts in DIR, with runc (docs/kubesim.md, "OCI mode")
   --kubelet-backoff-ms N  the container restart and image pull back-off's first step
@@ -360,6 +363,15 @@ int main(int argc, char** argv) {
   // controllers (lifecycle.h).
   kubesim::Controllers controllers(store, log, controller_options);
   controllers.Start();
+  kubesim::WorkloadControllerOptions workload_options;
+  workload_options.state_dir = kubelet_options.state_dir;
+  workload_options.admission = server_options.admission;
+  kubesim::WorkloadControllers workloads(store, log, workload_options);
+  if (auto s = workloads.Start(); !s.ok()) {
+    controllers.Stop();
+    server.Stop();
+    return Fail("workload controllers: " + s.ToString());
+  }
   std::unique_ptr<kubesim::Scheduler> sched;
   if (scheduler) {
     sched = std::make_unique<kubesim::Scheduler>(store, log);
@@ -426,6 +438,7 @@ int main(int argc, char** argv) {
     node_agent->Stop();  // stops every pod, removes the bridge
   if (sched)
     sched->Stop();
+  workloads.Stop();
   controllers.Stop();
   server.Stop();
   store.Shutdown();

@@ -277,7 +277,12 @@ Status MergeList(const std::string& field, rapidjson::Value& target, const rapid
     target.CopyFrom(patch, alloc);  // atomic list
     return Status::Ok();
   }
-  const std::string& key = key_it->second;
+  std::string key = key_it->second;
+  // A Service's ports merge on "port", a container's on "containerPort": the same
+  // field name, told apart by the elements.
+  if (field == "ports" && !patch.Empty() && patch[0].IsObject() &&
+      !patch[0].HasMember("containerPort") && patch[0].HasMember("port"))
+    key = "port";
   // {"$patch":"replace"} inside the list replaces it with the other elements.
   for (const auto& v : patch.GetArray()) {
     if (v.IsObject() && GetString(v, "$patch") == "replace") {

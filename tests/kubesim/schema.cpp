@@ -311,6 +311,53 @@ const TypeRow kTypes[] = {
     {"LeaseSpec",
      "holderIdentity leaseDurationSeconds acquireTime renewTime leaseTransitions strategy "
      "preferredHolder"},
+    // The workload kinds (k8s.io/api apps/v1, batch/v1, core/v1, storage/v1 types.go);
+    // their status types, the PersistentVolume spec, Job policies and Endpoints subsets
+    // are left unchecked (no rows).
+    {"PodTemplateSpec", "metadata:ObjectMeta spec:PodSpec"},
+    {"StatefulSet", ":TypeMeta metadata:ObjectMeta spec:StatefulSetSpec status:StatefulSetStatus"},
+    {"StatefulSetSpec",
+     "replicas selector:LabelSelector template:PodTemplateSpec "
+     "volumeClaimTemplates:[]PersistentVolumeClaim serviceName podManagementPolicy "
+     "updateStrategy:StatefulSetUpdateStrategy revisionHistoryLimit minReadySeconds "
+     "persistentVolumeClaimRetentionPolicy:StatefulSetPersistentVolumeClaimRetentionPolicy "
+     "ordinals:StatefulSetOrdinals"},
+    {"StatefulSetUpdateStrategy", "type rollingUpdate:RollingUpdateStatefulSetStrategy"},
+    {"RollingUpdateStatefulSetStrategy", "partition maxUnavailable"},
+    {"StatefulSetPersistentVolumeClaimRetentionPolicy", "whenDeleted whenScaled"},
+    {"StatefulSetOrdinals", "start"},
+    {"Deployment", ":TypeMeta metadata:ObjectMeta spec:DeploymentSpec status:DeploymentStatus"},
+    {"DeploymentSpec",
+     "replicas selector:LabelSelector template:PodTemplateSpec strategy:DeploymentStrategy "
+     "minReadySeconds revisionHistoryLimit paused progressDeadlineSeconds"},
+    {"DeploymentStrategy", "type rollingUpdate:RollingUpdateDeployment"},
+    {"RollingUpdateDeployment", "maxUnavailable maxSurge"},
+    {"ReplicaSet", ":TypeMeta metadata:ObjectMeta spec:ReplicaSetSpec status:ReplicaSetStatus"},
+    {"ReplicaSetSpec", "replicas minReadySeconds selector:LabelSelector template:PodTemplateSpec"},
+    {"ControllerRevision", ":TypeMeta metadata:ObjectMeta data revision"},
+    {"Job", ":TypeMeta metadata:ObjectMeta spec:JobSpec status:JobStatus"},
+    {"JobSpec",
+     "parallelism completions activeDeadlineSeconds podFailurePolicy:PodFailurePolicy "
+     "successPolicy:SuccessPolicy backoffLimit backoffLimitPerIndex maxFailedIndexes "
+     "selector:LabelSelector manualSelector template:PodTemplateSpec ttlSecondsAfterFinished "
+     "completionMode suspend podReplacementPolicy managedBy"},
+    {"PersistentVolumeClaim",
+     ":TypeMeta metadata:ObjectMeta spec:PersistentVolumeClaimSpec "
+     "status:PersistentVolumeClaimStatus"},
+    {"PersistentVolume",
+     ":TypeMeta metadata:ObjectMeta spec:PersistentVolumeSpec status:PersistentVolumeStatus"},
+    {"Service", ":TypeMeta metadata:ObjectMeta spec:ServiceSpec status:ServiceStatus"},
+    {"ServiceSpec",
+     "ports:[]ServicePort selector clusterIP clusterIPs type externalIPs sessionAffinity "
+     "loadBalancerIP loadBalancerSourceRanges externalName externalTrafficPolicy "
+     "healthCheckNodePort publishNotReadyAddresses sessionAffinityConfig:SessionAffinityConfig "
+     "ipFamilies ipFamilyPolicy allocateLoadBalancerNodePorts loadBalancerClass "
+     "internalTrafficPolicy trafficDistribution"},
+    {"ServicePort", "name protocol appProtocol port targetPort nodePort"},
+    {"Endpoints", ":TypeMeta metadata:ObjectMeta subsets"},
+    {"StorageClass",
+     ":TypeMeta metadata:ObjectMeta provisioner parameters reclaimPolicy mountOptions "
+     "allowVolumeExpansion volumeBindingMode allowedTopologies"},
 };
 
 // A field's declared type: "" plain, else the type and whether it is a list.
@@ -431,6 +478,16 @@ std::string SchemaTypeFor(const std::string& group, const std::string& resource)
       {{"", "events"}, "Event"},
       {{"events.k8s.io", "events"}, "events.k8s.io/v1.Event"},
       {{"coordination.k8s.io", "leases"}, "Lease"},
+      {{"apps", "statefulsets"}, "StatefulSet"},
+      {{"apps", "deployments"}, "Deployment"},
+      {{"apps", "replicasets"}, "ReplicaSet"},
+      {{"apps", "controllerrevisions"}, "ControllerRevision"},
+      {{"batch", "jobs"}, "Job"},
+      {{"", "persistentvolumeclaims"}, "PersistentVolumeClaim"},
+      {{"", "persistentvolumes"}, "PersistentVolume"},
+      {{"", "services"}, "Service"},
+      {{"", "endpoints"}, "Endpoints"},
+      {{"storage.k8s.io", "storageclasses"}, "StorageClass"},
   };
   auto it = types.find({group, resource});
   return it == types.end() ? "" : it->second;

@@ -304,4 +304,36 @@ bool FieldSelector::Matches(const rapidjson::Value& object) const {
   return true;
 }
 
+std::optional<std::string> LabelSelectorText(const rapidjson::Value* selector) {
+  if (selector == nullptr || !selector->IsObject())
+    return std::nullopt;
+  std::vector<std::string> parts;
+  const rapidjson::Value* labels = Find(*selector, "matchLabels");
+  if (labels != nullptr && labels->IsObject()) {
+    for (const auto& m : labels->GetObject()) {
+      if (m.value.IsString())
+        parts.push_back(fmt::format("{}={}", m.name.GetString(), m.value.GetString()));
+    }
+  }
+  const rapidjson::Value* exprs = Find(*selector, "matchExpressions");
+  if (exprs != nullptr && exprs->IsArray()) {
+    for (const auto& e : exprs->GetArray()) {
+      const std::string key = GetString(e, "key"), op = GetString(e, "operator");
+      std::vector<std::string> values;
+      const rapidjson::Value* vs = Find(e, "values");
+      if (vs != nullptr && vs->IsArray()) {
+        for (const auto& x : vs->GetArray())
+          values.push_back(x.IsString() ? x.GetString() : "");
+      }
+      if (op == "In" || op == "NotIn") {
+        parts.push_back(
+            fmt::format("{} {} ({})", key, op == "In" ? "in" : "notin", fmt::join(values, ",")));
+      } else {
+        parts.push_back(op == "Exists" ? key : "!" + key);
+      }
+    }
+  }
+  return fmt::format("{}", fmt::join(parts, ","));
+}
+
 }  // namespace kubesim

@@ -2,6 +2,7 @@
 // kubesim is test and demo infrastructure (docs/kubesim.md); it ships nowhere.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,5 +48,10 @@ class FieldSelector {
   };
   std::vector<Term> terms_;
 };
+
+// metav1.LabelSelectorAsSelector as selector text ("a=b,c in (x,y),!d") for a
+// LabelSelector object (spec.selector of a budget or a workload); nullopt for a null
+// selector (which selects nothing), "" for an empty one (everything).
+std::optional<std::string> LabelSelectorText(const rapidjson::Value* selector);
 
 }  // namespace kubesim

@@ -206,7 +206,19 @@ const char* KindOf(const std::string& resource) {
     return "Lease";
   if (resource == "poddisruptionbudgets")
     return "PodDisruptionBudget";
-  return "";
+  return WorkloadKindOf(resource);
+}
+
+// The kinds whose main resource never writes .status (they have a status subresource).
+bool KeepsStatusOnUpdate(const std::string& resource) {
+  return resource == "pods" || resource == "nodes" || resource == "poddisruptionbudgets" ||
+         HasWorkloadStatus(resource);
+}
+
+// The kinds whose metadata.generation counts spec changes (their controllers compare
+// status.observedGeneration with it).
+bool TracksGeneration(const std::string& resource) {
+  return resource == "poddisruptionbudgets" || TracksWorkloadGeneration(resource);
 }
 
 }  // namespace
@@ -365,8 +377,9 @@ Result<ObjectPtr> Store::Create(const std::string& resource, const std::string& 
       SetMember(*doc, "spec.terminationGracePeriodSeconds", rapidjson::Value(int64_t{30}));
     }
   }
-  if (resource == "poddisruptionbudgets")  // the disruption controller compares with it
+  if (TracksGeneration(resource))  // the controllers compare observedGeneration with it
     SetMember(*doc, "metadata.generation", rapidjson::Value(int64_t{1}));
+  FillFieldsFromSystemMetadata(resource, *doc);
   if (resource == "namespaces" && GetString(*doc, "status.phase").empty()) {
     SetString(*doc, "status.phase", "Active");
   }
@@ -412,12 +425,11 @@ Result<ObjectPtr> Store::Update(const std::string& resource, const std::string& 
     next = std::make_unique<rapidjson::Document>();
     next->Swap(object);
     auto& alloc = next->GetAllocator();
-    if ((resource == "pods" || resource == "nodes" || resource == "poddisruptionbudgets") &&
-        stored.HasMember("status")) {
+    if (KeepsStatusOnUpdate(resource) && stored.HasMember("status")) {
       next->RemoveMember("status");
       next->AddMember("status", rapidjson::Value(stored["status"], alloc), alloc);
     }
-    if (resource == "poddisruptionbudgets")
+    if (TracksGeneration(resource))
       KeepOrBumpGeneration(stored, *next);
     for (const char* keep :
          {"metadata.uid", "metadata.creationTimestamp", "metadata.namespace", "metadata.name",

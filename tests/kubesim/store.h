@@ -218,7 +218,8 @@ class Store {
 
   static bool IsClusterScoped(const std::string& resource) {
     return resource == "nodes" || resource == "namespaces" || resource == "clusterroles" ||
-           resource == "clusterrolebindings";
+           resource == "clusterrolebindings" || resource == "persistentvolumes" ||
+           resource == "storageclasses";
   }
 
  private:
@@ -284,5 +285,15 @@ void WaitForPodOrNodeChange(Store& store, std::unique_ptr<Watcher>& watcher,
 void WaitForChange(Store& store, std::unique_ptr<Watcher>& watcher,
                    std::chrono::steady_clock::time_point deadline, const std::atomic<bool>& stop,
                    const std::function<bool(const std::string& resource)>& wakes);
+
+// ---- Workload kinds (defined in workloads.cpp) -----------------------------------------
+// The Kind of a workload resource ("statefulsets" -> "StatefulSet"), "" for others.
+const char* WorkloadKindOf(const std::string& resource);
+// Workload resources with a status subresource / a spec generation.
+bool HasWorkloadStatus(const std::string& resource);
+bool TracksWorkloadGeneration(const std::string& resource);
+// What a create fills from the new uid, as the registry strategies do after
+// FillObjectMetaSystemFields (a Job's generated selector and template labels).
+void FillFieldsFromSystemMetadata(const std::string& resource, rapidjson::Document& object);
 
 }  // namespace kubesim

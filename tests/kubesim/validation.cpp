@@ -1,5 +1,7 @@
 #include "validation.h"
 
+#include "workloads.h"
+
 #include <algorithm>
 #include <cctype>
 #include <set>
@@ -577,6 +579,7 @@ FieldErrors ValidateCreate(const std::string& group, const std::string& resource
   }
   if (IsRbacResource(group, resource))
     ValidateRbacObject(resource, object, errors);
+  ValidateWorkloadCreate(resource, object, errors);
   return errors;
 }
 
@@ -611,6 +614,7 @@ FieldErrors ValidateUpdate(const std::string& group, const std::string& resource
       }
     }
   }
+  ValidateWorkloadUpdate(resource, object, old, errors);
   return errors;
 }
 

@@ -143,7 +143,7 @@ BOOST_AUTO_TEST_CASE(dependents_of_gone_or_unknown_owners) {
                     .code == 200);
   BOOST_REQUIRE(Send("POST", kConfigMaps,
                      R"({"metadata":{"name":"by-deployment","ownerReferences":[{"apiVersion":)"
-                     R"("apps/v1","kind":"Deployment","name":"d","uid":"nowhere"}]}})")
+                     R"("widgets.example.com/v1","kind":"Widget","name":"d","uid":"nowhere"}]}})")
                     .code == 201);
   BOOST_TEST(Send("DELETE", std::string(kConfigMaps) + "/owner").code == 200);
   CollectUntilStable();
