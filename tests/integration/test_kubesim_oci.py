@@ -234,22 +234,31 @@ class OciKubeletTest(unittest.TestCase):
         self.apply(self.pod("badhost", self.container(
             "main", "true", volumeMounts=[{"name": "h", "mountPath": "/h"}]),
             volumes=[{"name": "h", "hostPath": {"path": str(missing), "type": "Directory"}}]))
+        pod = wait_for(lambda: (p := self.get("badhost")) and self.status_of(p, "main") and
+                       "waiting" in self.status_of(p, "main")["state"] and
+                       self.status_of(p, "main")["state"]["waiting"].get("message") and p,
+                       timeout=30, what="badhost to wait")
+        waiting = self.status_of(pod, "main")["state"]["waiting"]
+        self.assertEqual(waiting["reason"], "ContainerCreating", waiting)
+        self.assertIn("MountVolume.SetUp failed for volume", waiting["message"])
+        self.assertIn(f"hostPath type check failed: {missing} is not a directory",
+                      waiting["message"])
+        self.assertEqual(pod["status"]["phase"], "Pending")
+        # A projected token comes from the API server's issuer: the pod runs, and the
+        # token authenticates as the pod's ServiceAccount.
         self.apply(self.pod("token", self.container(
-            "main", "true", volumeMounts=[{"name": "t", "mountPath": "/t"}]),
+            "main", "cat /t/token", volumeMounts=[{"name": "t", "mountPath": "/t"}]),
             volumes=[{"name": "t", "projected": {"sources": [
                 {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}}]}}]))
-        for name, want in (("badhost", f"hostPath type check failed: {missing} is not a "
-                                       "directory"),
-                           ("token", "no token issuer")):
-            pod = wait_for(lambda: (p := self.get(name)) and self.status_of(p, "main") and
-                           "waiting" in self.status_of(p, "main")["state"] and
-                           self.status_of(p, "main")["state"]["waiting"].get("message") and p,
-                           timeout=30, what=f"{name} to wait")
-            waiting = self.status_of(pod, "main")["state"]["waiting"]
-            self.assertEqual(waiting["reason"], "ContainerCreating", waiting)
-            self.assertIn("MountVolume.SetUp failed for volume", waiting["message"])
-            self.assertIn(want, waiting["message"])
-            self.assertEqual(pod["status"]["phase"], "Pending")
+        self.wait_phase("token", "Succeeded")
+        token = self.logs("token").strip()
+        status, _, body = self.sim.request(
+            "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+            token=token)
+        self.assertEqual(status, 201, body)
+        self.assertEqual(body["status"]["userInfo"]["username"],
+                         "system:serviceaccount:default:default")
 
     def test_missing_image_is_err_image_pull_then_image_pull_back_off(self):
         self.addCleanup(self.delete, "noimage", "neverpull")

@@ -347,6 +347,11 @@ int main(int argc, char** argv) {
     // bridge exists once the kubelet has started, so that listener comes after.
     kubelet_options.service_host = gateway;
     kubelet_options.service_port = std::to_string(server.endpoints().front().second);
+    // Projected serviceAccountToken volumes get tokens the API server accepts.
+    kubelet_options.issue_token = [&server](const std::string& ns, const std::string& sa,
+                                            int64_t seconds) {
+      return server.token_issuer().Issue(ns, sa, seconds);
+    };
     node_agent = std::make_unique<kubesim::Kubelet>(store, log, kubelet_options);
     if (auto s = node_agent->Start(); !s.ok()) {
       server.Stop();
