@@ -327,16 +327,15 @@ int Run(int argc, char** argv) {
   }
   const conf::BridgeConfig config = std::move(*loaded);
   // The pod templates: a rollout compares each pod with its group's, and a reboot's
-  // new pod is made from it. A broken one stops the daemon here, as it stops
-  // k8sbridge-power; a configuration without node groups has nothing to roll.
+  // new pod is made from them. Without them the daemon still does everything else
+  // (a second controller host may lack the files): rollouts are off, and it says so.
   std::optional<power::PowerSetup> setup;
   if (!config.node_groups.empty()) {
     auto loaded_setup = power::LoadPowerSetup(config);
-    if (!loaded_setup.ok()) {
-      log.Error("{}", loaded_setup.status().message());
-      return kExitUsage;
-    }
-    setup = std::move(*loaded_setup);
+    if (loaded_setup.ok())
+      setup = std::move(*loaded_setup);
+    else
+      log.Warning("rollouts are off until a restart: {}", loaded_setup.status().message());
   }
   const power::PowerSetup* power = setup ? &*setup : nullptr;
   auto registry = std::make_shared<prometheus::Registry>();

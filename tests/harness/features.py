@@ -99,7 +99,11 @@ class FeaturesRigCase(RigTestCase):
         self.sim = KubeSim("--nodes", str(nodes), "--listen", f"{rig.bridge_address}:0",
                            https=False, scheduler=True)
         self.addCleanup(self.sim.close)
-        shutil.copy(self.sim.kubeconfig, self.kubeconfig)
+        # node_features_k8s (in slurmctld and slurmd) and k8sbridge-power run with the
+        # deployment's controller ServiceAccount (both need only what it grants).
+        self.sim.apply_deploy_rbac("default")
+        shutil.copy(self.sim.service_account_kubeconfig(
+            "default", "k8sbridge-controller", expiration_seconds=24 * 3600), self.kubeconfig)
 
     # ---- the test's kubelet ----------------------------------------------------
 

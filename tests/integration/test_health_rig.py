@@ -182,7 +182,10 @@ class HealthRigTest(RigTestCase):
         # The nodes' network namespaces reach the host only on the rig's bridge.
         sim = KubeSim("--fake-nodes", "2", "--listen", f"{rig.bridge_address}:0")
         self.addCleanup(sim.close)
-        self.write_conf("w-0", f"KubePublish=yes Kubeconfig={sim.kubeconfig} KubeNode=node-0\n")
+        # As in a worker pod: the deployment's k8sbridge-worker ServiceAccount.
+        sim.apply_deploy_rbac("default")
+        kubeconfig = sim.service_account_kubeconfig("default", "k8sbridge-worker")
+        self.write_conf("w-0", f"KubePublish=yes Kubeconfig={kubeconfig} KubeNode=node-0\n")
 
         def condition():
             node = sim.kubectl_json("get", "node", "node-0")
@@ -218,6 +221,8 @@ class HealthRigTest(RigTestCase):
         sim = KubeSim("--fake-nodes", "2", "--listen", f"{rig.bridge_address}:0",
                       scheduler=True)
         self.addCleanup(sim.close)
+        sim.apply_deploy_rbac("default")  # k8sbridge-sync: the controller's ServiceAccount
+        controller = sim.service_account_kubeconfig("default", "k8sbridge-controller")
         # w-0's worker pod, as k8sbridge-power makes it, on Kubernetes node node-0.
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": "w-0", "labels": {
@@ -231,7 +236,7 @@ class HealthRigTest(RigTestCase):
         (self.health_dir / "worker.yaml").write_text(
             "spec:\n  containers:\n  - {name: slurmd, image: x}\n")
         conf = self.health_dir / "k8sbridge.conf"
-        conf.write_text(f"ClusterName=rig\nKubeconfig={sim.kubeconfig}\nNamespace=default\n"
+        conf.write_text(f"ClusterName=rig\nKubeconfig={controller}\nNamespace=default\n"
                         "SyncMetricsListen=127.0.0.1:0\n"
                         "NodeGroup=w Nodes=w-[0-1] PodTemplate=worker.yaml\n")
         daemon = Daemon.for_rig(rig, conf, self.health_dir)

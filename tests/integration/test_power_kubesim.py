@@ -45,6 +45,10 @@ class PowerKubesim(unittest.TestCase):
             raise unittest.SkipTest(f"{POWER} is not built")
         cls.sim = KubeSim("--fake-nodes", "2", "--gpus-per-node", "8",
                           "--gpu-product", PRODUCT, "--ib-leaves", "2")
+        # k8sbridge-power runs as the deployment's controller ServiceAccount.
+        cls.sim.apply_deploy_rbac("default")
+        cls.kubeconfig = cls.sim.service_account_kubeconfig(
+            "default", "k8sbridge-controller", expiration_seconds=24 * 3600)
         cls.dir = Path(tempfile.mkdtemp(prefix="power-kubesim-"))
         (cls.dir / "worker.yaml").write_text(TEMPLATE)
         # slurmctld at a port where nothing listens: FailNode's RPC fails fast.
@@ -69,7 +73,7 @@ class PowerKubesim(unittest.TestCase):
     def write_conf(self, concurrency=8):
         conf = self.dir / "k8sbridge.conf"
         conf.write_text(
-            f"ClusterName=hpc1\nKubeconfig={self.sim.kubeconfig}\nNamespace=default\n"
+            f"ClusterName=hpc1\nKubeconfig={self.kubeconfig}\nNamespace=default\n"
             f"Concurrency={concurrency}\nRetryDeadline=15\nPlacementLabel={LEAF}\n"
             f"LogFile={self.dir / 'power.log'}\n"
             "MungeCheck=no\n"

@@ -32,13 +32,17 @@ class PowerRig(RigTestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.sim = KubeSim("--fake-nodes", "2", scheduler=True)
         self.addCleanup(self.sim.close)
+        # k8sbridge-power runs as the deployment's controller ServiceAccount.
+        self.sim.apply_deploy_rbac("default")
+        self.kubeconfig = self.sim.service_account_kubeconfig(
+            "default", "k8sbridge-controller", expiration_seconds=24 * 3600)
 
     def programs(self, slurm_conf_path):
         """Wrapper scripts, the way an admin points slurm.conf at k8sbridge-power with
         a configuration of its own; returns the slurm.conf power-saving lines."""
         (self.dir / "worker.yaml").write_text(TEMPLATE)
         (self.dir / "k8sbridge.conf").write_text(
-            f"ClusterName=rig\nKubeconfig={self.sim.kubeconfig}\nNamespace=default\n"
+            f"ClusterName=rig\nKubeconfig={self.kubeconfig}\nNamespace=default\n"
             f"RetryDeadline=5\nLogFile={self.dir / 'power.log'}\n"
             "NodeGroup=w Nodes=w-[0-1] PodTemplate=worker.yaml\n")
         lines = [power_program_lines(self.dir, self.dir / "k8sbridge.conf", slurm_conf_path)]
