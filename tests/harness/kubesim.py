@@ -178,6 +178,10 @@ class KubeSim:
         plural = {"ServiceAccount": "serviceaccounts", "Role": "roles",
                   "RoleBinding": "rolebindings", "ClusterRole": "clusterroles",
                   "ClusterRoleBinding": "clusterrolebindings"}
+        status, _, body = self.request("POST", "/api/v1/namespaces", {
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        if status not in (201, 409):
+            raise AssertionError(f"create namespace {namespace}: {status} {body}")
         for d in docs:
             group = "/api/v1" if d["apiVersion"] == "v1" else f"/apis/{d['apiVersion']}"
             ns = d["metadata"].get("namespace")

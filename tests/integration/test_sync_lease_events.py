@@ -19,14 +19,7 @@ LEASE_DURATION = 6  # SyncLeaseDuration of SyncRigTestCase: renew deadline 4 s, 
 
 
 class NodeEventsInDefault(SyncRigTestCase):
-    namespace = "slurm"
-
-    def setUp(self):
-        super().setUp()
-        code, _, body = self.sim.request(
-            "POST", "/api/v1/namespaces",
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}})
-        self.assertIn(code, (200, 201), body)
+    namespace = "slurm"  # made with the deployment's RBAC (harness.sync)
 
     def test_hardware_drain_event_is_created_in_default(self):
         with self.make_rig() as rig:
