@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -66,7 +67,9 @@ BOOST_AUTO_TEST_CASE(short_names_get_docker_io_library_and_latest) {
 }
 
 BOOST_AUTO_TEST_CASE(what_a_runtime_refuses) {
-  for (const char* bad : {"", "Busybox", "app@sha256:123", "app:", std::string(64, 'a').c_str()}) {
+  const std::string too_long(64, 'a');  // a name that reads as an image ID
+  for (const std::string& bad :
+       std::vector<std::string>{"", "Busybox", "app@sha256:123", "app:", too_long}) {
     Result<oci::ImageReference> r = NormalizeReference(bad);
     BOOST_CHECK_MESSAGE(!r.ok(), bad);
     if (!r.ok()) {

@@ -3,6 +3,7 @@
 
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/sync/reconcile.h"
+#include "k8sbridge/text.h"
 
 namespace conf = k8sbridge::conf;
 namespace kube = k8sbridge::kube;
@@ -720,7 +721,7 @@ BOOST_FIXTURE_TEST_CASE(an_issued_reboot_replaces_the_pod_once, RolloutFixture) 
   BOOST_TEST((del->rule == ks::Rule::kReboot));
   BOOST_TEST(del->reboot_of == "1800000100");
   // DOWN + REBOOT_ISSUED is Slurm's doing, not a failure: no other rule fires.
-  BOOST_TEST(actions.size() == 1u, Strings(actions).front());
+  BOOST_TEST(actions.size() == 1u, k8sbridge::text::Join(Strings(actions), "; "));
   // Gone: a new pod from the current template, marked with the reboot.
   w.pods.clear();
   actions = Plan(w);
@@ -730,7 +731,7 @@ BOOST_FIXTURE_TEST_CASE(an_issued_reboot_replaces_the_pod_once, RolloutFixture) 
   BOOST_TEST(actions.size() == 1u);
   // The new pod is this reboot's: nothing more until its slurmd registers.
   w.pods = {HashedPod("w-0", "new", "1800000100")};
-  BOOST_TEST(Plan(w).empty(), Strings(Plan(w)).front());
+  BOOST_TEST(Plan(w).empty(), k8sbridge::text::Join(Strings(Plan(w)), "; "));
   // A later reboot (an admin's scontrol reboot) replaces even a current pod.
   w.slurm[0].reason_time += 3600;
   BOOST_TEST(Find(Plan(w), ActionKind::kDeletePod, "w-0"));
