@@ -75,10 +75,18 @@ OWNED_MOUNT = re.compile(r"/(?:run/netns/k8sb-|tmp/k8sbridge-rig-|run/k8sbridge-
                          r"run/k8sbridge-bench-)([0-9a-f]{6})\b")
 
 
+# Mounts that other tests running beside a rig make and that a rig never does: the
+# kubesim kubelet's pods (OCI overlays, volumes), runc containers of the image tests
+# and mmdebstrap's build roots (the artifacts build).
+OTHER_TESTS_MOUNT = re.compile(r"/tmp/kubesim-|/run/kubesim|/k8sb-oci-|/tmp/mmdebstrap\.")
+
+
 def own_mountinfo_lines(own_ids: set[str], pid: str | int = "self") -> list[str]:
-    """mountinfo_lines(pid) without other rigs', fixtures' and benchmarks' mounts:
-    the ones whose owner id is not in own_ids."""
+    """mountinfo_lines(pid) without other rigs', fixtures' and benchmarks' mounts
+    (the ones whose owner id is not in own_ids) and other tests' (OTHER_TESTS_MOUNT)."""
     def foreign(line: str) -> bool:
+        if OTHER_TESTS_MOUNT.search(line):
+            return True
         m = OWNED_MOUNT.search(line)
         return m is not None and m.group(1) not in own_ids
     return [line for line in mountinfo_lines(pid) if not foreign(line)]
