@@ -102,6 +102,33 @@ Result<Topology> TopologyFromLabels(const std::vector<LabeledNode>& nodes,
   return topo;
 }
 
+SlurmNodeMatch MatchSlurmNodes(std::vector<LabeledNode> nodes,
+                               const std::vector<std::string>& slurm_nodes) {
+  SlurmNodeMatch match;
+  std::sort(nodes.begin(), nodes.end(),
+            [](const LabeledNode& a, const LabeledNode& b) { return a.name < b.name; });
+  if (slurm_nodes.empty()) {
+    match.nodes = std::move(nodes);
+    return match;
+  }
+  std::set<std::string> wanted(slurm_nodes.begin(), slurm_nodes.end());
+  for (LabeledNode& node : nodes) {
+    if (wanted.erase(node.name) > 0) {
+      match.nodes.push_back(std::move(node));
+    } else {
+      match.left_out.push_back(std::move(node.name));
+    }
+  }
+  for (const std::string& name : wanted) {
+    match.unlabeled.push_back(name);
+    match.nodes.push_back(LabeledNode{name, {}});
+  }
+  std::sort(match.nodes.begin(), match.nodes.end(),
+            [](const LabeledNode& a, const LabeledNode& b) { return a.name < b.name; });
+  std::sort(match.left_out.begin(), match.left_out.end());
+  return match;
+}
+
 Result<std::vector<LabeledNode>> ParseNodeListJson(std::string_view json, std::string_view source) {
   rapidjson::Document doc;
   doc.Parse(json.data(), json.size());

@@ -130,4 +130,24 @@ Result<RefreshOutcome> Refresh(std::string_view rendered, const RefreshOptions& 
   return outcome;
 }
 
+Result<RefreshOutcome> PeriodicRefresh::Round(const Result<std::string>& rendered) {
+  Result<RefreshOutcome> outcome =
+      rendered.ok() ? Refresh(*rendered, options_, reconfigurer_, logger_) : rendered.status();
+  if (outcome.ok()) {
+    if (!last_error_.empty()) {
+      logger_.Info("refresh works again; {} is current", options_.output_path);
+    }
+    last_error_.clear();
+    return outcome;
+  }
+  const std::string& message = outcome.status().message();
+  if (message != last_error_) {
+    logger_.Error("{} (tried again every round)", message);
+  } else {
+    logger_.Debug("still failing: {}", message);
+  }
+  last_error_ = message;
+  return outcome;
+}
+
 }  // namespace k8sbridge::topology

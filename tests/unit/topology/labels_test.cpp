@@ -64,4 +64,49 @@ BOOST_AUTO_TEST_CASE(node_list_json) {
            .ok());
 }
 
+// Slurm nodes are the Kubernetes nodes of the same name; the file never names a node
+// slurm.conf lacks (slurmctld would stop on "Invalid node name").
+BOOST_AUTO_TEST_CASE(only_slurm_nodes_reach_the_topology) {
+  const std::string leaf = "network.topology.nvidia.com/leaf";
+  std::vector<topo::LabeledNode> nodes = {
+      {"w-1", {{leaf, "l2"}}},
+      {"system-0", {{leaf, "l1"}}},
+      {"w-0", {{leaf, "l1"}}},
+  };
+  auto match = topo::MatchSlurmNodes(nodes, {"w-0", "w-1", "w-2"});
+  BOOST_CHECK((match.left_out == std::vector<std::string>{"system-0"}));
+  BOOST_CHECK((match.unlabeled == std::vector<std::string>{"w-2"}));
+  BOOST_REQUIRE_EQUAL(match.nodes.size(), 3u);
+  auto t = topo::TopologyFromLabels(match.nodes, {});
+  BOOST_REQUIRE(t.ok());
+  BOOST_CHECK_EQUAL(t->LeafOf("w-0"), "k8s1-l1");
+  BOOST_CHECK_EQUAL(t->LeafOf("w-1"), "k8s1-l2");
+  BOOST_CHECK_EQUAL(t->LeafOf("w-2"), "cpu-only");
+  BOOST_CHECK_EQUAL(t->LeafOf("system-0"), "");
+  BOOST_CHECK(topo::RenderTreeConf(*t).find("system-0") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(without_slurm_nodes_every_kubernetes_node_counts) {
+  std::vector<topo::LabeledNode> nodes = {{"b", {}}, {"a", {}}};
+  auto match = topo::MatchSlurmNodes(nodes, {});
+  BOOST_REQUIRE_EQUAL(match.nodes.size(), 2u);
+  BOOST_CHECK_EQUAL(match.nodes[0].name, "a");  // sorted: the same nodes render the same file
+  BOOST_CHECK(match.left_out.empty() && match.unlabeled.empty());
+}
+
+// The order the API server lists nodes in does not change the file (no churn).
+BOOST_AUTO_TEST_CASE(node_order_does_not_change_the_rendering) {
+  const std::string p = "network.topology.nvidia.com/";
+  std::vector<topo::LabeledNode> nodes = {
+      {"w-0", {{p + "leaf", "l1"}, {p + "spine", "s1"}}},
+      {"w-1", {{p + "leaf", "l2"}, {p + "spine", "s1"}}},
+      {"w-2", {{p + "leaf", "l1"}, {p + "spine", "s1"}}},
+  };
+  std::vector<topo::LabeledNode> reversed(nodes.rbegin(), nodes.rend());
+  auto a = topo::TopologyFromLabels(topo::MatchSlurmNodes(nodes, {}).nodes, {});
+  auto b = topo::TopologyFromLabels(topo::MatchSlurmNodes(reversed, {}).nodes, {});
+  BOOST_REQUIRE(a.ok() && b.ok());
+  BOOST_CHECK_EQUAL(topo::RenderTreeConf(*a), topo::RenderTreeConf(*b));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

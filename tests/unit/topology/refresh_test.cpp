@@ -90,4 +90,59 @@ BOOST_AUTO_TEST_CASE(unwritable_directory_is_a_clear_error) {
   BOOST_CHECK(r.status().message().find("/nonexistent-dir/topology.conf.tmp") != std::string::npos);
 }
 
+// The sidecar's loop: an unchanged rendering writes and reconfigures nothing; a
+// change writes once and reconfigures once; a failing source keeps the file and is
+// logged once however many rounds it lasts, and its end once.
+BOOST_AUTO_TEST_CASE(periodic_rounds_rewrite_only_on_change_and_log_errors_once) {
+  TempDir dir;
+  topo::RecordingReconfigurer slurm;
+  k8sbridge::RecordingLogger logger;
+  const std::string path = (dir.path / "topology.conf").string();
+  topo::PeriodicRefresh refresher(topo::RefreshOptions{path, "", true}, slurm, logger);
+
+  BOOST_REQUIRE(refresher.Round(std::string("A\n")).ok());
+  auto same = refresher.Round(std::string("A\n"));
+  BOOST_REQUIRE(same.ok());
+  BOOST_CHECK(!same->wrote && !same->reconfigured);
+  BOOST_CHECK_EQUAL(slurm.calls(), 1);
+
+  const k8sbridge::Status down = k8sbridge::Status::Unavailable("nodes at https://k8s: refused");
+  for (int i = 0; i < 3; ++i) {
+    BOOST_CHECK(!refresher.Round(k8sbridge::Result<std::string>(down)).ok());
+  }
+  BOOST_CHECK_EQUAL(*topo::ReadFile(path), "A\n");
+  int errors = 0;
+  for (const auto& line : logger.lines()) {
+    errors += line.level == k8sbridge::LogLevel::kError ? 1 : 0;
+  }
+  BOOST_CHECK_EQUAL(errors, 1);
+  BOOST_CHECK(logger.Contains("refused", k8sbridge::LogLevel::kError));
+
+  auto changed = refresher.Round(std::string("B\n"));
+  BOOST_REQUIRE(changed.ok());
+  BOOST_CHECK(changed->wrote && changed->reconfigured);
+  BOOST_CHECK_EQUAL(slurm.calls(), 2);
+  BOOST_CHECK(logger.Contains("refresh works again", k8sbridge::LogLevel::kInfo));
+}
+
+// A reconfigure that fails (slurmctld not up yet) is retried by the next round, not
+// only by the next change.
+BOOST_AUTO_TEST_CASE(periodic_rounds_retry_a_failed_reconfigure) {
+  TempDir dir;
+  topo::RecordingReconfigurer slurm;
+  k8sbridge::NullLogger logger;
+  topo::PeriodicRefresh refresher(
+      topo::RefreshOptions{(dir.path / "topology.conf").string(), "", true}, slurm, logger);
+  slurm.set_fail(true);
+  BOOST_CHECK(!refresher.Round(std::string("A\n")).ok());
+  slurm.set_fail(false);
+  auto retried = refresher.Round(std::string("A\n"));
+  BOOST_REQUIRE(retried.ok());
+  BOOST_CHECK(!retried->wrote && retried->reconfigured);
+  BOOST_CHECK_EQUAL(slurm.calls(), 2);
+  auto settled = refresher.Round(std::string("A\n"));
+  BOOST_REQUIRE(settled.ok());
+  BOOST_CHECK(!settled->reconfigured);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -82,6 +82,19 @@ struct LabeledNode {
 };
 Result<Topology> TopologyFromLabels(const std::vector<LabeledNode>& nodes,
                                     const LabelOptions& options);
+// Keeps a label topology to Slurm's nodes. The Slurm node is the Kubernetes node of
+// the same name (slurmd on the Kubernetes node itself); slurmctld refuses a
+// topology.conf that names a node slurm.conf lacks ("Invalid node name", fatal),
+// so Kubernetes nodes that are not in `slurm_nodes` are left out, and Slurm nodes
+// that no Kubernetes node is named after come back without labels (CPU-only).
+// Empty `slurm_nodes`: every Kubernetes node is a Slurm node, as before.
+struct SlurmNodeMatch {
+  std::vector<LabeledNode> nodes;      // the Slurm nodes, sorted by name
+  std::vector<std::string> left_out;   // Kubernetes nodes that are no Slurm node, sorted
+  std::vector<std::string> unlabeled;  // Slurm nodes with no Kubernetes node, sorted
+};
+SlurmNodeMatch MatchSlurmNodes(std::vector<LabeledNode> nodes,
+                               const std::vector<std::string>& slurm_nodes);
 // Reads a Kubernetes NodeList as JSON (`kubectl get nodes -o json`): each item's
 // metadata.name and metadata.labels.
 Result<std::vector<LabeledNode>> ParseNodeListJson(std::string_view json, std::string_view source);

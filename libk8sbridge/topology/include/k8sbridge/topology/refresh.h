@@ -57,4 +57,22 @@ struct RefreshOutcome {
 Result<RefreshOutcome> Refresh(std::string_view rendered, const RefreshOptions& options,
                                Reconfigurer& reconfigurer, Logger& logger);
 
+// The refresh of a long-running k8sbridge-topology (--interval, the controller
+// pod's sidecar): every round hands the new rendering, or why there is none, to
+// Refresh. A round that fails keeps the file and what Slurm applied as they were;
+// its error is logged when it first appears or changes, and its end once, so a
+// refresh every few seconds neither rewrites an unchanged file nor floods the log.
+class PeriodicRefresh {
+ public:
+  PeriodicRefresh(RefreshOptions options, Reconfigurer& reconfigurer, Logger& logger)
+      : options_(std::move(options)), reconfigurer_(reconfigurer), logger_(logger) {}
+  Result<RefreshOutcome> Round(const Result<std::string>& rendered);
+
+ private:
+  RefreshOptions options_;
+  Reconfigurer& reconfigurer_;
+  Logger& logger_;
+  std::string last_error_;  // "" while the last round succeeded
+};
+
 }  // namespace k8sbridge::topology
