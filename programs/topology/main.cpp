@@ -3,9 +3,14 @@
 // topology.yaml, writes it atomically and runs `scontrol reconfigure` only when the
 // switch hierarchy changed. Slurm's own topology/tree (or topology/block) plugin
 // then places jobs. docs/topology.md says why this is a program and not a plugin.
+#include <signal.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +22,7 @@
 #include "k8sbridge/topology/live.h"
 #include "k8sbridge/topology/model.h"
 #include "k8sbridge/topology/refresh.h"
+#include "kube_nodes.h"
 
 namespace topo = k8sbridge::topology;
 using k8sbridge::AnswerHelpOrVersion;
@@ -33,11 +39,16 @@ Fabric sources (at least one; several are merged by GUID, separate fabrics stay 
                            (repeatable, one per fabric)
   --labels FILE            `kubectl get nodes -o json` output with tiered topology labels
                            (instead of a fabric)
+  --kube                   the same labels, read from the Kubernetes API server
+  --config FILE            with --kube: k8sbridge.conf, whose Kubeconfig/KubeContext/InCluster
+                           keys say how to connect and whose NodeGroups are the Slurm nodes
+                           (default: in-cluster, else $KUBECONFIG or ~/.kube/config)
 
 Host mapping and model:
   --host-regex RE          node description -> Slurm node name, one capture group
                            (default: the first word, "w-0 mlx5_0" -> w-0)
-  --nodes HOSTLIST         all Slurm nodes; those without an HCA are CPU-only
+  --nodes HOSTLIST         all Slurm nodes; those without an HCA (or without a labelled
+                           Kubernetes node of their name) are CPU-only, others are left out
   --cpu-only-regex RE      Slurm nodes that are CPU-only even with an HCA
   --cpu-only own-root|exclude   where CPU-only nodes go (default own-root)
   --cpu-only-switch NAME   the CPU-only root's name (default cpu-only)
@@ -52,9 +63,12 @@ Output:
   --no-reconfigure         Slurm is not running yet (e.g. before slurmctld starts)
   --scontrol PATH          scontrol to run for reconfigure (default scontrol)
   --dump-graph PATH        also write the canonical fabric graph ("-" = stdout)
+  --interval DURATION      keep running: refresh every DURATION (30s, 2m), rewriting the file
+                           only when the topology changed; SIGTERM or SIGINT ends it (exit 0)
   -v, --verbose            debug logging
 
 Exit status: 0 ok, 1 bad input or discovery failure (the old file stays), 2 reconfigure failed.
+With --interval, a failed round is logged and retried; only a bad start exits (1).
 )";
 
 struct Args {
@@ -69,6 +83,10 @@ struct Args {
   std::string nodes;
   std::string label_prefix = "network.topology.nvidia.com/";
   std::string label_tiers = "leaf,spine,core";
+  std::string config;
+  std::string interval;
+  std::chrono::milliseconds every{0};  // --interval; 0: one run
+  bool kube = false;
   bool reconfigure = true;
   bool verbose = false;
   topo::BuildOptions build;
@@ -90,6 +108,8 @@ std::string* StringOption(Args& args, std::string_view arg) {
       {"--switch-prefix", &args.build.switch_prefix},
       {"--label-prefix", &args.label_prefix},
       {"--label-tiers", &args.label_tiers},
+      {"--config", &args.config},
+      {"--interval", &args.interval},
   };
   for (const auto& [name, field] : options) {
     if (arg == name)
@@ -98,18 +118,32 @@ std::string* StringOption(Args& args, std::string_view arg) {
   return nullptr;
 }
 
-// What the options say together: a known format, and one kind of source.
+// What the options say together: a known format, one kind of source, and what
+// --config and --interval need.
 Status CheckArgs(const Args& args) {
   if (args.format != "tree" && args.format != "block" && args.format != "yaml") {
     return Status::InvalidArgument(
         fmt::format("--format {}: expected tree, block or yaml", args.format));
   }
-  if (args.dumps.empty() && args.live.empty() && args.labels.empty()) {
+  const bool fabric = !args.dumps.empty() || !args.live.empty();
+  const int kinds = int{fabric} + int{!args.labels.empty()} + int{args.kube};
+  if (kinds == 0) {
     return Status::InvalidArgument(
-        "no fabric source: give --ibnetdiscover FILE, --live or --labels FILE");
+        "no fabric source: give --ibnetdiscover FILE, --live, --labels FILE or --kube");
   }
-  if (!args.labels.empty() && (!args.dumps.empty() || !args.live.empty())) {
-    return Status::InvalidArgument("--labels cannot be combined with fabric sources");
+  if (kinds > 1) {
+    return Status::InvalidArgument(
+        "--labels FILE and --kube each replace the fabric sources: give only one of "
+        "--ibnetdiscover/--live, --labels FILE or --kube");
+  }
+  if (!args.config.empty() && !args.kube) {
+    return Status::InvalidArgument(
+        "--config FILE is read for --kube only (its Kubernetes connection and NodeGroups); "
+        "add --kube or drop --config");
+  }
+  if (!args.interval.empty() && args.output.empty()) {
+    return Status::InvalidArgument(
+        "--interval needs --output PATH: a refresh loop keeps a file, it never prints");
   }
   return Status::Ok();
 }
@@ -154,6 +188,8 @@ Status ParseArgs(int argc, char** argv, Args& args) {
         s = Status::InvalidArgument(
             fmt::format("--cpu-only {}: expected own-root or exclude", tmp));
       }
+    } else if (arg == "--kube") {
+      args.kube = true;
     } else if (arg == "--no-reconfigure") {
       args.reconfigure = false;
     } else if (arg == "-v" || arg == "--verbose") {
@@ -164,6 +200,13 @@ Status ParseArgs(int argc, char** argv, Args& args) {
     if (!s.ok()) {
       return s;
     }
+  }
+  if (!args.interval.empty()) {
+    auto every = k8sbridge::text::ParseDuration(args.interval, std::chrono::seconds(1));
+    if (!every.ok()) {
+      return every.status().WithContext(fmt::format("--interval {}", args.interval));
+    }
+    args.every = *every;
   }
   return CheckArgs(args);
 }
@@ -219,21 +262,43 @@ std::vector<std::string> SplitTiers(const std::string& tiers) {
   return out;
 }
 
-k8sbridge::Result<topo::Topology> TopologyFromLabelFile(const Args& args) {
-  auto text = topo::ReadFile(args.labels);
-  if (!text.ok()) {
-    return text.status();
-  }
-  auto nodes = topo::ParseNodeListJson(*text, args.labels);
+// Where the labelled nodes come from: --labels FILE (read every time), --kube once
+// (one LIST) or --kube with --interval (the informer's cache). Null for fabrics.
+using NodeSource = std::function<k8sbridge::Result<std::vector<topo::LabeledNode>>()>;
+
+NodeSource LabelFileSource(const std::string& path) {
+  return [path]() -> k8sbridge::Result<std::vector<topo::LabeledNode>> {
+    auto text = topo::ReadFile(path);
+    if (!text.ok()) {
+      return text.status();
+    }
+    return topo::ParseNodeListJson(*text, path);
+  };
+}
+
+// The hierarchy the labels give, kept to the Slurm nodes (--nodes, or the
+// NodeGroups of --config) when they are known.
+k8sbridge::Result<topo::Topology> TopologyFromLabelNodes(const Args& args, const NodeSource& source,
+                                                         k8sbridge::Logger& logger) {
+  auto nodes = source();
   if (!nodes.ok()) {
     return nodes.status();
+  }
+  topo::SlurmNodeMatch match = topo::MatchSlurmNodes(std::move(*nodes), args.build.all_nodes);
+  if (!match.left_out.empty()) {
+    logger.Debug("{} Kubernetes nodes are no Slurm nodes and are left out, e.g. {}",
+                 match.left_out.size(), match.left_out.front());
+  }
+  if (!match.unlabeled.empty()) {
+    logger.Debug("{} Slurm nodes have no Kubernetes node of their name (CPU-only), e.g. {}",
+                 match.unlabeled.size(), match.unlabeled.front());
   }
   topo::LabelOptions label_options;
   label_options.prefix = args.label_prefix;
   label_options.tiers = SplitTiers(args.label_tiers);
   label_options.cpu_only = args.build.cpu_only;
   label_options.cpu_only_switch = args.build.cpu_only_switch;
-  return topo::TopologyFromLabels(*nodes, label_options);
+  return topo::TopologyFromLabels(match.nodes, label_options);
 }
 
 // --dump-graph: "-" is stdout.
@@ -274,6 +339,114 @@ k8sbridge::Result<topo::Topology> TopologyFromFabric(Args& args, const std::stri
   return topo::BuildTopology(graph, args.build, logger);
 }
 
+// One rendering: the hierarchy from the source, the fabric's state file updated
+// (only when it changed, so a refresh loop does not rewrite it every round).
+k8sbridge::Result<std::string> RenderOnce(Args& args, const std::string& state_path,
+                                          const NodeSource& labels, k8sbridge::Logger& logger) {
+  auto built = labels ? TopologyFromLabelNodes(args, labels, logger)
+                      : TopologyFromFabric(args, state_path, logger);
+  if (!built.ok()) {
+    return built.status();
+  }
+  const topo::Topology& topology = *built;
+  if (!labels && !state_path.empty() && !args.output.empty()) {
+    std::string state = topo::RenderAttachments(topology.attachments);
+    auto old = topo::ReadFile(state_path);
+    if (!old.ok() || *old != state) {
+      if (Status s = topo::WriteFileAtomically(state_path, state); !s.ok()) {
+        return s;
+      }
+    }
+  }
+  logger.Debug("{} switches, {} roots", topology.switches.size(), topology.roots.size());
+  return args.format == "tree"    ? topo::RenderTreeConf(topology)
+         : args.format == "block" ? topo::RenderBlockConf(topology)
+                                  : topo::RenderTopologyYaml(topology);
+}
+
+// Waits up to `timeout` for one of `signals` (blocked in every thread); the signal,
+// or 0 when the time ran out.
+int WaitForSignal(const sigset_t& signals, std::chrono::milliseconds timeout) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  ts.tv_nsec = static_cast<long>(timeout.count() % 1000) * 1'000'000L;
+  int sig = sigtimedwait(&signals, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
+
+// --interval: a round every interval until SIGTERM or SIGINT.
+int RefreshLoop(Args& args, const std::string& state_path, const NodeSource& labels,
+                const sigset_t& signals, k8sbridge::Logger& logger) {
+  topo::ScontrolReconfigurer reconfigurer(args.scontrol);
+  topo::PeriodicRefresh refresher(topo::RefreshOptions{args.output, "", args.reconfigure},
+                                  reconfigurer, logger);
+  logger.Info("refreshing {} every {}", args.output, k8sbridge::text::FormatDuration(args.every));
+  for (;;) {
+    auto outcome = refresher.Round(RenderOnce(args, state_path, labels, logger));
+    if (outcome.ok() && outcome->wrote) {
+      logger.Info("{}", outcome->reconfigured ? "slurmctld reconfigured" : "no reconfigure needed");
+    }
+    if (int sig = WaitForSignal(signals, args.every); sig != 0) {
+      logger.Info("SIG{}: stopping", sigabbrev_np(sig));
+      return 0;
+    }
+  }
+}
+
+// One run: print, or write and reconfigure when the hierarchy changed.
+int RunOnce(Args& args, const std::string& state_path, const NodeSource& labels,
+            k8sbridge::Logger& logger) {
+  auto rendered = RenderOnce(args, state_path, labels, logger);
+  if (!rendered.ok()) {
+    logger.Error("{}", rendered.status().message());
+    return 1;
+  }
+  if (args.output.empty()) {
+    std::cout << *rendered;
+    return 0;
+  }
+  topo::ScontrolReconfigurer reconfigurer(args.scontrol);
+  topo::RefreshOptions refresh{args.output, "", args.reconfigure};
+  auto outcome = topo::Refresh(*rendered, refresh, reconfigurer, logger);
+  if (!outcome.ok()) {
+    logger.Error("{}", outcome.status().message());
+    return outcome.status().code() == Status::Code::kUnavailable ? 2 : 1;
+  }
+  logger.Info("file {}, {}", outcome->wrote ? "rewritten" : "unchanged",
+              outcome->reconfigured ? "slurmctld reconfigured" : "no reconfigure needed");
+  return 0;
+}
+
+// --kube: the connection, the Slurm nodes of --config when --nodes gave none, and
+// the source (a LIST per run, or a watch that a refresh loop reads).
+k8sbridge::Result<NodeSource> KubeSource(Args& args, k8sbridge::Logger& logger,
+                                         std::shared_ptr<topo::NodeWatch>& watch) {
+  auto setup = topo::LoadKubeSetup(args.config);
+  if (!setup.ok()) {
+    return setup.status();
+  }
+  if (args.build.all_nodes.empty()) {
+    args.build.all_nodes = std::move(setup->slurm_nodes);
+  }
+  k8sbridge::kube::ClientOptions options;
+  options.logger = &logger;
+  auto client = k8sbridge::kube::Client::Create(setup->config, options);
+  if (!client.ok()) {
+    return client.status().WithContext("--kube");
+  }
+  if (args.every.count() == 0) {
+    std::shared_ptr<k8sbridge::kube::Client> shared = std::move(*client);
+    return NodeSource([shared] { return topo::ListLabeledNodes(*shared); });
+  }
+  auto started = topo::NodeWatch::Start(std::move(*client), std::chrono::seconds(60));
+  if (!started.ok()) {
+    return started.status();
+  }
+  watch = std::move(*started);
+  topo::NodeWatch* w = watch.get();
+  return NodeSource([w] { return w->Nodes(); });
+}
+
 int Run(int argc, char** argv) {
   if (auto answered = AnswerHelpOrVersion(argc, argv, "k8sbridge-topology", kUsage))
     return *answered;
@@ -295,41 +468,29 @@ int Run(int argc, char** argv) {
     }
     args.build.all_nodes = std::move(*nodes);
   }
+  // Blocked before any thread starts, so that only the loop's sigtimedwait takes them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  if (args.every.count() > 0) {
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  }
   std::string state_path =
       args.state.empty() && !args.output.empty() ? args.output + ".state" : args.state;
-
-  auto built = args.labels.empty() ? TopologyFromFabric(args, state_path, logger)
-                                   : TopologyFromLabelFile(args);
-  if (!built.ok()) {
-    return fail(built.status());
-  }
-  const topo::Topology& topology = *built;
-
-  std::string rendered = args.format == "tree"    ? topo::RenderTreeConf(topology)
-                         : args.format == "block" ? topo::RenderBlockConf(topology)
-                                                  : topo::RenderTopologyYaml(topology);
-  if (args.output.empty()) {
-    std::cout << rendered;
-    return 0;
-  }
-  if (!state_path.empty() && args.labels.empty()) {
-    if (Status s =
-            topo::WriteFileAtomically(state_path, topo::RenderAttachments(topology.attachments));
-        !s.ok()) {
-      return fail(s);
+  NodeSource labels;
+  std::shared_ptr<topo::NodeWatch> watch;
+  if (!args.labels.empty()) {
+    labels = LabelFileSource(args.labels);
+  } else if (args.kube) {
+    auto source = KubeSource(args, logger, watch);
+    if (!source.ok()) {
+      return fail(source.status());
     }
+    labels = std::move(*source);
   }
-  topo::ScontrolReconfigurer reconfigurer(args.scontrol);
-  topo::RefreshOptions refresh{args.output, "", args.reconfigure};
-  auto outcome = topo::Refresh(rendered, refresh, reconfigurer, logger);
-  if (!outcome.ok()) {
-    logger.Error("{}", outcome.status().message());
-    return outcome.status().code() == Status::Code::kUnavailable ? 2 : 1;
-  }
-  logger.Info("{} switches, {} roots; file {}, {}", topology.switches.size(), topology.roots.size(),
-              outcome->wrote ? "rewritten" : "unchanged",
-              outcome->reconfigured ? "slurmctld reconfigured" : "no reconfigure needed");
-  return 0;
+  return args.every.count() > 0 ? RefreshLoop(args, state_path, labels, signals, logger)
+                                : RunOnce(args, state_path, labels, logger);
 }
 
 }  // namespace

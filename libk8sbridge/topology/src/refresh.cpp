@@ -1,6 +1,7 @@
 #include "k8sbridge/topology/refresh.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -22,7 +23,16 @@ Status ScontrolReconfigurer::Reconfigure() {
   std::string arg1 = "reconfigure";
   char* argv[] = {arg0.data(), arg1.data(), nullptr};
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, scontrol_.c_str(), nullptr, nullptr, argv, environ);
+  // scontrol starts with no signal blocked, whatever the caller blocks (a refresh
+  // loop blocks SIGTERM and SIGINT to wait for them).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  int rc = posix_spawnp(&pid, scontrol_.c_str(), nullptr, &attr, argv, environ);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     return Status::IoError(
         fmt::format("cannot run \"{} reconfigure\": {}; is scontrol on PATH "
