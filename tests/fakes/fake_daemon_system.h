@@ -44,6 +44,10 @@ class FakeDaemonSystemOf : public Interface {
     dirs.push_back(fmt::format("{} {:o}", path, mode));
     return Status::Ok();
   }
+  Status WriteFile(const std::string& path, const std::string& content, unsigned mode) override {
+    written[path] = fmt::format("{:o} {}", mode, content);
+    return Status::Ok();
+  }
   void StopDaemon(const std::string& pid_file) override { stopped.push_back(pid_file); }
   Status Exec(const std::vector<std::string>& argv) override {
     exec = argv;
@@ -81,7 +85,8 @@ class FakeDaemonSystemOf : public Interface {
   std::vector<std::vector<std::string>> ran;
   std::vector<std::vector<std::string>> asked;  // Output's
   std::vector<std::pair<std::string, std::string>> copies;
-  std::vector<std::string> dirs;  // "path mode"
+  std::vector<std::string> dirs;              // "path mode"
+  std::map<std::string, std::string> written;  // path -> "mode content"
   std::vector<std::string> exec;
   std::vector<std::string> supervised;
   std::string supervised_munged;

@@ -238,7 +238,10 @@ constexpr Key<G> kGlobalKeys[] = {
      .field = In<&G::kube, &KubeConf::in_cluster>,
      .section = Section::kKube,
      .doc = "use the pod's service account. Neither this nor Kubeconfig: in-cluster when "
-            "`KUBERNETES_SERVICE_HOST` is set, else `$KUBECONFIG` or `~/.kube/config`."},
+            "`KUBERNETES_SERVICE_HOST` is set, else `$KUBECONFIG` or `~/.kube/config`. slurmctld "
+            "runs the power programs with `SLURM_CONF` alone in their environment: they then "
+            "read `KUBERNETES_SERVICE_HOST`/`_PORT` from `/run/k8sbridge/kubernetes-service`, "
+            "which `k8sbridge-entrypoint controller` writes."},
     {.name = "Namespace",
      .type = KeyType::kDnsLabel,
      .field = In<&G::kube, &KubeConf::namespace_>,

@@ -510,10 +510,47 @@ Result<Config> InClusterConfig(std::string_view host, std::string_view port,
   return config;
 }
 
-Result<Config> InClusterConfigFromEnv() {
+namespace {
+
+// The KEY=VALUE lines of the controller entrypoint's service file; unknown keys,
+// blank lines and comments are skipped.
+std::map<std::string, std::string> ReadServiceFile(const std::string& text) {
+  std::map<std::string, std::string> values;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const size_t eq = line.find('=');
+    if (line.empty() || line[0] == '#' || eq == std::string::npos)
+      continue;
+    values[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return values;
+}
+
+}  // namespace
+
+Result<Config> InClusterConfigFromEnv(std::string_view service_file, std::string_view sa_dir) {
   const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
   const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
-  return InClusterConfig(host ? host : "", port ? port : "");
+  if (host != nullptr && *host != '\0' && port != nullptr && *port != '\0')
+    return InClusterConfig(host, port, sa_dir);
+  const std::string file(service_file);
+  if (!std::filesystem::exists(file)) {
+    return Status::InvalidArgument(fmt::format(
+        "in-cluster config: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set and "
+        "{} does not exist: run in a pod (slurmctld's power programs find the API server in "
+        "that file, which k8sbridge-entrypoint controller writes), or set Kubeconfig= instead "
+        "of InCluster=yes",
+        file));
+  }
+  auto text = ReadFile(file, "in-cluster service file");
+  if (!text.ok())
+    return text.status();
+  auto values = ReadServiceFile(*text);
+  auto config = InClusterConfig(values["KUBERNETES_SERVICE_HOST"],
+                                values["KUBERNETES_SERVICE_PORT"], sa_dir);
+  if (!config.ok())
+    return config.status().WithContext(file);
+  return config;
 }
 
 Result<std::string> DecodeBase64(std::string_view in, std::string_view what) {

@@ -1,5 +1,7 @@
 #include "k8sbridge/power/entrypoint.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "k8sbridge/contract.h"
@@ -51,6 +53,23 @@ Result<EntrypointRole> RoleOf(const std::vector<std::string>& args) {
       args.empty() ? std::string("no role given") : "unknown role '" + args[0] + "'"));
 }
 
+// slurmscriptd gives the power programs SLURM_CONF alone: InCluster=yes finds the
+// API server in this file instead (kube::InClusterConfigFromEnv).
+Status WriteServiceFile(const EntrypointSettings& s, DaemonSystem& system, Logger& log) {
+  if (s.service_host.empty() || s.service_port.empty()) {
+    log.Info("KUBERNETES_SERVICE_HOST/_PORT are not set (not in a pod): the power programs need "
+             "Kubeconfig= in k8sbridge.conf");
+    return Status::Ok();
+  }
+  const std::string dir = std::filesystem::path(s.service_file).parent_path().string();
+  if (Status st = system.MakeDirectory(dir, 0755); !st.ok())
+    return st.WithContext("the in-cluster service file's directory");
+  return system.WriteFile(s.service_file,
+                          fmt::format("KUBERNETES_SERVICE_HOST={}\nKUBERNETES_SERVICE_PORT={}\n",
+                                      s.service_host, s.service_port),
+                          0644);
+}
+
 }  // namespace
 
 Result<EntrypointSettings> EntrypointSettingsFromEnv(const Getenv& getenv,
@@ -81,6 +100,8 @@ Result<EntrypointSettings> EntrypointSettingsFromEnv(const Getenv& getenv,
   if (!forced.ok())
     return forced.status();
   s.supervise = *forced;
+  s.service_host = EnvOr(getenv, "KUBERNETES_SERVICE_HOST");
+  s.service_port = EnvOr(getenv, "KUBERNETES_SERVICE_PORT");
   s.args.assign(args.begin() + 1, args.end());
   return s;
 }
@@ -109,6 +130,10 @@ Result<int> RunEntrypoint(const EntrypointSettings& s, DaemonSystem& system, Log
                             s.slurm_version, system, log);
       !st.ok())
     return st;
+  if (controller) {
+    if (Status st = WriteServiceFile(s, system, log); !st.ok())
+      return st;
+  }
   auto munged_pid_file = StartPrivateMunged(s.munged, system, log);
   if (!munged_pid_file.ok())
     return munged_pid_file.status();

@@ -270,6 +270,42 @@ BOOST_AUTO_TEST_CASE(in_cluster) {
   BOOST_TEST(missing.status().message().find("token: missing") != std::string::npos);
 }
 
+// slurmctld starts its power programs with SLURM_CONF alone in the environment; the
+// controller entrypoint's service file stands in for the two variables.
+BOOST_AUTO_TEST_CASE(in_cluster_from_the_service_file_when_the_environment_lacks_it) {
+  TempDir dir;
+  dir.Write("sa/token", "tok\n");
+  dir.Write("sa/ca.crt", "pem");
+  dir.Write("run/kubernetes-service",
+            "# written by k8sbridge-entrypoint\nKUBERNETES_SERVICE_HOST=10.96.0.1\n"
+            "KUBERNETES_SERVICE_PORT=6443\n");
+  const std::string sa = (dir.path / "sa").string();
+  const std::string file = (dir.path / "run/kubernetes-service").string();
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  unsetenv("KUBERNETES_SERVICE_PORT");
+  auto c = InClusterConfigFromEnv(file, sa);
+  BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  BOOST_TEST(c->server == "https://10.96.0.1:6443");
+
+  auto missing = InClusterConfigFromEnv((dir.path / "nope").string(), sa);
+  BOOST_TEST(!missing.ok());
+  BOOST_TEST(missing.status().message().find((dir.path / "nope").string()) != std::string::npos);
+  BOOST_TEST(missing.status().message().find("Kubeconfig=") != std::string::npos);
+
+  dir.Write("run/empty", "KUBERNETES_SERVICE_HOST=10.96.0.1\n");
+  auto half = InClusterConfigFromEnv((dir.path / "run/empty").string(), sa);
+  BOOST_TEST(!half.ok());
+  BOOST_TEST(half.status().message().find("KUBERNETES_SERVICE_PORT") != std::string::npos);
+
+  setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
+  setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+  auto env = InClusterConfigFromEnv(file, sa);
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  unsetenv("KUBERNETES_SERVICE_PORT");
+  BOOST_REQUIRE_MESSAGE(env.ok(), env.status().ToString());
+  BOOST_TEST(env->server == "https://[fd00::1]:443");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace k8sbridge::kube

@@ -74,6 +74,37 @@ BOOST_AUTO_TEST_CASE(controller_checks_then_supervises_slurmctld_with_the_mounte
   BOOST_TEST(system.supervised_munged == "/run/k8sbridge-munge/munged.pid");
 }
 
+// slurmctld's power programs run with SLURM_CONF alone: the controller leaves the
+// pod's API server address where InCluster=yes looks for it.
+BOOST_AUTO_TEST_CASE(controller_writes_the_in_cluster_service_file_for_the_power_programs) {
+  FakeSystem system;
+  RecordingLogger log;
+  auto s = Settings({"controller"}, {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
+                                     {"KUBERNETES_SERVICE_PORT", "443"}});
+  auto code = power::RunEntrypoint(s, system, log);
+  BOOST_REQUIRE_MESSAGE(code.ok(), code.status().message());
+  BOOST_TEST(system.written ==
+                 (std::map<std::string, std::string>{
+                     {"/run/k8sbridge/kubernetes-service",
+                      "644 KUBERNETES_SERVICE_HOST=10.96.0.1\nKUBERNETES_SERVICE_PORT=443\n"}}),
+             boost::test_tools::per_element());
+  BOOST_TEST(system.dirs.front() == "/run/k8sbridge 755");
+
+  FakeSystem outside;  // not in a pod: nothing written, the log says what to use
+  RecordingLogger outside_log;
+  BOOST_REQUIRE(power::RunEntrypoint(Settings({"controller"}), outside, outside_log).ok());
+  BOOST_TEST(outside.written.empty());
+  BOOST_TEST(outside_log.Contains("Kubeconfig="));
+
+  FakeSystem login;  // a login pod runs no power program
+  RecordingLogger login_log;
+  BOOST_REQUIRE(power::RunEntrypoint(Settings({"login"}, {{"KUBERNETES_SERVICE_HOST", "h"},
+                                                          {"KUBERNETES_SERVICE_PORT", "1"}}),
+                                     login, login_log)
+                    .ok());
+  BOOST_TEST(login.written.empty());
+}
+
 BOOST_AUTO_TEST_CASE(not_as_pid_1_the_command_is_execd) {
   FakeSystem system;
   RecordingLogger log;

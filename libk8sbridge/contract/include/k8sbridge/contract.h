@@ -115,5 +115,11 @@ inline constexpr std::string_view kEnvInit = "K8SBRIDGE_INIT";
 inline constexpr std::string_view kEnvSlurmctld = "K8SBRIDGE_SLURMCTLD";
 inline constexpr std::string_view kEnvSrun = "K8SBRIDGE_SRUN";
 inline constexpr std::string_view kEnvSlurmConfDir = "K8SBRIDGE_SLURM_CONF_DIR";
+// k8sbridge-entrypoint controller writes the pod's KUBERNETES_SERVICE_HOST and
+// KUBERNETES_SERVICE_PORT here (KEY=VALUE lines): slurmctld runs its power programs
+// through slurmscriptd with SLURM_CONF alone in their environment
+// (src/slurmctld/slurmscriptd.c), so InCluster=yes finds the API server here when
+// the variables are unset.
+inline constexpr std::string_view kInClusterServiceFile = "/run/k8sbridge/kubernetes-service";
 
 }  // namespace k8sbridge::contract

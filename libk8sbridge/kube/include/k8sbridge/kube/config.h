@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "k8sbridge/contract.h"
 #include "k8sbridge/status.h"
 
 namespace k8sbridge::kube {
@@ -74,7 +75,13 @@ std::vector<std::string> SplitKubeconfigEnv(std::string_view value);
 Result<Config> InClusterConfig(
     std::string_view host, std::string_view port,
     std::string_view sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
-Result<Config> InClusterConfigFromEnv();
+// KUBERNETES_SERVICE_HOST/_PORT from the environment, else from `service_file`
+// (KEY=VALUE lines; contract::kInClusterServiceFile outside tests), which the
+// controller entrypoint writes for programs that slurmctld starts with a bare
+// environment.
+Result<Config> InClusterConfigFromEnv(
+    std::string_view service_file = contract::kInClusterServiceFile,
+    std::string_view sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
 
 // The connection rule every k8sbridge program follows: in-cluster when asked, or
 // when no kubeconfig is named and KUBERNETES_SERVICE_HOST is set; else the named

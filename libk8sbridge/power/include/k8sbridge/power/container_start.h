@@ -48,6 +48,9 @@ class DaemonSystem {
   // Creates `path` (and its parents) if needed and sets it to `mode`, owned by the
   // caller (an emptyDir is 0777; munged refuses directories others may write to).
   virtual Status MakeDirectory(const std::string& path, unsigned mode) = 0;
+  // Replaces `path` atomically with `content`, at `mode` (readers never see half).
+  virtual Status WriteFile(const std::string& path, const std::string& content,
+                           unsigned mode) = 0;
   // Stops the daemon whose pid is in `pid_file` and waits (bounded) until it is
   // gone (the container's munged, when the entrypoint fails after starting it).
   virtual void StopDaemon(const std::string& pid_file) = 0;
@@ -109,6 +112,7 @@ Result<std::string> Output(const std::vector<std::string>& argv);
 FileFacts Inspect(const std::string& path);
 Status CopyPrivateFile(const std::string& from, const std::string& to);
 Status MakeDirectory(const std::string& path, unsigned mode);
+Status WriteFile(const std::string& path, const std::string& content, unsigned mode);
 void StopDaemon(const std::string& pid_file, Logger& log);
 Status Exec(const std::vector<std::string>& argv);
 Result<int> Supervise(const std::vector<std::string>& argv, const std::string& munged_pid_file,
@@ -131,6 +135,9 @@ class RealDaemonSystemOf : public Interface {
   }
   Status MakeDirectory(const std::string& path, unsigned mode) override {
     return real::MakeDirectory(path, mode);
+  }
+  Status WriteFile(const std::string& path, const std::string& content, unsigned mode) override {
+    return real::WriteFile(path, content, mode);
   }
   void StopDaemon(const std::string& pid_file) override { real::StopDaemon(pid_file, log_); }
   Status Exec(const std::vector<std::string>& argv) override { return real::Exec(argv); }

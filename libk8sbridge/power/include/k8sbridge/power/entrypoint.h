@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "k8sbridge/log.h"
+#include "k8sbridge/contract.h"
 #include "k8sbridge/power/container_start.h"
 #include "k8sbridge/status.h"
 
@@ -29,6 +30,11 @@ struct EntrypointSettings {
   std::string srun = "/usr/bin/srun";                        // K8SBRIDGE_SRUN
   std::string slurm_version;      // the Slurm the image must hold: BuiltForSlurm()
   bool supervise = false;         // K8SBRIDGE_INIT=1; the caller adds "am I PID 1"
+  // controller: the pod's KUBERNETES_SERVICE_HOST/_PORT, written to `service_file`
+  // for the power programs, which slurmctld starts without them.
+  std::string service_host;
+  std::string service_port;
+  std::string service_file = std::string(contract::kInClusterServiceFile);
   std::vector<std::string> args;  // controller: slurmctld's extra; login: the command
 };
 
