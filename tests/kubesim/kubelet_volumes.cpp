@@ -247,6 +247,18 @@ Status AtomicWrite(const std::string& dir, const VolumePayload& payload) {
   return Status::Ok();
 }
 
+// projected.go's collectData: a token file takes the volume's defaultMode (0644 from
+// ServiceAccount admission, so a non-root container can read it), but 0600 when
+// the pod gives an fsGroup or a run-as user for the volume's ownership. kubesim does
+// not then chown the file to them (upstream's SetVolumeOwnership makes it 0640 for
+// the fsGroup): docs/kubesim.md lists it.
+static uint32_t TokenFileMode(const rapidjson::Value& pod, uint32_t default_mode) {
+  const rapidjson::Value* context = Member(Member(&pod, "spec"), "securityContext");
+  if (Member(context, "fsGroup") != nullptr || Member(context, "runAsUser") != nullptr)
+    return 0600;
+  return default_mode;
+}
+
 Status AddToken(const TokenIssuer& issue_token, const rapidjson::Value& pod,
                 const rapidjson::Value& source, uint32_t mode, VolumePayload& payload);
 
@@ -351,8 +363,7 @@ Status AddToken(const TokenIssuer& issue_token, const rapidjson::Value& pod,
   if (!token.ok())
     return token.status().WithContext(
         fmt::format("failed to fetch token for service account \"{}\"", account));
-  // The kubelet writes tokens 0600 unless the volume's defaultMode says otherwise.
-  payload[Str(Member(&source, "path"))] = {*token, mode == 0644 ? 0600u : mode};
+  payload[Str(Member(&source, "path"))] = {*token, TokenFileMode(pod, mode)};
   return Status::Ok();
 }
 

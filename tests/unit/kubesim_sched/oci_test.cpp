@@ -332,8 +332,18 @@ BOOST_AUTO_TEST_CASE(projected_volume_with_a_token_from_the_issuer) {
   BOOST_CHECK_EQUAL(ReadAll(dir.path / "token"), "jwt");
   BOOST_CHECK_EQUAL(ReadAll(dir.path / "ca.crt"), "PEM");
   BOOST_CHECK_EQUAL(ReadAll(dir.path / "namespace"), "ns");
+  // The volume's defaultMode (0644): a non-root process in the pod reads the token.
   struct stat st;
   BOOST_REQUIRE(stat((dir.path / "token").c_str(), &st) == 0);
+  BOOST_CHECK_EQUAL(st.st_mode & 0777, 0644u);
+  // With an fsGroup the kubelet makes it 0600 (projected.go's collectData).
+  auto grouped = Json(R"({"metadata":{"name":"p","namespace":"ns","uid":"u"},
+      "spec":{"serviceAccountName":"robot","securityContext":{"fsGroup":64030}}})");
+  TempDir grouped_dir;
+  BOOST_REQUIRE(kubelet_internal::PrepareVolume(store, issuer, *grouped, *volume,
+                                                grouped_dir.path.string())
+                    .ok());
+  BOOST_REQUIRE(stat((grouped_dir.path / "token").c_str(), &st) == 0);
   BOOST_CHECK_EQUAL(st.st_mode & 0777, 0600u);
 
   Result<std::string> no_issuer =
