@@ -21,13 +21,12 @@ from harness.rig import Rig, free_tcp_port, wait_for
 from harness.testcase import RigTestCase, wait_for_no_leftovers
 
 
-def template(host=None, gpus=0):
+def template(host=None, gpus=0, image="registry.example/slurm-worker:24.11"):
     """A worker pod template; `host` pins the pod to one Kubernetes node."""
     lines = ["spec:", "  terminationGracePeriodSeconds: 1"]
     if host:
         lines += ["  nodeSelector:", f"    kubernetes.io/hostname: {host}"]
-    lines += ["  containers:", "  - name: slurmd",
-              "    image: registry.example/slurm-worker:24.11"]
+    lines += ["  containers:", "  - name: slurmd", f"    image: {image}"]
     return "\n".join(lines) + "\n"
 
 

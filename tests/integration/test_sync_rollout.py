@@ -8,20 +8,15 @@ runs the new image and every node is back in service.
 """
 
 from harness.rig import wait_for
-from harness.sync import SyncRigTestCase
+from harness.sync import SyncRigTestCase, template
 from harness.testcase import main
 
 NODES = ["w-0", "w-1", "w-2", "w-3"]
 
 
-def image_template(image):
-    return ("spec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: slurmd\n"
-            f"    image: {image}\n")
-
-
 class SyncRollout(SyncRigTestCase):
     sim_args = ("--fake-nodes", "4")
-    groups = (("g0", "w-[0-3]", image_template("registry.example/slurm-worker:v1")),)
+    groups = (("g0", "w-[0-3]", template(image="registry.example/slurm-worker:v1")),)
 
     def image(self, node):
         pod = self.pod(node)
@@ -47,7 +42,7 @@ class SyncRollout(SyncRigTestCase):
                              ["-N2", "-w", "w-0,w-1", "--no-requeue", "-o", str(out)])
             rig.wait_job(job, ("RUNNING",), timeout=120)
 
-            (self.dir / "g0.yaml").write_text(image_template("registry.example/slurm-worker:v2"))
+            (self.dir / "g0.yaml").write_text(template(image="registry.example/slurm-worker:v2"))
 
             def rolled(nodes):
                 return all(self.image(n) == "registry.example/slurm-worker:v2" and

@@ -337,15 +337,13 @@ void Daemon::RefreshTemplates() {
                      loaded.status().message());
     return;
   }
-  std::map<std::string, std::string> hashes;
   for (const auto& [group, tmpl] : loaded->templates) {
-    hashes[group] = tmpl.hash;
     if (setup_->templates.at(group).hash != tmpl.hash)
       parts_.log.Info("node group {}: pod template {} changed (hash {}): its pods roll", group,
                       tmpl.file, tmpl.hash);
   }
   *setup_ = std::move(*loaded);
-  reconciler_.SetTemplateHashes(std::move(hashes));
+  reconciler_.SetTemplateHashes(ReconcileOptions::From(config_, setup_.get()).template_hashes);
 }
 
 void Daemon::Act(const World& world, Clock::Steady::time_point started) {
