@@ -4,15 +4,26 @@ them, and deletes the pods once they are idle. Run it through scripts/demo.sh.
 
 Kubernetes here is kubesim, the project's stand-in (docs/kubesim.md), with fake GPU
 nodes; everything on the Slurm side is real: munge, slurmctld, slurmd in the pods,
-and k8sbridge's programs as slurm.conf has them.
+and k8sbridge's programs as slurm.conf has them. Two modes:
+
+- in-cluster (the default): k8sbridge deployed as a platform team deploys it,
+  `kubectl apply` of deploy/overlays/demo; slurmctld runs in the controller pod
+  from the controller image, worker pods from the worker image, and the job is
+  submitted from the login pod with `kubectl exec`;
+- --host-controller: slurmctld on this host, outside Kubernetes (a site whose
+  controller is not a pod), with worker pods that run the host's slurmd.
 """
 
+import argparse
+import os
 import sys
+import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the harness package
 from harness.cluster import GPU_PRODUCT, LEAF_LABEL, PodCluster  # noqa: E402
+from harness.deployment import Deployment  # noqa: E402
 from harness.rig import NodeSpec, leftovers  # noqa: E402
 
 SUSPEND_TIME = 20
@@ -97,7 +108,74 @@ class Demo:
         return state == "COMPLETED"
 
 
-def main():
+class InClusterDemo:
+    """The same story with everything in pods (deploy/overlays/demo)."""
+
+    def __init__(self, deployment):
+        self.d = deployment
+        self.last = {}
+
+    def sinfo(self):
+        r = self.d.login(["sinfo", "-N", "-o", "%N %T"], check=False, timeout=60)
+        return r.stdout if r.returncode == 0 else f"(sinfo failed: {r.stderr.strip()})"
+
+    def pods(self):
+        return self.d.kubectl("get", "pods", "-o", "wide", check=False).stdout
+
+    def show_changes(self):
+        for name, fn in (("sinfo", self.sinfo), ("pods", self.pods)):
+            now = fn()
+            # Ages change every second: compare without the AGE column.
+            key = "\n".join(" ".join(w for i, w in enumerate(line.split()) if i != 4)
+                            for line in now.splitlines()) if name == "pods" else now
+            if self.last.get(name) != key:
+                self.last[name] = key
+                show("sinfo -N (in the login pod):" if name == "sinfo" else
+                     "kubectl -n slurm get pods -o wide:", now)
+
+    def run(self):
+        d = self.d
+        show("kubectl -n slurm get statefulset,deployment,job,pvc:",
+             d.kubectl("get", "statefulset,deployment,job,pvc", check=False).stdout)
+        say("waiting for the jail populate Job and slurmctld in pod slurmctld-0")
+        d.wait_ready()
+        self.show_changes()
+        say("submitting from the login pod: kubectl -n slurm exec deploy/slurm-login -- "
+            "srun -N4 -l ...; Slurm resumes 4 CLOUD nodes, k8sbridge-power (in the "
+            "controller pod) creates their worker pods")
+        job = {}
+
+        def run_job():
+            job["result"] = d.login(["srun", "-N4", "-l", "sh", "-c",
+                                     "echo $(hostname) pod IP $(hostname -I)"],
+                                    check=False, timeout=600)
+        t = threading.Thread(target=run_job, daemon=True)
+        t.start()
+        while t.is_alive():
+            self.show_changes()
+            t.join(1)
+        r = job["result"]
+        show("srun output:", "\n".join(sorted(r.stdout.splitlines())) or "(none)")
+        if r.returncode != 0:
+            show("srun failed:", r.stderr)
+            show("the cluster:", d.describe())
+            return False
+        say("the nodes are idle: after SuspendTime=30s Slurm runs SuspendProgram, "
+            "which deletes the pods")
+        deadline = time.monotonic() + 240
+        while d.worker_pods() or not all("POWERED_DOWN" in n["State"]
+                                         for n in d.slurm_nodes().values()):
+            self.show_changes()
+            if time.monotonic() > deadline:
+                show("the pods were not deleted in 240 s:", d.describe())
+                return False
+            time.sleep(1)
+        self.show_changes()
+        say("all worker pods deleted and all nodes powered down again (~ in sinfo)")
+        return True
+
+
+def host_controller_demo():
     nodes = [NodeSpec(f"w-{i}", features=["h100"]) for i in range(4)]
     groups = [("w", "w-[0-3]", f"Gpus=8 PlacementLabel={LEAF_LABEL}")]
     say("starting kubesim (4 fake GPU nodes, 2 InfiniBand leaves), munge and slurmctld")
@@ -110,7 +188,34 @@ def main():
     left = {k: v for k, v in leftovers([cluster.rig.id]).items() if v}
     if left:
         say(f"warning: the demo left things behind: {left}")
-    return 0 if ok else 1
+    return ok
+
+
+def in_cluster_demo(images):
+    say(f"starting kubesim as a cluster (4 fake GPU nodes, cluster DNS, an OCI kubelet "
+        f"running the images in {images} with runc)")
+    say("kubectl create namespace slurm; kubectl -n slurm create secret generic "
+        "slurm-munge-key --from-file=munge.key=...; "
+        "kubectl kustomize deploy/overlays/demo | kubectl apply -f -")
+    with Deployment(Path(images)) as d:
+        ok = InClusterDemo(d).run()
+    say("stopped: kubesim and every container it ran are gone")
+    return ok
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--host-controller", action="store_true",
+                   help="slurmctld on this host instead of in the controller pod")
+    p.add_argument("--images", default=os.environ.get("K8SBRIDGE_IMAGES"),
+                   help="the images directory scripts/images.py printed (in-cluster mode)")
+    args = p.parse_args()
+    if args.host_controller:
+        return 0 if host_controller_demo() else 1
+    if not args.images:
+        p.error("--images DIR (or K8SBRIDGE_IMAGES) is required in-cluster; "
+                "scripts/demo.sh builds them")
+    return 0 if in_cluster_demo(args.images) else 1
 
 
 if __name__ == "__main__":

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The README's main command: sets everything up (Debian packages, Slurm 24.11.5,
-# the build) and runs k8sbridge's main job on a local demo cluster: Slurm's power
-# saving turns powered-down CLOUD nodes into Kubernetes worker pods that run
-# slurmd (in kubesim, the project's Kubernetes stand-in), runs a 4-node job in
-# them, and deletes the pods after SuspendTime. Ctrl-C stops it cleanly.
+# the build, k8sbridge's Debian packages and images) and runs k8sbridge's main job
+# on a local demo cluster: kubesim (the project's Kubernetes stand-in) runs as a
+# cluster, `kubectl apply` deploys deploy/overlays/demo, Slurm's power saving in
+# the controller pod turns powered-down CLOUD nodes into worker pods from the worker
+# image, a 4-node job submitted from the login pod runs in them, and the pods are
+# deleted after SuspendTime. Ctrl-C stops it cleanly.
+#
+#   bash scripts/demo.sh                     # in-cluster (the deployment in deploy/)
+#   bash scripts/demo.sh --host-controller   # slurmctld on this host, outside Kubernetes
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -13,12 +18,21 @@ build=${K8SBRIDGE_BUILD:-$root/build}
 opts=(-Dslurm_prefix="$K8SBRIDGE_CACHE/slurm-24.11.5/install" -Dslurm_src="$K8SBRIDGE_CACHE/slurm-24.11.5/src")
 if [ -f "$build/build.ninja" ]; then meson setup --reconfigure "$build" "${opts[@]}" >/dev/null
 else meson setup "$build" "${opts[@]}" >/dev/null; fi
-# What the demo runs: the power program, the worker entrypoint, kubesim and its
-# pod runner. ninja shows its progress; a cached build has nothing to do.
-echo "demo: building k8sbridge-power, k8sbridge-worker and kubesim in $build"
+# What the demo runs here: kubesim and its pod runner, and for --host-controller the
+# power program and the worker entrypoint. ninja shows its progress; a cached build
+# has nothing to do.
+echo "demo: building kubesim, k8sbridge-power and k8sbridge-worker in $build"
 meson compile -C "$build" programs/power/k8sbridge-power programs/worker/k8sbridge-worker \
   tests/kubesim/kubesim:executable tests/kubesim/kubesim-podrun
 export K8SBRIDGE_BUILD_ROOT="$build"
 export K8SBRIDGE_SLURM_PREFIX="$K8SBRIDGE_CACHE/slurm-24.11.5/install"
 export K8SBRIDGE_RIG_LOGDIR="$build/meson-logs/demo"
-exec /usr/bin/python3 scripts/demo.py
+if [ "${1:-}" != "--host-controller" ]; then
+  # The packages and images of this checkout, cached by their inputs (a second run
+  # reuses them): what a platform team installs.
+  echo "demo: building the Debian packages and the images (cached under $K8SBRIDGE_CACHE)"
+  packages=$(bash scripts/build-packages.sh | tail -n 1)
+  K8SBRIDGE_IMAGES=$(/usr/bin/python3 scripts/images.py --packages "$packages" | tail -n 1)
+  export K8SBRIDGE_IMAGES
+fi
+exec /usr/bin/python3 scripts/demo.py "$@"

@@ -44,6 +44,24 @@ def wait_for(predicate, timeout=30.0, interval=0.05, what="condition"):
         time.sleep(interval)
 
 
+def remove_kubelet_leftovers(runc_root: str, work_dir, bridge: str) -> None:
+    """What a kubesim whose OCI kubelet was killed half way leaves: its runc containers
+    (under `runc_root`), mounts under `work_dir` (its state directory's parent), and
+    its bridge. Safe to call when nothing is left."""
+    r = subprocess.run(["runc", "--root", runc_root, "list", "-q"], capture_output=True,
+                       text=True)
+    for cid in r.stdout.split() if r.returncode == 0 else []:
+        subprocess.run(["runc", "--root", runc_root, "delete", "--force", cid],
+                       capture_output=True)
+    if work_dir is not None:
+        with open("/proc/self/mounts") as f:
+            mounts = [line.split()[1] for line in f
+                      if line.split()[1].startswith(str(work_dir))]
+        for m in sorted(mounts, key=len, reverse=True):
+            subprocess.run(["umount", "-l", m], capture_output=True)
+    subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+
+
 class KubeSim:
     """One kubesim process with its own output directory; use as a context manager."""
 

@@ -17,7 +17,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from harness.kubesim import KUBESIM, KubeSim, wait_for
+from harness.kubesim import KUBESIM, KubeSim, remove_kubelet_leftovers, wait_for
 from harness.rig import claim_slot
 
 IMAGES = os.environ.get("K8SBRIDGE_IMAGES")
@@ -56,15 +56,7 @@ class WorkerImageTest(unittest.TestCase):
 
     @classmethod
     def cleanup(cls):
-        r = subprocess.run(["runc", "--root", RUNC_ROOT, "list", "-q"], capture_output=True,
-                           text=True)
-        for cid in r.stdout.split():
-            subprocess.run(["runc", "--root", RUNC_ROOT, "delete", "--force", cid], check=False)
-        with open("/proc/self/mounts") as f:
-            mounts = [line.split()[1] for line in f if str(cls.work) in line.split()[1]]
-        for m in sorted(mounts, key=len, reverse=True):
-            subprocess.run(["umount", "-l", m], check=False)
-        subprocess.run(["ip", "link", "del", BRIDGE], check=False, capture_output=True)
+        remove_kubelet_leftovers(RUNC_ROOT, cls.work, BRIDGE)
         shutil.rmtree(cls.work, ignore_errors=True)
 
     def test_slurmd_in_the_worker_image_says_its_version(self):
