@@ -44,6 +44,29 @@ def wait_for(predicate, timeout=30.0, interval=0.05, what="condition"):
         time.sleep(interval)
 
 
+def runc_ids(runc_root):
+    """The containers of an OCI-mode kubelet's runc root (/run/kubesim-runc/<bridge>)."""
+    r = subprocess.run(["runc", "--root", str(runc_root), "list", "-q"], capture_output=True,
+                       text=True)
+    return r.stdout.split() if r.returncode == 0 else []
+
+
+def mounts_under(path):
+    """The mount points under `path` (a kubelet state directory's overlays and volumes)."""
+    with open("/proc/self/mounts") as f:
+        return [line.split()[1] for line in f if line.split()[1].startswith(str(path))]
+
+
+def remove_oci_kubelet_leftovers(runc_root, state_dir, bridge):
+    """What an OCI-mode kubesim that died may leave: its runc containers, the mounts
+    under its state directory, its bridge (docs/kubesim.md, "A killed kubesim")."""
+    for cid in runc_ids(runc_root):
+        subprocess.run(["runc", "--root", str(runc_root), "delete", "--force", cid], check=False)
+    for m in sorted(mounts_under(state_dir), key=len, reverse=True):
+        subprocess.run(["umount", "-l", m], check=False)
+    subprocess.run(["ip", "link", "del", bridge], capture_output=True, check=False)
+
+
 class KubeSim:
     """One kubesim process with its own output directory; use as a context manager."""
 
