@@ -324,7 +324,10 @@ Record ARecord(const std::string& name, uint32_t ipv4) {
 
 Record NameRecord(const std::string& name, uint16_t type, const std::string& target) {
   Record r{name, type, kTtl, {}};
-  if (!PutRdataName(r.rdata, Lower(target)))
+  std::string text = Lower(target);
+  if (text.size() > 1 && text.back() == '.')
+    text.pop_back();  // an ExternalName may be written fully qualified
+  if (!PutRdataName(r.rdata, text))
     r.rdata.clear();
   return r;
 }

@@ -236,6 +236,11 @@ BOOST_AUTO_TEST_CASE(cluster_ip_external_name_srv_and_ptr) {
   dns::Answer ext = c.Ask("ext.slurm.svc.cluster.local", dns::kTypeA);
   BOOST_REQUIRE(ext.answers.size() == 1u);
   BOOST_TEST(ext.answers[0].type == dns::kTypeCNAME);
+  BOOST_TEST(ext.answers[0].rdata ==
+             (Bytes{7, 'e', 'x', 'a', 'm', 'p', 'l', 'e', 3, 'o', 'r', 'g', 0}));
+  c.Service("slurm", "fqdn", R"("type":"ExternalName","externalName":"Example.ORG.")");
+  BOOST_TEST(c.Ask("fqdn.slurm.svc.cluster.local", dns::kTypeA).answers[0].rdata ==
+             ext.answers[0].rdata);
   dns::Answer srv = c.Ask("_slurmctld._tcp.slurmctld.slurm.svc.cluster.local", dns::kTypeSRV);
   BOOST_REQUIRE(srv.answers.size() == 1u);
   const Bytes& rd = srv.answers[0].rdata;
