@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
-from harness.kubesim import KubeSim, remove_kubelet_leftovers, wait_for
+from harness.kubesim import KubeSim, remove_oci_kubelet_leftovers, wait_for
 from harness.paths import SOURCE_ROOT
 from harness.rig import claim_slot
 
@@ -115,7 +115,7 @@ class Deployment:
 
     def _remove_leftovers(self):
         if self.slot is not None:
-            remove_kubelet_leftovers(self.runc_root, self.dir, self.bridge)
+            remove_oci_kubelet_leftovers(self.runc_root, self.dir, self.bridge)
         if self.dir is not None and not self.keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -44,22 +44,27 @@ def wait_for(predicate, timeout=30.0, interval=0.05, what="condition"):
         time.sleep(interval)
 
 
-def remove_kubelet_leftovers(runc_root: str, work_dir, bridge: str) -> None:
-    """What a kubesim whose OCI kubelet was killed half way leaves: its runc containers
-    (under `runc_root`), mounts under `work_dir` (its state directory's parent), and
-    its bridge. Safe to call when nothing is left."""
-    r = subprocess.run(["runc", "--root", runc_root, "list", "-q"], capture_output=True,
+def runc_ids(runc_root):
+    """The containers of an OCI-mode kubelet's runc root (/run/kubesim-runc/<bridge>)."""
+    r = subprocess.run(["runc", "--root", str(runc_root), "list", "-q"], capture_output=True,
                        text=True)
-    for cid in r.stdout.split() if r.returncode == 0 else []:
-        subprocess.run(["runc", "--root", runc_root, "delete", "--force", cid],
-                       capture_output=True)
-    if work_dir is not None:
-        with open("/proc/self/mounts") as f:
-            mounts = [line.split()[1] for line in f
-                      if line.split()[1].startswith(str(work_dir))]
-        for m in sorted(mounts, key=len, reverse=True):
-            subprocess.run(["umount", "-l", m], capture_output=True)
-    subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+    return r.stdout.split() if r.returncode == 0 else []
+
+
+def mounts_under(path):
+    """The mount points under `path` (a kubelet state directory's overlays and volumes)."""
+    with open("/proc/self/mounts") as f:
+        return [line.split()[1] for line in f if line.split()[1].startswith(str(path))]
+
+
+def remove_oci_kubelet_leftovers(runc_root, state_dir, bridge):
+    """What an OCI-mode kubesim that died may leave: its runc containers, the mounts
+    under its state directory, its bridge (docs/kubesim.md, "A killed kubesim")."""
+    for cid in runc_ids(runc_root):
+        subprocess.run(["runc", "--root", str(runc_root), "delete", "--force", cid], check=False)
+    for m in sorted(mounts_under(state_dir), key=len, reverse=True):
+        subprocess.run(["umount", "-l", m], check=False)
+    subprocess.run(["ip", "link", "del", bridge], capture_output=True, check=False)
 
 
 class KubeSim:

@@ -8,13 +8,31 @@ import gzip
 import hashlib
 import io
 import json
+import os
+import shutil
 import tarfile
+import unittest
 from pathlib import Path
 
 BUSYBOX = Path("/bin/busybox")
 APPLETS = ("sh", "cat", "echo", "ls", "sleep", "hostname", "id", "nc", "readlink", "grep",
            "wget", "httpd", "env", "pwd", "test", "true", "false", "touch", "mkdir", "kill",
-           "ps", "stat", "head", "tail", "wc")
+           "ps", "stat", "head", "tail", "wc", "nslookup")
+
+
+def skip_unless_oci_kubelet_can_run(kubesim: Path):
+    """Raises unittest.SkipTest unless kubesim's OCI kubelet can run pods here from
+    images this module writes: root, the built `kubesim`, runc, umoci, busybox-static."""
+    if os.geteuid() != 0:
+        raise unittest.SkipTest("needs root: namespaces, a bridge, overlays and runc")
+    if not kubesim.exists():
+        raise unittest.SkipTest(f"{kubesim} is not built")
+    for tool in ("runc", "umoci"):
+        if shutil.which(tool) is None:
+            raise unittest.SkipTest(f"{tool} is not installed (scripts/setup.sh)")
+    if not BUSYBOX.exists():
+        raise unittest.SkipTest(f"{BUSYBOX} is missing: apt-get install busybox-static "
+                                "(scripts/setup.sh)")
 
 
 def _layer(marker: str) -> bytes:

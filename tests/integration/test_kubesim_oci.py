@@ -20,8 +20,9 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from harness.kubesim import KUBESIM, KubeSim, wait_for
-from harness.oci_layout import BUSYBOX, build_image
+from harness.kubesim import KUBESIM, KubeSim, mounts_under, remove_oci_kubelet_leftovers, wait_for
+from harness.kubesim import runc_ids as runc_root_ids
+from harness.oci_layout import build_image, skip_unless_oci_kubelet_can_run
 from harness.rig import claim_slot
 
 SLOT = claim_slot() if os.geteuid() == 0 else None
@@ -31,34 +32,13 @@ RUNC_ROOT = f"/run/kubesim-runc/{BRIDGE}"
 
 
 def runc_ids():
-    r = subprocess.run(["runc", "--root", RUNC_ROOT, "list", "-q"], capture_output=True,
-                       text=True)
-    return r.stdout.split() if r.returncode == 0 else []
-
-
-def mounts_under(path: Path):
-    with open("/proc/self/mounts") as f:
-        return [line.split()[1] for line in f if line.split()[1].startswith(str(path))]
-
-
-def ip_link_names():
-    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line}
+    return runc_root_ids(RUNC_ROOT)
 
 
 class OciKubeletTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if os.geteuid() != 0:
-            raise unittest.SkipTest("needs root: namespaces, a bridge, overlays and runc")
-        if not KUBESIM.exists():
-            raise unittest.SkipTest(f"{KUBESIM} is not built")
-        for tool in ("runc", "umoci"):
-            if shutil.which(tool) is None:
-                raise unittest.SkipTest(f"{tool} is not installed (scripts/setup.sh)")
-        if not BUSYBOX.exists():
-            raise unittest.SkipTest(f"{BUSYBOX} is missing: apt-get install busybox-static "
-                                    "(scripts/setup.sh)")
+        skip_unless_oci_kubelet_can_run(KUBESIM)
         cls.work = Path(tempfile.mkdtemp(prefix="kubesim-oci-"))
         cls.state = cls.work / "state"
         store = cls.work / "images"
@@ -88,12 +68,7 @@ class OciKubeletTest(unittest.TestCase):
     @classmethod
     def cleanup(cls):
         """Belt and braces, also when kubesim died: no container, mount or bridge stays."""
-        for cid in runc_ids():
-            subprocess.run(["runc", "--root", RUNC_ROOT, "delete", "--force", cid], check=False)
-        for m in sorted(mounts_under(cls.state), key=len, reverse=True):
-            subprocess.run(["umount", "-l", m], check=False)
-        if BRIDGE in ip_link_names():
-            subprocess.run(["ip", "link", "del", BRIDGE], check=False)
+        remove_oci_kubelet_leftovers(RUNC_ROOT, cls.state, BRIDGE)
         shutil.rmtree(cls.work, ignore_errors=True)
 
     # ---- helpers ------------------------------------------------------------------

@@ -17,7 +17,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from harness.kubesim import KUBESIM, KubeSim, remove_kubelet_leftovers, wait_for
+from harness.kubesim import KUBESIM, KubeSim, remove_oci_kubelet_leftovers, wait_for
 from harness.rig import claim_slot
 
 IMAGES = os.environ.get("K8SBRIDGE_IMAGES")
@@ -56,7 +56,7 @@ class WorkerImageTest(unittest.TestCase):
 
     @classmethod
     def cleanup(cls):
-        remove_kubelet_leftovers(RUNC_ROOT, cls.work, BRIDGE)
+        remove_oci_kubelet_leftovers(RUNC_ROOT, cls.work, BRIDGE)
         shutil.rmtree(cls.work, ignore_errors=True)
 
     def test_slurmd_in_the_worker_image_says_its_version(self):

@@ -595,6 +595,10 @@ void Kubelet::StartPod(const rapidjson::Value& pod) {
   // Container output goes to a log file (kubectl logs is not served).
   std::error_code ec;
   fs::create_directories(pod_dir, ec);
+  // The pod's resolv.conf (kubelet_dns.cpp); a volume mounted at /etc/resolv.conf wins.
+  if (kubelet_internal::WriteResolvConf(store_, options_, pod, p.node, pod_dir + "/resolv.conf")
+          .ok())
+    binds.insert(binds.begin(), {"--bind", pod_dir + "/resolv.conf", "/etc/resolv.conf", "ro"});
   const std::string log_path = pod_dir + "/" + p.container + ".log";
   const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);

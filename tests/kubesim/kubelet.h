@@ -74,6 +74,12 @@ struct KubeletOptions {
   std::function<Result<std::string>(const std::string& ns, const std::string& service_account,
                                     int64_t expiration_seconds)>
       issue_token;  // = kubelet_internal::TokenIssuer
+  // Cluster DNS (kubelet_dns.cpp; the kubelet's --cluster-dns, --cluster-domain and
+  // --resolv-conf): ClusterFirst pods' name servers (none: they fall back to Default,
+  // with a MissingClusterDNS event), search domain and the host file Default copies.
+  std::vector<std::string> cluster_dns;
+  std::string cluster_domain = "cluster.local";
+  std::string resolv_conf = "/etc/resolv.conf";
   std::chrono::milliseconds heartbeat{10000};
   std::chrono::milliseconds poll{100};
 };
@@ -131,6 +137,34 @@ void SetStatusMember(rapidjson::Document& doc, const char* key, rapidjson::Value
 void SetPodStatusBasics(rapidjson::Document& doc, const std::string& phase,
                         const std::string& host_ip, const std::string& pod_ip,
                         const std::string& start_time);
+// ---- A pod's resolv.conf (kubelet_dns.cpp), as pkg/kubelet/network/dns/dns.go ----
+struct ResolvConfig {
+  std::vector<std::string> nameservers, searches, options;
+};
+// parseResolvConf: nameserver lines add up, the last search and options lines win.
+ResolvConfig ParseResolvConf(const std::string& text);
+// As containerd writes it: search, nameserver and options lines.
+std::string FormatResolvConf(const ResolvConfig& config);
+struct PodDns {
+  ResolvConfig config;
+  std::string text;                                         // FormatResolvConf(config)
+  std::vector<std::pair<std::string, std::string>> events;  // Warning reason, message
+};
+// GetPodDNS: dnsPolicy (ClusterFirst, ClusterFirstWithHostNet, Default, None) over
+// `host`, then spec.dnsConfig merged, then the limits (FitLimits).
+PodDns ComposePodDns(const rapidjson::Value& pod, const ResolvConfig& host,
+                     const std::vector<std::string>& cluster_dns,
+                     const std::string& cluster_domain);
+// formDNSConfigFitsLimits: 3 name servers, 32 search paths of at most 253 characters
+// and 2048 in all; what is cut gets a DNSConfigForming event.
+void FitLimits(PodDns& dns);
+// ComposePodDns over the host file `host_resolv_conf` ("" = none), with its text.
+PodDns PodResolvConf(const rapidjson::Value& pod, const std::string& host_resolv_conf,
+                     const std::vector<std::string>& cluster_dns,
+                     const std::string& cluster_domain);
+// Writes the pod's resolv.conf at `path` and records its events (both modes).
+Status WriteResolvConf(Store& store, const KubeletOptions& options, const rapidjson::Value& pod,
+                       const std::string& node, const std::string& path);
 }  // namespace kubelet_internal
 
 class Kubelet {

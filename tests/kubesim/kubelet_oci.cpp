@@ -275,10 +275,11 @@ Status Kubelet::WritePodFiles(const RunningPod& p, const rapidjson::Value& pod,
   }
   std::ofstream(dir / "hosts") << hosts;
   std::ofstream(dir / "hostname") << p.hostname << "\n";
-  // No cluster DNS in kubesim: the host's resolver, as dnsPolicy Default gives.
-  std::ifstream host_resolv("/etc/resolv.conf");
-  std::ofstream resolv(dir / "resolv.conf");
-  resolv << host_resolv.rdbuf();
+  // The pod's dnsPolicy and dnsConfig over the cluster DNS (kubelet_dns.cpp).
+  if (Status s = kubelet_internal::WriteResolvConf(store_, options_, pod, p.node,
+                                                   (dir / "resolv.conf").string());
+      !s.ok())
+    return s;
   if (!std::ofstream(dir / "hosts", std::ios::app))
     return Status::IoError(fmt::format("writing {}/hosts", dir.string()));
   return Status::Ok();

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "dns.h"
 #include "k8sbridge/clock.h"
 #include "k8sbridge/log.h"
 #include "kubelet.h"  // kubelet: runs pods (scheduler/kubelet engineer)
@@ -62,7 +63,9 @@ Runs until SIGTERM or SIGINT. SIGHUP re-reads DIR/token (token rotation).
                           force-deletes the pod (default 40000, as upstream)
   --kubelet               run the pods bound to the fake nodes as processes in their own
                           network/UTS/mount namespaces (needs root; see docs/kubesim.md);
-                          the API is also served on the bridge's gateway address
+                          the API is also served on the bridge's gateway address, and
+                          the cluster DNS on its port 53 (UDP and TCP), which pods'
+                          resolv.conf names (docs/kubesim.md, "Cluster DNS")
   --bridge NAME           the kubelet's bridge (default ksim0); one per stand-in
   --pod-network CIDR      the pods' addresses (default 10.232.0.0/24); one per stand-in
   --kubelet-state-dir DIR volumes and container logs (default /run/kubesim); the
@@ -72,6 +75,10 @@ Runs until SIGTERM or SIGINT. SIGHUP re-reads DIR/token (token rotation).
                           OCI layouts in DIR, with runc (docs/kubesim.md, "OCI mode")
   --kubelet-backoff-ms N  the container restart and image pull back-off's first step
                           (default 10000, doubling to 30 times that; the kubelet: 10 s, 5 min)
+  --cluster-domain D       the cluster DNS's zone and pods' search path (default
+                          cluster.local)
+  --no-cluster-dns        no DNS server: ClusterFirst pods fall back to the host's
+                          resolv.conf, as a kubelet without --cluster-dns does
   --verbose               log at debug level
 )";
 
@@ -133,6 +140,7 @@ int main(int argc, char** argv) {
   bool https = true, scheduler = true, verbose = false;
   bool kubelet = false;
   kubesim::KubeletOptions kubelet_options;
+  bool cluster_dns = true;
   kubesim::ControllerOptions controller_options;
   size_t history_window = 10000;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -232,6 +240,13 @@ int main(int argc, char** argv) {
       scheduler = false;
     } else if (a == "--kubelet") {
       kubelet = true;
+    } else if (a == "--no-cluster-dns") {
+      cluster_dns = false;
+    } else if (a == "--cluster-domain") {
+      auto v = value();
+      ok = v.has_value() && !v->empty();
+      if (ok)
+        kubelet_options.cluster_domain = *v;
     } else if (a == "--image-store") {
       auto v = value();
       ok = v.has_value();
@@ -342,10 +357,13 @@ int main(int argc, char** argv) {
   if (auto s = server.Start(); !s.ok())
     return Fail(s.ToString());
   std::unique_ptr<kubesim::Kubelet> node_agent;
+  std::unique_ptr<kubesim::dns::Server> dns_server;  // on the gateway, with the kubelet
   if (kubelet) {
     // Pods reach the API on the bridge's gateway, at the first listener's port; the
     // bridge exists once the kubelet has started, so that listener comes after.
     kubelet_options.service_host = gateway;
+    if (cluster_dns)
+      kubelet_options.cluster_dns = {gateway};
     kubelet_options.service_port = std::to_string(server.endpoints().front().second);
     // Projected serviceAccountToken volumes get tokens the API server accepts.
     kubelet_options.issue_token = [&server](const std::string& ns, const std::string& sa,
@@ -358,10 +376,16 @@ int main(int argc, char** argv) {
       return Fail("kubelet: " + s.ToString());
     }
     auto bound = server.Listen(gateway + ":" + kubelet_options.service_port);
-    if (!bound.ok()) {
+    k8sbridge::Status dns_started = k8sbridge::Status::Ok();
+    if (bound.ok() && cluster_dns) {
+      dns_server = std::make_unique<kubesim::dns::Server>(
+          store, log, kubesim::dns::ServerOptions{gateway, 53, kubelet_options.cluster_domain});
+      dns_started = dns_server->Start();
+    }
+    if (!bound.ok() || !dns_started.ok()) {
       node_agent->Stop();
       server.Stop();
-      return Fail(bound.status().ToString());
+      return Fail(bound.ok() ? dns_started.ToString() : bound.status().ToString());
     }
   }
   // kube-controller-manager's node lifecycle, taint eviction, pod GC and disruption
@@ -439,6 +463,8 @@ int main(int argc, char** argv) {
     break;
   }
   log.Info("stopping");
+  if (dns_server)
+    dns_server->Stop();
   if (node_agent)
     node_agent->Stop();  // stops every pod, removes the bridge
   if (sched)

@@ -1,6 +1,8 @@
 // Pod validation: the rules of pkg/apis/core/validation/validation.go (ValidatePodSpec,
 // ValidateContainers, ValidateResourceRequirements, ValidatePodUpdate) that templates
 // and tests get wrong.
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -212,6 +214,83 @@ void ValidateRestartPolicy(const rapidjson::Value& spec, FieldErrors& errors) {
   }
 }
 
+// validateDNSPolicy: only a value that is set can be wrong (defaulting comes after).
+void ValidateDnsPolicy(const rapidjson::Value& spec, FieldErrors& errors) {
+  const std::string policy = Str(spec, "dnsPolicy");
+  if (policy != "ClusterFirstWithHostNet" && policy != "ClusterFirst" && policy != "Default" &&
+      policy != "None")
+    errors.push_back(NotSupported("spec.dnsPolicy", policy,
+                                  {"ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"}));
+}
+
+bool IsIP(const std::string& text) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, text.c_str(), buf) == 1 || inet_pton(AF_INET6, text.c_str(), buf) == 1;
+}
+
+std::vector<std::string> Strings(const rapidjson::Value* list) {
+  std::vector<std::string> out;
+  if (list != nullptr && list->IsArray()) {
+    for (const auto& v : list->GetArray())
+      out.push_back(v.IsString() ? v.GetString() : "");
+  }
+  return out;
+}
+
+// Go's %#v of a []string, as field.Invalid prints one.
+std::string GoStrings(const std::vector<std::string>& values) {
+  std::string out = "[]string{";
+  for (size_t i = 0; i < values.size(); ++i)
+    out += (i == 0 ? "" : ", ") + GoQuote(values[i]);
+  return out + "}";
+}
+
+// validatePodDNSConfig with the ExpandedDNSConfig limits (3 servers, 32 search paths,
+// 2048 characters).
+void ValidateDnsConfig(const rapidjson::Value& spec, FieldErrors& errors) {
+  const rapidjson::Value* config = Find(spec, "dnsConfig");
+  const std::vector<std::string> servers = Strings(config ? Find(*config, "nameservers") : nullptr);
+  if (Str(spec, "dnsPolicy") == "None") {
+    if (config == nullptr)
+      return errors.push_back(
+          Required("spec.dnsConfig", "must provide `dnsConfig` when `dnsPolicy` is None"));
+    if (servers.empty())
+      return errors.push_back(Required("spec.dnsConfig.nameservers",
+                                       "must provide at least one DNS nameserver when "
+                                       "`dnsPolicy` is None"));
+  }
+  if (config == nullptr)
+    return;
+  if (servers.size() > 3)
+    errors.push_back(InvalidRaw("spec.dnsConfig.nameservers", GoStrings(servers),
+                                "must not have more than 3 nameservers"));
+  for (size_t i = 0; i < servers.size(); ++i) {
+    if (!IsIP(servers[i]))
+      errors.push_back(Invalid(fmt::format("spec.dnsConfig.nameservers[{}]", i), servers[i],
+                               "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"));
+  }
+  const std::vector<std::string> searches = Strings(Find(*config, "searches"));
+  if (searches.size() > 32)
+    errors.push_back(InvalidRaw("spec.dnsConfig.searches", GoStrings(searches),
+                                "must not have more than 32 search paths"));
+  if (fmt::format("{}", fmt::join(searches, " ")).size() > 2048)
+    errors.push_back(InvalidRaw("spec.dnsConfig.searches", GoStrings(searches),
+                                "must not have more than 2048 characters (including spaces) in "
+                                "the search list"));
+  for (size_t i = 0; i < searches.size(); ++i) {
+    std::string search = searches[i];
+    if (search.size() > 1 && search.back() == '.')
+      search.pop_back();
+    for (const std::string& msg : IsDns1123Subdomain(search))
+      errors.push_back(Invalid(fmt::format("spec.dnsConfig.searches[{}]", i), searches[i], msg));
+  }
+  const rapidjson::Value* options = Find(*config, "options");
+  for (size_t i = 0; options != nullptr && options->IsArray() && i < options->Size(); ++i) {
+    if (Str((*options)[static_cast<rapidjson::SizeType>(i)], "name").empty())
+      errors.push_back(Required(fmt::format("spec.dnsConfig.options[{}]", i), "must not be empty"));
+  }
+}
+
 }  // namespace
 
 void ValidatePodSpec(const rapidjson::Value& spec, FieldErrors& errors) {
@@ -226,6 +305,9 @@ void ValidatePodSpec(const rapidjson::Value& spec, FieldErrors& errors) {
   // check; only a value that is set can be wrong here.
   if (spec.HasMember("restartPolicy"))
     ValidateRestartPolicy(spec, errors);
+  if (spec.HasMember("dnsPolicy"))
+    ValidateDnsPolicy(spec, errors);
+  ValidateDnsConfig(spec, errors);
 }
 
 namespace {

@@ -310,17 +310,23 @@ rapidjson::Value Subsets(Store& store, const rapidjson::Value& svc, Alloc& a) {
   if (!selector.ok())
     return subsets;
   const std::string service = GetString(svc, "metadata.name");
+  // publishNotReadyAddresses: every pod with an address is an endpoint in `addresses`,
+  // terminating ones too (endpoints_controller.go, ShouldPodBeInEndpoints).
+  const rapidjson::Value* publish = Find(svc, "spec.publishNotReadyAddresses");
+  const bool tolerate_unready = publish != nullptr && publish->IsBool() && publish->GetBool();
   for (const ObjectPtr& pod :
        store
            .List("pods", GetString(svc, "metadata.namespace"),
                  [&](const rapidjson::Value& p) { return selector->Matches(p); })
            .items) {
-    if (GetString(*pod, "status.podIP").empty() || IsPodTerminating(*pod) || IsPodFinished(*pod))
+    if (GetString(*pod, "status.podIP").empty() || (IsPodTerminating(*pod) && !tolerate_unready) ||
+        IsPodFinished(*pod))
       continue;
     rapidjson::Value subset(rapidjson::kObjectType);
     rapidjson::Value addresses(rapidjson::kArrayType);
     addresses.PushBack(Address(*pod, service, a), a);
-    subset.AddMember(rapidjson::StringRef(IsPodReady(*pod) ? "addresses" : "notReadyAddresses"),
+    subset.AddMember(rapidjson::StringRef(
+                         tolerate_unready || IsPodReady(*pod) ? "addresses" : "notReadyAddresses"),
                      addresses, a);
     rapidjson::Value ports(rapidjson::kArrayType);
     static const rapidjson::Value kNoPorts(rapidjson::kArrayType);

@@ -253,6 +253,28 @@ BOOST_AUTO_TEST_CASE(pods_need_images_and_valid_containers) {
   BOOST_TEST(Message(policy) ==
              "Pod \"p\" is invalid: spec.restartPolicy: Unsupported value: \"Sometimes\": "
              "supported values: \"Always\", \"OnFailure\", \"Never\"");
+  // validatePodDNSConfig
+  auto dns_none = Send("POST", kPods, PodWith("p", "", R"(,"dnsPolicy":"None")"));
+  BOOST_TEST(Message(dns_none) ==
+             "Pod \"p\" is invalid: spec.dnsConfig: Required value: must provide `dnsConfig` "
+             "when `dnsPolicy` is None");
+  auto dns_bad = Send("POST", kPods,
+                      PodWith("p", "",
+                              R"(,"dnsPolicy":"Sometimes","dnsConfig":{"nameservers":["1.2.3",)"
+                              R"("::1","1.1.1.1","2.2.2.2"],"searches":["Bad_Name"],)"
+                              R"("options":[{"value":"1"}]})"));
+  BOOST_TEST(Message(dns_bad) ==
+             "Pod \"p\" is invalid: [spec.dnsPolicy: Unsupported value: \"Sometimes\": supported "
+             "values: \"ClusterFirstWithHostNet\", \"ClusterFirst\", \"Default\", \"None\", "
+             "spec.dnsConfig.nameservers: Invalid value: []string{\"1.2.3\", \"::1\", "
+             "\"1.1.1.1\", \"2.2.2.2\"}: must not have more than 3 nameservers, "
+             "spec.dnsConfig.nameservers[0]: Invalid value: \"1.2.3\": must be a valid IP address, "
+             "(e.g. 10.9.8.7 or 2001:db8::ffff), spec.dnsConfig.searches[0]: Invalid value: "
+             "\"Bad_Name\": a lowercase RFC 1123 subdomain must consist of lower case "
+             "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+             "character (e.g. 'example.com', regex used for validation is "
+             "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'), "
+             "spec.dnsConfig.options[0]: Required value: must not be empty]");
   auto mount =
       Send("POST", kPods, PodWith("p", R"(,"volumeMounts":[{"name":"v","mountPath":"/v"}])"));
   BOOST_TEST(Message(mount) ==
