@@ -241,6 +241,26 @@ class KubeletTest(unittest.TestCase):
             self.sim.kubectl("delete", "pod", name)
             self.assertIsNone(self.get(name))
 
+    def test_kubectl_exec_enters_the_pods_namespaces(self):
+        # Host mode: nsenter into the pod process's namespaces, with its environment and
+        # working directory (docs/kubesim.md, "pods/exec").
+        self.addCleanup(self.sim.kubectl, "delete", "pod", "execd", "--grace-period=1",
+                        "--ignore-not-found")
+        self.apply(self.pod("execd", ["/bin/sh", "-c", "sleep 3600"],
+                            container={"workingDir": "/tmp",
+                                       "env": [{"name": "POD_VAR", "value": "from-pod"}]}))
+        self.wait_phase("execd", "Running")
+        r = self.sim.kubectl("exec", "execd", "--", "sh", "-c",
+                             "echo $POD_VAR; pwd; hostname; readlink /proc/self/ns/net; "
+                             "echo err >&2; exit 3", check=False)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[:3], ["from-pod", "/tmp", "execd"])
+        self.assertNotEqual(lines[3], os.readlink("/proc/self/ns/net"))  # the pod's network
+        self.assertEqual(r.stderr, "err\ncommand terminated with exit code 3\n")
+        r = self.sim.kubectl("exec", "-i", "execd", "--", "wc", "-c", input="abc\n")
+        self.assertEqual(r.stdout.strip(), "4")
+
     def test_eviction_by_annotation(self):
         self.apply(self.pod("victim", ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"],
                             terminationGracePeriodSeconds=30))

@@ -115,6 +115,113 @@ class OciKubeletTest(unittest.TestCase):
 
     # ---- tests ----------------------------------------------------------------------
 
+    # ---- kubectl exec: pods/exec over a WebSocket (v5.channel.k8s.io) ----------------
+
+    def exec_in(self, *args, input=None, kubeconfig=None):
+        return self.sim.kubectl("exec", *args, check=False, input=input, kubeconfig=kubeconfig,
+                                timeout=90)
+
+    def exec_pod(self, name):
+        """A running pod of two containers for kubectl exec, its `main` with a working
+        directory and a variable of its own."""
+        self.addCleanup(self.delete, name)
+        self.apply(self.pod(name,
+                            self.container("main", "sleep 3600", workingDir="/etc",
+                                           env=[{"name": "POD_VAR", "value": "from-pod"}]),
+                            self.container("side", "sleep 3600")))
+        self.wait_phase(name, "Running")
+
+    def test_exec_streams_and_exit_code(self):
+        self.exec_pod("shell")
+        r = self.exec_in("shell", "-c", "main", "--", "sh", "-c",
+                         "echo out; echo err >&2; pwd; echo $POD_VAR $IMAGE_VAR; "
+                         "grep ^NAME= /etc/os-release")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # stdout and stderr apart; the container's working directory, environment, root
+        self.assertEqual(r.stdout, 'out\n/etc\nfrom-pod from-image\nNAME="kubesim test image"\n')
+        self.assertEqual(r.stderr, "err\n")
+        r = self.exec_in("shell", "-c", "main", "--", "sh", "-c", "echo partial; exit 3")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertEqual(r.stdout, "partial\n")
+        self.assertEqual(r.stderr, "command terminated with exit code 3\n")
+
+    def test_exec_container_choice_and_stdin(self):
+        self.exec_pod("chooser")
+        made = self.exec_in("chooser", "-c", "side", "--", "touch", "/only-in-side")
+        self.assertEqual(made.returncode, 0, made.stderr)
+        self.assertEqual(self.exec_in("chooser", "-c", "side", "--", "test", "-e",
+                                      "/only-in-side").returncode, 0)
+        self.assertEqual(self.exec_in("chooser", "-c", "main", "--", "test", "-e",
+                                      "/only-in-side").returncode, 1)
+        # Without -c kubectl picks the first container and says so on stderr.
+        r = self.exec_in("chooser", "--", "sh", "-c", "echo $POD_VAR")
+        self.assertEqual((r.returncode, r.stdout), (0, "from-pod\n"), r.stderr)
+        # A script on stdin (kubectl exec -i ... < file), and enough bytes to need flow.
+        script = "echo from-script $(hostname)\n"
+        r = self.exec_in("-i", "chooser", "-c", "main", "--", "sh", "-c",
+                         "cat > /tmp/job.sh && sh /tmp/job.sh", input=script)
+        self.assertEqual((r.returncode, r.stdout), (0, "from-script chooser\n"), r.stderr)
+        big = "x" * 300000 + "\n"
+        r = self.exec_in("-i", "chooser", "-c", "main", "--", "wc", "-c", input=big)
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, str(len(big))), r.stderr)
+
+    def test_exec_errors_are_upstreams(self):
+        r = self.exec_in("nosuchpod", "--", "true")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.strip(), 'Error from server (NotFound): pods "nosuchpod" not found')
+        self.exec_pod("errors")
+        r = self.exec_in("errors", "-c", "nosuch", "--", "true")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.strip(), "Error from server (BadRequest): container nosuch is not "
+                                           "valid for pod errors")
+        # A container that is not running: the kubelet's words through kubectl.
+        self.addCleanup(self.delete, "pulling")
+        self.apply(self.pod("pulling", self.container("main", "true", image="nosuch:1.0")))
+        wait_for(lambda: (p := self.get("pulling")) and (s := self.status_of(p, "main")) and
+                 "waiting" in s["state"], timeout=60, what="pulling's container to wait")
+        r = self.exec_in("pulling", "--", "true")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.strip(),
+                         'error: unable to upgrade connection: container not found ("main")')
+
+    def test_exec_needs_pods_exec_in_rbac(self):
+        self.exec_pod("guarded")
+        self.sim.create_service_account("default", "viewer")
+        self.addCleanup(self.sim.kubectl, "delete", "role,rolebinding", "viewer",
+                        "--ignore-not-found")
+        self.sim.kubectl("create", "role", "viewer", "--verb=get,list", "--resource=pods")
+        self.sim.kubectl("create", "rolebinding", "viewer", "--role=viewer",
+                         "--serviceaccount=default:viewer")
+        viewer = self.sim.service_account_kubeconfig("default", "viewer")
+        r = self.exec_in("guarded", "-c", "main", "--", "true", kubeconfig=viewer)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr.strip(),
+                         'Error from server (Forbidden): pods "guarded" is forbidden: User '
+                         '"system:serviceaccount:default:viewer" cannot create resource '
+                         '"pods/exec" in API group "" in the namespace "default"')
+        # get and create on pods/exec (the WebSocket GET needs both): allowed.
+        self.addCleanup(self.sim.kubectl, "delete", "role,rolebinding", "execer",
+                        "--ignore-not-found")
+        self.sim.kubectl("create", "role", "execer", "--verb=get,create",
+                         "--resource=pods/exec")
+        self.sim.kubectl("create", "rolebinding", "execer", "--role=execer",
+                         "--serviceaccount=default:viewer")
+        r = self.exec_in("guarded", "-c", "main", "--", "echo", "allowed", kubeconfig=viewer)
+        self.assertEqual((r.returncode, r.stdout), (0, "allowed\n"), r.stderr)
+
+    def test_exec_into_a_deployment(self):
+        self.addCleanup(self.sim.kubectl, "delete", "deployment", "login", "--ignore-not-found")
+        labels = {"app": "login"}
+        self.apply({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": "login", "namespace": "default"},
+                    "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                             "template": {"metadata": {"labels": labels},
+                                          "spec": {"terminationGracePeriodSeconds": 2,
+                                                   "containers": [self.container(
+                                                       "main", "sleep 3600")]}}}})
+        r = self.exec_in("deploy/login", "--", "sh", "-c", "echo submitted; echo note >&2")
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "submitted\n", "note\n"))
+
     def test_runs_in_the_image_root_and_reports_the_exit_code(self):
         self.addCleanup(self.delete, "exit3", "defaults")
         self.apply(self.pod("exit3", self.container(

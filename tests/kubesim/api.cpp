@@ -44,7 +44,14 @@ struct ResourceDef {
 
 const std::vector<ResourceDef>& Resources() {
   static const std::vector<ResourceDef> defs = {
-      {"", "v1", "pods", "Pod", "pod", true, {"po"}, {"status", "binding", "eviction", "log"}},
+      {"",
+       "v1",
+       "pods",
+       "Pod",
+       "pod",
+       true,
+       {"po"},
+       {"status", "binding", "eviction", "log", "exec"}},
       {"", "v1", "nodes", "Node", "node", false, {"no"}, {"status"}},
       {"", "v1", "namespaces", "Namespace", "namespace", false, {"ns"}, {"status"}},
       {"", "v1", "configmaps", "ConfigMap", "configmap", true, {"cm"}, {}},
@@ -636,7 +643,7 @@ bool Api::ResolveRoute(const ApiRequest& request, Route& route, ApiResponse& err
   } else if (m == "POST" && !named) {
     route.verb = "create";
   } else if (m == "POST" && (route.subresource == "binding" || route.subresource == "eviction" ||
-                             route.subresource == "token")) {
+                             route.subresource == "token" || route.subresource == "exec")) {
     route.verb = "create";
   } else if (m == "PUT" && named) {
     route.verb = "update";
@@ -720,6 +727,8 @@ ApiResponse Api::Discovery(const std::string& path) const {
           eviction.AddMember("version", "v1", a);
         } else if (sub == "log") {
           add(def.resource + "/log", "", def.kind, {"get"}, false);
+        } else if (sub == "exec") {
+          add(def.resource + "/exec", "", "PodExecOptions", {"create", "get"}, false);
         } else if (sub == "scale") {
           add(def.resource + "/scale", "", "Scale", {"get", "patch", "update"}, false);
           auto& scale = list[list.Size() - 1];
@@ -907,6 +916,8 @@ ApiResponse Api::Handle(const ApiRequest& request, const Route& route) {
   }
   if (route.subresource == "log")
     return PodLog(store_, pod_log_root_, request, route);  // pod_log.h
+  if (route.subresource == "exec")  // the server upgrades an exec (exec.h); nothing else
+    return StatusResponse(400, "BadRequest", "Upgrade request required");
   if (route.subresource == "scale")
     return HandleScale(store_, request, route);
   if (route.verb == "get")

@@ -28,6 +28,7 @@
 
 #include <rapidjson/document.h>
 
+#include "exec.h"
 #include "k8sbridge/log.h"
 #include "kubelet_net.h"
 #include "kubelet_oci.h"
@@ -131,6 +132,8 @@ Status ProjectedFiles(const Store& store, const TokenIssuer& issue_token,
 // A claim's directory: the claim must be Bound, its PersistentVolume a hostPath one.
 Result<std::string> ClaimHostPath(const Store& store, const std::string& ns,
                                   const std::string& claim);
+// A tool on PATH (runc, nsenter), for execve; /usr/sbin/<name> when PATH lacks it.
+std::string ToolPath(const std::string& name);
 // Replaces status.<key> (creating status when missing).
 void SetStatusMember(rapidjson::Document& doc, const char* key, rapidjson::Value value);
 // status.phase, hostIP(s), podIP(s) (when pod_ip is not empty) and startTime (once).
@@ -201,6 +204,15 @@ class Kubelet {
 
   // Drives one iteration of the loop (tests that do not Start() the thread).
   void Tick();
+
+  // pods/exec (exec.h), as CRI's Exec: starts the command in the pod's running
+  // container and hands over its pipes; the caller waits for it. OCI mode: `runc exec`
+  // into the container (its environment, working directory, user and capabilities
+  // from the container's config.json, as containerd takes them from the container's
+  // spec). Host mode: nsenter into the pod process's network, UTS and mount namespaces
+  // with its environment and working directory (kubelet_exec.cpp). A container that
+  // does not run: `container not found ("c")`, the kubelet's words.
+  Result<ExecProcess> Exec(const ExecTarget& target);
 
  private:
   struct RunningPod {

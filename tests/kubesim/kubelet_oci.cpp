@@ -491,19 +491,6 @@ bool Kubelet::ResolveOciImage(RunningPod& rp, OciContainer& c, const rapidjson::
 
 namespace {
 
-// runc on PATH, for execve.
-std::string RuncPath() {
-  const char* path = getenv("PATH");
-  std::stringstream s(path != nullptr ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
-  std::string dir;
-  while (std::getline(s, dir, ':')) {
-    const std::string candidate = dir + "/runc";
-    if (access(candidate.c_str(), X_OK) == 0)
-      return candidate;
-  }
-  return "/usr/sbin/runc";
-}
-
 struct SecurityInput {
   bool privileged = false, read_only_root = false;
   std::vector<std::string> add, drop;
@@ -648,7 +635,8 @@ Status Kubelet::StartOciContainer(RunningPod& rp, OciContainer& c, const rapidjs
   c.runc_id = fmt::format("{}-{}-{}", rp.uid, c.name, c.restart_count);
   if (!image.config.stop_signal.empty())
     c.stop_signal = image.config.stop_signal;
-  c.runc_pid = Spawn({RuncPath(), "--root", runc_root_, "run", "--bundle", run.string(), c.runc_id},
+  c.runc_pid = Spawn({kubelet_internal::ToolPath("runc"), "--root", runc_root_, "run", "--bundle",
+                      run.string(), c.runc_id},
                      {{"PATH", "/usr/sbin:/usr/bin:/sbin:/bin"}}, log_fd, -1);
   close(log_fd);
   if (c.runc_pid < 0)

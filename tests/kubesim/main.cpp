@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -353,10 +354,22 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // pods/exec goes to the kubelet, which starts after the server (its listener on the
+  // bridge needs the server's port).
+  std::unique_ptr<kubesim::Kubelet> node_agent;
+  std::atomic<kubesim::Kubelet*> exec_agent{nullptr};
+  if (kubelet) {
+    server_options.exec =
+        [&exec_agent](const kubesim::ExecTarget& t) -> kubesim::Result<kubesim::ExecProcess> {
+      kubesim::Kubelet* agent = exec_agent.load();
+      if (agent == nullptr)
+        return kubesim::Status::Unavailable("the kubelet is starting");
+      return agent->Exec(t);
+    };
+  }
   kubesim::Server server(store, server_options, log);
   if (auto s = server.Start(); !s.ok())
     return Fail(s.ToString());
-  std::unique_ptr<kubesim::Kubelet> node_agent;
   std::unique_ptr<kubesim::dns::Server> dns_server;  // on the gateway, with the kubelet
   if (kubelet) {
     // Pods reach the API on the bridge's gateway, at the first listener's port; the
@@ -375,6 +388,7 @@ int main(int argc, char** argv) {
       server.Stop();
       return Fail("kubelet: " + s.ToString());
     }
+    exec_agent = node_agent.get();
     auto bound = server.Listen(gateway + ":" + kubelet_options.service_port);
     k8sbridge::Status dns_started = k8sbridge::Status::Ok();
     if (bound.ok() && cluster_dns) {

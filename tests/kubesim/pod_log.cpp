@@ -46,9 +46,10 @@ std::string Query(const ApiRequest& request, const char* key) {
   return it == request.query.end() ? "" : it->second;
 }
 
-// The container the request names, or the 400 upstream answers.
-std::optional<ApiResponse> PickContainer(const rapidjson::Value& pod, const std::string& name,
-                                         std::string& container) {
+}  // namespace
+
+std::optional<ApiResponse> PickPodContainer(const rapidjson::Value& pod, const std::string& name,
+                                            std::string& container) {
   const std::vector<std::string> app = Names(pod, "spec.containers");
   const std::vector<std::string> init = Names(pod, "spec.initContainers");
   if (container.empty()) {
@@ -63,13 +64,13 @@ std::optional<ApiResponse> PickContainer(const rapidjson::Value& pod, const std:
       message += fmt::format(" or one of the init containers: [{}]", fmt::join(init, " "));
     return BadRequest(message);
   }
+  const std::vector<std::string> ephemeral = Names(pod, "spec.ephemeralContainers");
   if (std::find(app.begin(), app.end(), container) == app.end() &&
-      std::find(init.begin(), init.end(), container) == init.end())
+      std::find(init.begin(), init.end(), container) == init.end() &&
+      std::find(ephemeral.begin(), ephemeral.end(), container) == ephemeral.end())
     return BadRequest(fmt::format("container {} is not valid for pod {}", container, name));
   return std::nullopt;
 }
-
-}  // namespace
 
 std::string TailLines(const std::string& text, long lines) {
   if (lines < 0)
@@ -98,7 +99,7 @@ ApiResponse PodLog(const Store& store, const std::string& log_root, const ApiReq
                           route.name);
   const rapidjson::Value& pod = **got;
   std::string container = Query(request, "container");
-  if (auto bad = PickContainer(pod, route.name, container))
+  if (auto bad = PickPodContainer(pod, route.name, container))
     return *bad;
   if (GetString(pod, "spec.nodeName").empty())
     return BadRequest(fmt::format("pod {} does not have a host assigned", route.name));

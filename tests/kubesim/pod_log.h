@@ -11,6 +11,7 @@
 // kubesim is test and demo infrastructure (docs/kubesim.md); it ships nowhere.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "api.h"
@@ -20,6 +21,14 @@ namespace kubesim {
 
 ApiResponse PodLog(const Store& store, const std::string& log_root, const ApiRequest& request,
                    const Route& route);
+
+// The container a pods/log or pods/exec request names (`container`; filled in when
+// the pod has one container and none is named), or the 400 upstream answers
+// (pkg/registry/core/pod/strategy.go: "a container name must be specified ...",
+// "container C is not valid for pod P"; ephemeral containers count, as
+// podHasContainerWithName counts them).
+std::optional<ApiResponse> PickPodContainer(const rapidjson::Value& pod, const std::string& name,
+                                            std::string& container);
 
 // The last `lines` lines of `text` (all of it when lines < 0).
 std::string TailLines(const std::string& text, long lines);

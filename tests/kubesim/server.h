@@ -41,6 +41,7 @@
 
 #include "api.h"
 #include "authn.h"
+#include "exec.h"
 #include "k8sbridge/log.h"
 #include "store.h"
 #include "tls.h"
@@ -81,6 +82,9 @@ struct ServerOptions {
   std::chrono::milliseconds reap_interval{100};  // Store::ReapExpired cadence
   AdmissionOptions admission;
   std::string pod_log_root;  // pods/log (pod_log.h): <kubelet state dir>/<bridge>
+  // pods/exec (exec.h): the kubelet starts the command; unset, an exec gets the 500 of
+  // a node whose kubelet cannot be reached.
+  ExecStarter exec;
 };
 
 class Server {
