@@ -409,6 +409,8 @@ int main(int argc, char** argv) {
   kubesim::WorkloadControllerOptions workload_options;
   workload_options.state_dir = kubelet_options.state_dir;
   workload_options.admission = server_options.admission;
+  if (server_options.tls)  // the Server keeps its own copy; the controllers' pods need it too
+    workload_options.admission.root_ca_pem = server_options.tls->ca_cert_pem;
   kubesim::WorkloadControllers workloads(store, log, workload_options);
   if (auto s = workloads.Start(); !s.ok()) {
     controllers.Stop();

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "pod_security.h"
+#include "serviceaccounts.h"
 #include "workloads.h"
 
 namespace kubesim {
@@ -132,15 +133,22 @@ std::unique_ptr<rapidjson::Document> PodFromTemplate(const rapidjson::Value& pod
   return pod;
 }
 
+// Controllers create pods through the API server, so every pod admission applies:
+// DefaultTolerationSeconds, ServiceAccount (the token volume), Pod Security.
 Status CreateControllerPod(Store& store, const AdmissionOptions& admission,
                            std::unique_ptr<rapidjson::Document> pod) {
+  auto refusal = [](const ApiResponse& refused) {
+    auto body = ParseJson(refused.body);
+    return Status::PermissionDenied(body.ok() ? GetString(**body, "message") : refused.body);
+  };
+  const std::string ns = GetString(*pod, "metadata.namespace");
   AddDefaultTolerations(*pod, admission);
+  if (auto refused = AdmitPodServiceAccount(store, admission.root_ca_pem, ns, *pod))
+    return refusal(*refused);
   std::vector<std::string> warnings;
-  if (auto refused = AdmitPodSecurity(store, "pods", *pod, warnings)) {
-    auto body = ParseJson(refused->body);
-    return Status::PermissionDenied(body.ok() ? GetString(**body, "message") : refused->body);
-  }
-  auto created = store.Create("pods", GetString(*pod, "metadata.namespace"), std::move(*pod));
+  if (auto refused = AdmitPodSecurity(store, "pods", *pod, warnings))
+    return refusal(*refused);
+  auto created = store.Create("pods", ns, std::move(*pod));
   return created.ok() ? Status::Ok() : created.status();
 }
 
