@@ -278,8 +278,13 @@ Result<std::string> PrepareVolume(const Store& store, const TokenIssuer& issue_t
     return path;
   }
   if (Member(&volume, "emptyDir") != nullptr) {
-    fs::create_directories(vol_dir, ec);
-    (void)chmod(vol_dir.c_str(), 0777);  // as the kubelet makes an emptyDir
+    // Made 0777 once, as the kubelet's emptyDir SetUpAt: a set-up volume (its ready
+    // marker) is left alone when another container of the pod starts, so a mode one
+    // container set (munged wants its socket directory 0755) stays.
+    if (!fs::exists(vol_dir, ec)) {
+      fs::create_directories(vol_dir, ec);
+      (void)chmod(vol_dir.c_str(), 0777);
+    }
     return vol_dir;
   }
   if (const rapidjson::Value* pvc = Member(&volume, "persistentVolumeClaim"))

@@ -301,6 +301,25 @@ std::string ReadAll(const fs::path& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// An emptyDir is set up once per pod: a second container's start does not undo the
+// mode the first one gave it (munged's socket directory, 0755).
+BOOST_AUTO_TEST_CASE(an_empty_dir_is_made_0777_once) {
+  k8sbridge::FakeClock clock;
+  Store store{clock};
+  auto pod = Json(R"({"metadata":{"name":"p","namespace":"ns","uid":"u"},"spec":{}})");
+  auto volume = Json(R"({"name":"run","emptyDir":{}})");
+  TempDir dir;
+  const std::string path = (dir.path / "run").string();
+  BOOST_REQUIRE(kubelet_internal::PrepareVolume(store, nullptr, *pod, *volume, path).ok());
+  struct stat st;
+  BOOST_REQUIRE(stat(path.c_str(), &st) == 0);
+  BOOST_CHECK_EQUAL(st.st_mode & 07777, 0777u);
+  BOOST_REQUIRE(chmod(path.c_str(), 0755) == 0);
+  BOOST_REQUIRE(kubelet_internal::PrepareVolume(store, nullptr, *pod, *volume, path).ok());
+  BOOST_REQUIRE(stat(path.c_str(), &st) == 0);
+  BOOST_CHECK_EQUAL(st.st_mode & 07777, 0755u);
+}
+
 BOOST_AUTO_TEST_CASE(projected_volume_with_a_token_from_the_issuer) {
   k8sbridge::FakeClock clock;
   Store store{clock};
