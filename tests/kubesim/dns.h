@@ -10,7 +10,8 @@
 //                                  dashed address, 10-232-0-5) is <ep>
 //   _<port>._<proto>.<svc>.<ns>.svc.<zone>  SRV for the service's named ports
 //   <d>.<c>.<b>.<a>.in-addr.arpa   PTR for ClusterIPs and endpoint addresses
-// Names outside the zone are REFUSED: there is no upstream to forward to.
+// Names outside the zone are NXDOMAIN: there is no upstream to forward to, so none
+// exists here (a resolver then fails at once, as on a cluster).
 //
 // kubesim is test and demo infrastructure (docs/kubesim.md); it ships nowhere.
 #pragma once

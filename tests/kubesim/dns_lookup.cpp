@@ -231,6 +231,16 @@ Records ReverseRecords(const Store& store, const std::string& name, const std::s
   return records;
 }
 
+// What CoreDNS's forwarder brings back for a name that exists nowhere: kubesim has
+// no upstream, so every name outside the zone is one. NXDOMAIN (not REFUSED) lets a
+// resolver fail at once, as on a cluster: glibc reports REFUSED as a temporary
+// failure (EAI_AGAIN), and Slurm retries such a lookup ten times, a second apart.
+Answer NotHere() {
+  Answer answer;
+  answer.rcode = Rcode::kNxDomain;
+  return answer;
+}
+
 }  // namespace
 
 Answer Lookup(const Store& store, const Question& q, const std::string& zone) {
@@ -246,14 +256,11 @@ Answer Lookup(const Store& store, const Question& q, const std::string& zone) {
     records = ZoneRecords(store, name, q.name, zone);
   } else if (InDomain(name, "in-addr.arpa")) {
     records = ReverseRecords(store, name, q.name, zone);
-    if (!records) {  // CoreDNS falls through to its forwarder, which kubesim lacks
-      answer.rcode = Rcode::kRefused;
-      return answer;
-    }
+    if (!records)
+      return NotHere();
     answer.authoritative = true;
   } else {
-    answer.rcode = Rcode::kRefused;  // no forwarding: there is no network here
-    return answer;
+    return NotHere();
   }
   if (!records)
     answer.rcode = Rcode::kNxDomain;
