@@ -137,9 +137,12 @@ class Deployment:
     def worker_pods(self) -> list:
         return self.pods("app.kubernetes.io/name=slurm-worker")
 
-    def login(self, command: Sequence[str], check=True, timeout=300,
-              input=None) -> subprocess.CompletedProcess:
-        """Runs a command in the login pod, as a user does: kubectl exec."""
+    def login(self, command: Sequence[str], check=True, timeout=300, input=None,
+              user: Optional[str] = None) -> subprocess.CompletedProcess:
+        """Runs a command in the login pod: kubectl exec, as root, or with `user` as
+        that user (spank_jail refuses root's jobs: submit them as a user)."""
+        if user is not None:
+            command = ["runuser", "-u", user, "--", *command]
         return self.kubectl("exec", "deploy/slurm-login", "-c", "login", "--", *command,
                             check=check, timeout=timeout, input=input)
 

@@ -60,11 +60,12 @@ class InClusterDeployment(unittest.TestCase):
         for name in NODES:
             self.assertIn("POWERED_DOWN", nodes[name]["State"], name)
 
-        # What a user types (README): srun from the login pod, through kubectl exec.
+        # What a user types (README): srun from the login pod, through kubectl exec,
+        # as a user (nobody: in the login image and so in the jail it populated).
         run = d.login(["srun", "-N4", "-l", "sh", "-c",
                        "echo $(hostname) $(grep ^VERSION_CODENAME= /etc/os-release) "
                        "$(cat /.k8sbridge-jail 2>/dev/null || echo no-jail)"],
-                      check=False, timeout=600)
+                      check=False, timeout=600, user="nobody")
         self.assertEqual(run.returncode, 0, f"{run.stdout}{run.stderr}\n{d.describe()}")
         lines = sorted(run.stdout.splitlines())
         self.assertEqual(len(lines), 4, run.stdout)
