@@ -85,7 +85,7 @@ class FakeDaemonSystemOf : public Interface {
   std::vector<std::vector<std::string>> ran;
   std::vector<std::vector<std::string>> asked;  // Output's
   std::vector<std::pair<std::string, std::string>> copies;
-  std::vector<std::string> dirs;              // "path mode"
+  std::vector<std::string> dirs;               // "path mode"
   std::map<std::string, std::string> written;  // path -> "mode content"
   std::vector<std::string> exec;
   std::vector<std::string> supervised;

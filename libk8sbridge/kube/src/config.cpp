@@ -546,8 +546,8 @@ Result<Config> InClusterConfigFromEnv(std::string_view service_file, std::string
   if (!text.ok())
     return text.status();
   auto values = ReadServiceFile(*text);
-  auto config = InClusterConfig(values["KUBERNETES_SERVICE_HOST"],
-                                values["KUBERNETES_SERVICE_PORT"], sa_dir);
+  auto config =
+      InClusterConfig(values["KUBERNETES_SERVICE_HOST"], values["KUBERNETES_SERVICE_PORT"], sa_dir);
   if (!config.ok())
     return config.status().WithContext(file);
   return config;

@@ -146,8 +146,8 @@ Status MakeDirectory(const std::string& path, unsigned mode) {
 Status WriteFile(const std::string& path, const std::string& content, unsigned mode) {
   const std::string temporary = path + ".tmp";
   (void)unlink(temporary.c_str());
-  const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                      static_cast<mode_t>(mode));
+  const int fd =
+      open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, static_cast<mode_t>(mode));
   if (fd < 0)
     return Status::IoError(fmt::format("cannot create {}: {}", temporary, std::strerror(errno)));
   const bool written =

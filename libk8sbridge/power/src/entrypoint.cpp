@@ -57,8 +57,9 @@ Result<EntrypointRole> RoleOf(const std::vector<std::string>& args) {
 // API server in this file instead (kube::InClusterConfigFromEnv).
 Status WriteServiceFile(const EntrypointSettings& s, DaemonSystem& system, Logger& log) {
   if (s.service_host.empty() || s.service_port.empty()) {
-    log.Info("KUBERNETES_SERVICE_HOST/_PORT are not set (not in a pod): the power programs need "
-             "Kubeconfig= in k8sbridge.conf");
+    log.Info(
+        "KUBERNETES_SERVICE_HOST/_PORT are not set (not in a pod): the power programs need "
+        "Kubeconfig= in k8sbridge.conf");
     return Status::Ok();
   }
   const std::string dir = std::filesystem::path(s.service_file).parent_path().string();

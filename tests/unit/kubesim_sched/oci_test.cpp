@@ -359,9 +359,9 @@ BOOST_AUTO_TEST_CASE(projected_volume_with_a_token_from_the_issuer) {
   auto grouped = Json(R"({"metadata":{"name":"p","namespace":"ns","uid":"u"},
       "spec":{"serviceAccountName":"robot","securityContext":{"fsGroup":64030}}})");
   TempDir grouped_dir;
-  BOOST_REQUIRE(kubelet_internal::PrepareVolume(store, issuer, *grouped, *volume,
-                                                grouped_dir.path.string())
-                    .ok());
+  BOOST_REQUIRE(
+      kubelet_internal::PrepareVolume(store, issuer, *grouped, *volume, grouped_dir.path.string())
+          .ok());
   BOOST_REQUIRE(stat((grouped_dir.path / "token").c_str(), &st) == 0);
   BOOST_CHECK_EQUAL(st.st_mode & 0777, 0600u);
 

@@ -79,8 +79,8 @@ BOOST_AUTO_TEST_CASE(controller_checks_then_supervises_slurmctld_with_the_mounte
 BOOST_AUTO_TEST_CASE(controller_writes_the_in_cluster_service_file_for_the_power_programs) {
   FakeSystem system;
   RecordingLogger log;
-  auto s = Settings({"controller"}, {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
-                                     {"KUBERNETES_SERVICE_PORT", "443"}});
+  auto s = Settings({"controller"},
+                    {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"KUBERNETES_SERVICE_PORT", "443"}});
   auto code = power::RunEntrypoint(s, system, log);
   BOOST_REQUIRE_MESSAGE(code.ok(), code.status().message());
   BOOST_REQUIRE_EQUAL(system.written.size(), 1u);

@@ -49,8 +49,7 @@ class DaemonSystem {
   // caller (an emptyDir is 0777; munged refuses directories others may write to).
   virtual Status MakeDirectory(const std::string& path, unsigned mode) = 0;
   // Replaces `path` atomically with `content`, at `mode` (readers never see half).
-  virtual Status WriteFile(const std::string& path, const std::string& content,
-                           unsigned mode) = 0;
+  virtual Status WriteFile(const std::string& path, const std::string& content, unsigned mode) = 0;
   // Stops the daemon whose pid is in `pid_file` and waits (bounded) until it is
   // gone (the container's munged, when the entrypoint fails after starting it).
   virtual void StopDaemon(const std::string& pid_file) = 0;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "k8sbridge/log.h"
 #include "k8sbridge/contract.h"
+#include "k8sbridge/log.h"
 #include "k8sbridge/power/container_start.h"
 #include "k8sbridge/status.h"
 
@@ -28,8 +28,8 @@ struct EntrypointSettings {
   std::string conf_dir = std::string(kDefaultSlurmConfDir);  // K8SBRIDGE_SLURM_CONF_DIR
   std::string slurmctld = "/usr/sbin/slurmctld";             // K8SBRIDGE_SLURMCTLD
   std::string srun = "/usr/bin/srun";                        // K8SBRIDGE_SRUN
-  std::string slurm_version;      // the Slurm the image must hold: BuiltForSlurm()
-  bool supervise = false;         // K8SBRIDGE_INIT=1; the caller adds "am I PID 1"
+  std::string slurm_version;  // the Slurm the image must hold: BuiltForSlurm()
+  bool supervise = false;     // K8SBRIDGE_INIT=1; the caller adds "am I PID 1"
   // controller: the pod's KUBERNETES_SERVICE_HOST/_PORT, written to `service_file`
   // for the power programs, which slurmctld starts without them.
   std::string service_host;
