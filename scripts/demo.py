@@ -40,6 +40,19 @@ def show(title, text):
     sys.stdout.flush()
 
 
+def show_changes(last, views):
+    """Shows each (title, read) view whose output changed since `last` (a dict the
+    caller keeps); kubectl's AGE column (the fifth) is left out of the comparison,
+    since it changes every second."""
+    for title, read in views:
+        now = read()
+        key = "\n".join(" ".join(w for i, w in enumerate(line.split()) if i != 4)
+                        for line in now.splitlines()) if "kubectl" in title else now
+        if last.get(title) != key:
+            last[title] = key
+            show(title, now)
+
+
 class Demo:
     def __init__(self, cluster):
         self.c = cluster
@@ -55,14 +68,8 @@ class Demo:
         return self.kubectl("get", "pods", "-o", "wide")
 
     def show_changes(self):
-        for name, fn in (("sinfo", self.sinfo), ("pods", self.pods)):
-            now = fn()
-            # Ages change every second: compare without the AGE column.
-            key = "\n".join(" ".join(w for i, w in enumerate(line.split()) if i != 4)
-                            for line in now.splitlines()) if name == "pods" else now
-            if self.last.get(name) != key:
-                self.last[name] = key
-                show(f"{'sinfo -N' if name == 'sinfo' else 'kubectl get pods -o wide'}:", now)
+        show_changes(self.last, (("sinfo -N:", self.sinfo),
+                                 ("kubectl get pods -o wide:", self.pods)))
 
     def run(self):
         rig = self.c.rig
@@ -123,15 +130,8 @@ class InClusterDemo:
         return self.d.kubectl("get", "pods", "-o", "wide", check=False).stdout
 
     def show_changes(self):
-        for name, fn in (("sinfo", self.sinfo), ("pods", self.pods)):
-            now = fn()
-            # Ages change every second: compare without the AGE column.
-            key = "\n".join(" ".join(w for i, w in enumerate(line.split()) if i != 4)
-                            for line in now.splitlines()) if name == "pods" else now
-            if self.last.get(name) != key:
-                self.last[name] = key
-                show("sinfo -N (in the login pod):" if name == "sinfo" else
-                     "kubectl -n slurm get pods -o wide:", now)
+        show_changes(self.last, (("sinfo -N (in the login pod):", self.sinfo),
+                                 ("kubectl -n slurm get pods -o wide:", self.pods)))
 
     def run(self):
         d = self.d

@@ -31,6 +31,25 @@ DEPLOY = SOURCE_ROOT / "deploy"
 IMAGE_NAMES = ("k8sbridge-controller", "k8sbridge-worker", "k8sbridge-login")
 
 
+def images_or_skip() -> Path:
+    """The images directory of K8SBRIDGE_IMAGES for a test that runs them under
+    kubesim's OCI kubelet; raises unittest.SkipTest when they or what runs them are
+    not there (scripts/test.sh sets the variable for the artifacts suite)."""
+    import unittest
+    from harness.kubesim import KUBESIM
+    images = os.environ.get("K8SBRIDGE_IMAGES")
+    if not images:
+        raise unittest.SkipTest("K8SBRIDGE_IMAGES is not set: scripts/test.sh sets it for "
+                                "the artifacts suite once scripts/images.py built the images")
+    if os.geteuid() != 0:
+        raise unittest.SkipTest("needs root: namespaces, a bridge, overlays and runc")
+    if not KUBESIM.exists():
+        raise unittest.SkipTest(f"{KUBESIM} is not built")
+    if shutil.which("runc") is None:
+        raise unittest.SkipTest("runc is not installed (scripts/setup.sh)")
+    return Path(images)
+
+
 def missing_images(images: Path) -> list:
     """The images the deployment needs that `images` does not hold."""
     return [name for name in IMAGE_NAMES if not (images / name / "oci" / "index.json").exists()

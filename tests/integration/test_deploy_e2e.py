@@ -15,35 +15,22 @@ scripts/test.sh sets K8SBRIDGE_IMAGES for the artifacts suite; without it the te
 skips. Needs root (namespaces, a bridge, overlays, runc).
 """
 
-import os
 import re
-import shutil
 import unittest
-from pathlib import Path
 
-from harness.deployment import Deployment, missing_images
-from harness.kubesim import KUBESIM
+from harness.deployment import Deployment, images_or_skip, missing_images
 
-IMAGES = os.environ.get("K8SBRIDGE_IMAGES")
 NODES = ["w-0", "w-1", "w-2", "w-3"]
 
 
 class InClusterDeployment(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if not IMAGES:
-            raise unittest.SkipTest("K8SBRIDGE_IMAGES is not set: scripts/test.sh sets it for "
-                                    "the artifacts suite once scripts/images.py built the images")
-        if os.geteuid() != 0:
-            raise unittest.SkipTest("needs root: namespaces, a bridge, overlays and runc")
-        if not KUBESIM.exists():
-            raise unittest.SkipTest(f"{KUBESIM} is not built")
-        if shutil.which("runc") is None:
-            raise unittest.SkipTest("runc is not installed (scripts/setup.sh)")
-        missing = missing_images(Path(IMAGES))
+        images = images_or_skip()
+        missing = missing_images(images)
         if missing:
-            raise AssertionError(f"K8SBRIDGE_IMAGES={IMAGES} lacks {missing}")
-        cls.d = Deployment(Path(IMAGES)).__enter__()
+            raise AssertionError(f"K8SBRIDGE_IMAGES={images} lacks {missing}")
+        cls.d = Deployment(images).__enter__()
 
     @classmethod
     def tearDownClass(cls):

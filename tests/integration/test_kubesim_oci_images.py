@@ -17,7 +17,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from harness.kubesim import KUBESIM, KubeSim, remove_oci_kubelet_leftovers, wait_for
+from harness.deployment import images_or_skip
+from harness.kubesim import KubeSim, remove_oci_kubelet_leftovers, wait_for
 from harness.rig import claim_slot
 
 IMAGES = os.environ.get("K8SBRIDGE_IMAGES")
@@ -30,13 +31,7 @@ RUNC_ROOT = f"/run/kubesim-runc/{BRIDGE}"
 class WorkerImageTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if not IMAGES:
-            raise unittest.SkipTest("K8SBRIDGE_IMAGES is not set: scripts/test.sh sets it for "
-                                    "the artifacts suite once scripts/images.py built the images")
-        if os.geteuid() != 0:
-            raise unittest.SkipTest("needs root: namespaces, a bridge, overlays and runc")
-        if not KUBESIM.exists():
-            raise unittest.SkipTest(f"{KUBESIM} is not built")
+        images_or_skip()
         cls.info = json.loads((Path(IMAGES) / "k8sbridge-worker" / "image.json").read_text())
         cls.work = Path(tempfile.mkdtemp(prefix="kubesim-oci-images-"))
         try:
