@@ -219,7 +219,7 @@ class Deployment:
     def pod_file(self, pod: dict, volume: str, name: str) -> Optional[Path]:
         """A file in one of the pod's emptyDir volumes, as the kubelet keeps it."""
         uid = pod["metadata"]["uid"]
-        for path in (self.dir / "state").glob(f"*/pods/{uid}/volumes/*/{volume}/{name}"):
+        for path in (self.dir / "state").glob(f"*/pods/{uid}/volumes/{volume}/{name}"):
             return path
         return None
 
