@@ -205,7 +205,12 @@ class Deployment:
         self.wait(login_running, timeout, "the login pod to run")
 
         def ping():
-            r = self.login(["scontrol", "ping"], check=False, timeout=60)
+            # Before slurmctld-0 has an address its name does not resolve, and Slurm
+            # retries a failed lookup ten times a second apart: one try may be slow.
+            try:
+                r = self.login(["scontrol", "ping"], check=False, timeout=120)
+            except subprocess.TimeoutExpired:
+                return False
             return r.returncode == 0 and "is UP" in r.stdout
         self.wait(ping, timeout, "slurmctld in slurmctld-0 to answer the login pod")
 
