@@ -277,41 +277,6 @@ Result<UniqueFd> MakePathBeneath(int jail_fd, std::string_view path, bool last_i
   return dir;
 }
 
-Status WriteFileAtomic(const std::string& path, std::string_view contents, mode_t mode) {
-  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
-  if (fd < 0) {
-    int err = errno;
-    return Status::IoError(fmt::format("cannot create {}: {}", tmp, Errno(err)));
-  }
-  size_t done = 0;
-  while (done < contents.size()) {
-    ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::IoError(fmt::format("cannot write {}: {}", tmp, Errno(err)));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return Status::IoError(fmt::format("cannot sync {}: {}", tmp, Errno(err)));
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return Status::IoError(fmt::format("cannot rename {} to {}: {}", tmp, path, Errno(err)));
-  }
-  return Status::Ok();
-}
-
 Result<std::string> ReadFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

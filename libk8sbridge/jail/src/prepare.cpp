@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "k8sbridge/file.h"
 #include "k8sbridge/jail/paths.h"
 
 namespace k8sbridge::jail {

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "k8sbridge/file.h"
 #include "k8sbridge/power/container_start.h"
 #include "k8sbridge/supervise.h"
 
@@ -144,23 +145,7 @@ Status MakeDirectory(const std::string& path, unsigned mode) {
 }
 
 Status WriteFile(const std::string& path, const std::string& content, unsigned mode) {
-  const std::string temporary = path + ".tmp";
-  (void)unlink(temporary.c_str());
-  const int fd =
-      open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, static_cast<mode_t>(mode));
-  if (fd < 0)
-    return Status::IoError(fmt::format("cannot create {}: {}", temporary, std::strerror(errno)));
-  const bool written =
-      write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
-      fchmod(fd, static_cast<mode_t>(mode)) == 0;  // the umask does not narrow it
-  const int err = errno;
-  close(fd);
-  if (!written || rename(temporary.c_str(), path.c_str()) != 0) {
-    const int cause = written ? errno : err;
-    (void)unlink(temporary.c_str());
-    return Status::IoError(fmt::format("cannot write {}: {}", path, std::strerror(cause)));
-  }
-  return Status::Ok();
+  return WriteFileAtomic(path, content, static_cast<mode_t>(mode));
 }
 
 void StopDaemon(const std::string& pid_file, Logger& log) {

@@ -6,6 +6,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include "k8sbridge/file.h"
 #include "k8sbridge/jail/paths.h"
 #include "test_dir.h"
 

@@ -94,10 +94,6 @@ Result<UniqueFd> OpenBeneath(int jail_fd, std::string_view path, std::string_vie
 Result<UniqueFd> MakePathBeneath(int jail_fd, std::string_view path, bool last_is_file,
                                  std::string_view jail_name);
 
-// Writes `contents` to `path` atomically (temporary file in the same directory,
-// fsync, rename): readers see the old or the new file, never a half-written one.
-Status WriteFileAtomic(const std::string& path, std::string_view contents, mode_t mode);
-
 // Reads a whole (small) file.
 Result<std::string> ReadFile(const std::string& path);
 
