@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 namespace kubesim {
 

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 

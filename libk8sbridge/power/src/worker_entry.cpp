@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include "k8sbridge/contract.h"
 #include "k8sbridge/power/worker_pod.h"
