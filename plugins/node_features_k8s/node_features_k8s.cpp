@@ -1,8 +1,9 @@
 // node_features/k8s (NodeFeaturesPlugins=k8s): Kubernetes node labels as Slurm node
 // features, and k8sbridge.conf's Feature= mappings as changeable features so a pool
-// of CLOUD nodes can be resumed into whichever GPU type a job asks for. The 17
-// node_features_p_* symbols of Slurm 24.11 (src/interfaces/node_features.c); the
-// logic is in libk8sbridge/src/features/. docs/features.md.
+// of CLOUD nodes can be resumed into whichever GPU type a job asks for. The
+// node_features_p_* symbols of src/interfaces/node_features.c: 17 in 24.11, 13 in
+// 26.05 (see the SLURM_VERSION_NUMBER branches); the logic is in
+// libk8sbridge/features/. docs/features.md, docs/versions.md.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -16,20 +17,11 @@
 #include "k8sbridge/features/plugin_support.h"
 #include "k8sbridge/log.h"
 
+#include "slurm_internals.h"
+
 extern "C" {
 #include "slurm/slurm.h"
 #include "slurm/slurm_errno.h"
-#include "src/common/bitstring.h"
-#include "src/common/list.h"
-#include "src/common/log.h"
-#include "src/common/read_config.h"
-#include "src/common/xmalloc.h"
-#include "src/common/xstring.h"
-// src/common/node_conf.h does not compile as C++ (extra_constraints.h has a field
-// named `operator`); the one function used from it, in libslurmfull:
-bitstr_t* node_conf_get_active_bitmap(void);
-// src/common/proc_args.h: prints "slurm <version>" to stdout.
-void print_slurm_version(void);
 }
 
 // A test build sets a different version to check the refusal (skewed/meson.build).
@@ -46,6 +38,7 @@ extern const uint32_t plugin_version = K8SBRIDGE_PLUGIN_VERSION;
 namespace {
 
 namespace kf = k8sbridge::features;
+using namespace k8sbridge::slurm_abi;  // Slurm's internals: slurm_internals.h
 
 class SlurmLogger final : public k8sbridge::Logger {
  public:
@@ -53,10 +46,10 @@ class SlurmLogger final : public k8sbridge::Logger {
     const std::string text(message);
     switch (level) {
       case k8sbridge::LogLevel::kDebug:
-        log_var(LOG_LEVEL_DEBUG, "%s: %s", plugin_type, text.c_str());
+        LogVar(kLogLevelDebug, "%s: %s", plugin_type, text.c_str());
         break;
       case k8sbridge::LogLevel::kInfo:
-        log_var(LOG_LEVEL_INFO, "%s: %s", plugin_type, text.c_str());
+        LogVar(kLogLevelInfo, "%s: %s", plugin_type, text.c_str());
         break;
       case k8sbridge::LogLevel::kWarning:
         warning("%s: %s", plugin_type, text.c_str());
@@ -115,16 +108,24 @@ int init(void) {
   }
   std::lock_guard lock(g_mu);
   g_config = std::make_unique<k8sbridge::conf::BridgeConfig>(std::move(*config));
-  log_var(LOG_LEVEL_VERBOSE, "%s: loaded %s: %zu Feature= mappings", plugin_type, path.c_str(),
-          g_config->features.size());
+  LogVar(kLogLevelVerbose, "%s: loaded %s: %zu Feature= mappings", plugin_type, path.c_str(),
+         g_config->features.size());
   return SLURM_SUCCESS;
 }
 
+// Slurm 25.11 made the node_features interface's fini() void.
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+void fini(void) {
+  std::lock_guard lock(g_mu);
+  g_config.reset();
+}
+#else
 int fini(void) {
   std::lock_guard lock(g_mu);
   g_config.reset();
   return SLURM_SUCCESS;
 }
+#endif
 
 // Reservations ask how long a node takes to "reboot" into features: a new pod.
 uint32_t node_features_p_boot_time(void) {
@@ -136,10 +137,40 @@ bool node_features_p_changeable_feature(char* feature) {
   return g_config && feature && kf::IsChangeable(*g_config, feature);
 }
 
+// Slurm 25.11 removed get_node, node_power, node_update, node_update_valid and
+// step_config from the interface; 24.11's loader requires them.
+#if SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(25, 11, 0)
 // slurmctld: the features come with each registration; nothing to fetch.
 int node_features_p_get_node(char* /*node_list*/) {
   return SLURM_SUCCESS;
 }
+
+// Not required: the plugin also serves clusters without power saving, where the
+// features simply follow the labels.
+bool node_features_p_node_power(void) {
+  return false;
+}
+
+int node_features_p_node_update(char* /*active_features*/, bitstr_t* /*node_bitmap*/) {
+  return SLURM_SUCCESS;
+}
+
+// scontrol update and the sync daemon may set features on any node.
+bool node_features_p_node_update_valid(void* /*node_ptr*/, update_node_msg_t* /*update*/) {
+  return true;
+}
+
+void node_features_p_step_config(bool /*mem_sort*/, bitstr_t* /*numa_bitmap*/) {}
+#endif
+
+// Slurm 26.05: slurmctld asks whether booting nodes for these features is a reboot
+// (REBOOT_ISSUED). A Feature= mapping is a new pod, so it is; plain labels are not.
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+bool node_features_p_job_features_need_reboot(char* features) {
+  std::lock_guard lock(g_mu);
+  return g_config && features && kf::AnyChangeable(*g_config, features);
+}
+#endif
 
 int node_features_p_job_valid(char* job_features, list_t* /*feature_list*/) {
   std::lock_guard lock(g_mu);
@@ -167,12 +198,6 @@ bitstr_t* node_features_p_get_node_bitmap(void) {
 
 int node_features_p_overlap(bitstr_t* active_bitmap) {
   return bit_set_count(active_bitmap);
-}
-
-// Not required: the plugin also serves clusters without power saving, where the
-// features simply follow the labels.
-bool node_features_p_node_power(void) {
-  return false;
 }
 
 // slurmd, on a reboot request with features (RebootProgram clusters): the hardware
@@ -206,19 +231,10 @@ void node_features_p_node_state(char** avail_modes, char** current_mode) {
   auto features = kf::SlurmdFeatures(*g_config, who, g_log);
   if (!features)
     return;
-  xfree(*avail_modes);
-  xfree(*current_mode);
+  slurm_xfree(reinterpret_cast<void**>(avail_modes));
+  slurm_xfree(reinterpret_cast<void**>(current_mode));
   *avail_modes = xstrdup(features->c_str());
   *current_mode = xstrdup(features->c_str());
-}
-
-int node_features_p_node_update(char* /*active_features*/, bitstr_t* /*node_bitmap*/) {
-  return SLURM_SUCCESS;
-}
-
-// scontrol update and the sync daemon may set features on any node.
-bool node_features_p_node_update_valid(void* /*node_ptr*/, update_node_msg_t* /*update*/) {
-  return true;
 }
 
 char* node_features_p_node_xlate(char* new_features, char* orig_features, char* /*avail_features*/,
@@ -233,14 +249,13 @@ char* node_features_p_node_xlate2(char* new_features) {
   return xstrdup(new_features);
 }
 
-void node_features_p_step_config(bool /*mem_sort*/, bitstr_t* /*numa_bitmap*/) {}
-
 bool node_features_p_user_update(uid_t /*uid*/) {
   return true;
 }
 
-void node_features_p_get_config(config_plugin_params_t* p) {
-  xstrcat(p->name, plugin_type);
+// Slurm's type is config_plugin_params_t (src/common/read_config.h).
+void node_features_p_get_config(ConfigPluginParams* p) {
+  _xstrcat(&p->name, plugin_type);
   std::lock_guard lock(g_mu);
   if (!g_config)
     return;

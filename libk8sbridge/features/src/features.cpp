@@ -205,6 +205,19 @@ bool IsChangeable(const conf::BridgeConfig& config, std::string_view feature) {
   return config.MappingOf(feature) != nullptr;
 }
 
+bool AnyChangeable(const conf::BridgeConfig& config, std::string_view features) {
+  auto parsed = slurm::ParseConstraint(features);
+  if (!parsed.ok())
+    return true;
+  for (const auto& alternative : parsed->alternatives) {
+    for (const std::string& f : alternative) {
+      if (IsChangeable(config, f))
+        return true;
+    }
+  }
+  return false;
+}
+
 std::vector<std::string> SplitFeatures(std::string_view list) {
   std::vector<std::string> out;
   size_t start = 0;

@@ -29,7 +29,11 @@ Result<std::unique_ptr<Slurm>> NewDaemonSlurm() {
   Bind(api.init_update_node_msg, "slurm_init_update_node_msg", missing);
   Bind(api.update_node, "slurm_update_node", missing);
   Bind(api.load_ctl_conf, "slurm_load_ctl_conf", missing);
-  Bind(api.free_ctl_conf, "slurm_free_ctl_conf", missing);
+  // 26.05 renamed slurm_free_ctl_conf() to slurm_free_conf().
+  Bind(api.free_ctl_conf,
+       SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0) ? "slurm_free_conf"
+                                                           : "slurm_free_ctl_conf",
+       missing);
   Bind(api.strerror, "slurm_strerror", missing);
   if (!missing.empty()) {
     return Status::Unavailable(fmt::format(

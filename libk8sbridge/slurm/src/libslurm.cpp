@@ -96,7 +96,11 @@ std::unique_ptr<Slurm> NewLibslurm() {
   api.init_update_node_msg = &slurm_init_update_node_msg;
   api.update_node = &slurm_update_node;
   api.load_ctl_conf = &slurm_load_ctl_conf;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+  api.free_ctl_conf = &slurm_free_conf;  // 26.05 renamed slurm_free_ctl_conf()
+#else
   api.free_ctl_conf = &slurm_free_ctl_conf;
+#endif
   api.strerror = &slurm_strerror;
   api.reboot_asap = &ScontrolRebootAsap;
   return NewApiSlurm(api);

@@ -124,6 +124,16 @@ BOOST_AUTO_TEST_CASE(changeable_features_are_the_mapped_names) {
   BOOST_TEST(!kf::IsChangeable(Config(), "rack1"));
 }
 
+BOOST_AUTO_TEST_CASE(a_boot_needs_a_reboot_only_for_a_changeable_feature) {
+  BOOST_TEST(kf::AnyChangeable(Config(), "h100"));
+  BOOST_TEST(kf::AnyChangeable(Config(), "rack1&h100"));
+  BOOST_TEST(kf::AnyChangeable(Config(), "rack1,h100"));
+  BOOST_TEST(!kf::AnyChangeable(Config(), "rack1&cpu-cpuid.AVX512F"));
+  BOOST_TEST(!kf::AnyChangeable(Config(), ""));
+  // Unparsable: Slurm's own answer without a plugin (a reboot).
+  BOOST_TEST(kf::AnyChangeable(Config(), "[rack1"));
+}
+
 BOOST_AUTO_TEST_CASE(registration_replaces_changeable_and_keeps_slurm_conf_features) {
   // slurm.conf: Features=rack1,h100,a100; the pod landed on an H100 node.
   BOOST_TEST(kf::MergeNodeFeatures("h100", "rack1,h100,a100", Changeable()) == "h100,rack1");

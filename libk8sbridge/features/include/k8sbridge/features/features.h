@@ -49,6 +49,10 @@ std::string SelectorText(const std::vector<conf::LabelRequirement>& selector);
 
 // Slurm's changeable features are exactly the Feature= names.
 bool IsChangeable(const conf::BridgeConfig& config, std::string_view feature);
+// Slurm 26.05's job_features_need_reboot: does booting a node into `features` (a job's
+// constraint or job_xlate's list) change a changeable feature, that is, need a new pod?
+// An unparsable list counts as needing one (Slurm's own default without a plugin).
+bool AnyChangeable(const conf::BridgeConfig& config, std::string_view features);
 
 // "a,b,,c" -> {a,b,c} (empty items dropped, order and duplicates kept).
 std::vector<std::string> SplitFeatures(std::string_view list);
