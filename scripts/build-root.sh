@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Makes the Debian build root in which scripts/build-packages.sh builds k8sbridge's
 # packages: a minimal root of the Debian release (mmdebstrap, from this machine's own
-# Debian mirror) with the build dependencies and Debian's libslurm-dev, plus the
-# upstream Slurm tarball of the same version (the one scripts/build-slurm.sh keeps)
-# configured with Debian's layout under /usr/src/slurm-<version>: the node_features
-# plugin and the topology program need its config.h and internal headers.
+# Debian mirror) with the build dependencies and Debian's libslurm-dev.
+#  - trixie (Slurm 24.11.5): also the upstream Slurm tarball of the same version (the
+#    one scripts/build-slurm.sh keeps) configured with Debian's layout under
+#    /usr/src/slurm-<version>.
+#  - sid (Slurm 26.05.5): its orig tarball is not in the archive, so no source tree;
+#    k8sbridge builds from the packaged public headers (docs/versions.md). The root also
+#    holds Debian's slurmctld, slurmd, Slurm's clients and munge: the 26.05 test suite
+#    runs those real daemons inside it (scripts/build-release.sh, tests/harness/rig.py).
 #
-# Usage: scripts/build-root.sh [--release trixie] [--cache DIR]
+# Usage: scripts/build-root.sh [--release trixie|sid] [--cache DIR]
 # Prints the root's path on its last line. The root is cached under
 # $K8SBRIDGE_CACHE/buildroot-<release>-<key>, the key a hash of everything that
 # goes into it (release, Slurm version and tarball, package list, configure
@@ -36,7 +40,8 @@ fi
 # in the root depend on exactly that version (debian/rules reads it from the headers).
 case "$release" in
   trixie) slurm_version=24.11.5 ;;
-  *) log "no Slurm version is known for Debian release '$release' (known: trixie)"; exit 2 ;;
+  sid) slurm_version=26.05.5 ;;
+  *) log "no Slurm version is known for Debian release '$release' (known: trixie, sid)"; exit 2 ;;
 esac
 
 packages=(
@@ -52,10 +57,21 @@ packages=(
 configure_options=(--prefix=/usr --libdir=/usr/lib/x86_64-linux-gnu --sysconfdir=/etc/slurm
                    --localstatedir=/var --runstatedir=/run --with-munge --enable-pam --disable-debug)
 
-tarball=$(bash "$here/build-slurm.sh" --cache "$cache" --version "$slurm_version" --tarball-only | tail -n 1)
-tarball_sha=$(sha256sum "$tarball" | cut -d' ' -f1)
-key=$(printf '%s\n' "$release" "$slurm_version" "$tarball_sha" "${packages[*]}" "${configure_options[*]}" |
-      sha256sum | cut -c1-16)
+mmdebstrap_options=()
+if [ "$release" = sid ]; then
+  # The daemons and clients the 26.05 suite runs in the root, and ccache for its build.
+  packages+=(slurmctld slurmd slurm-client munge ccache)
+  # sid's Release file on the mirror is often past its Valid-Until date.
+  mmdebstrap_options+=(--aptopt='Acquire::Check-Valid-Until "false"')
+  tarball=""
+  tarball_sha=none
+  key=$(printf '%s\n' "$release" "$slurm_version" "${packages[*]}" | sha256sum | cut -c1-16)
+else
+  tarball=$(bash "$here/build-slurm.sh" --cache "$cache" --version "$slurm_version" --tarball-only | tail -n 1)
+  tarball_sha=$(sha256sum "$tarball" | cut -d' ' -f1)
+  key=$(printf '%s\n' "$release" "$slurm_version" "$tarball_sha" "${packages[*]}" "${configure_options[*]}" |
+        sha256sum | cut -c1-16)
+fi
 root="$cache/buildroot-$release-$key"
 src="/usr/src/slurm-$slurm_version"
 
@@ -78,7 +94,7 @@ rm -rf "$tmp"
 uri=$(sh "$here/debian-mirror.sh")
 start=$(date +%s)
 log "making a $release root from $uri (log: $root.mmdebstrap.log)"
-mmdebstrap --variant=apt --format=directory --include="$(IFS=,; echo "${packages[*]}")" \
+mmdebstrap --variant=apt --format=directory "${mmdebstrap_options[@]}" --include="$(IFS=,; echo "${packages[*]}")" \
   "$release" "$tmp" "deb $uri $release main" >"$root.mmdebstrap.log" 2>&1 ||
   { log "mmdebstrap failed, see $root.mmdebstrap.log"; exit 1; }
 log "root made in $(( $(date +%s) - start ))s"
@@ -95,16 +111,18 @@ if [ "$deb_upstream" != "$slurm_version" ]; then
   exit 1
 fi
 
-mkdir -p "$tmp$src"
-tar -xzf "$tarball" -C "$tmp$src" --strip-components=1
-mount -t proc proc "$tmp/proc"
-start=$(date +%s)
-log "configuring Slurm $slurm_version in $src (log: $root.configure.log)"
-chroot "$tmp" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin sh -c \
-  "cd $src && ./configure ${configure_options[*]}" >"$root.configure.log" 2>&1 ||
-  { log "Slurm's configure failed in the root, see $root.configure.log"; exit 1; }
-log "configured in $(( $(date +%s) - start ))s"
-umount "$tmp/proc"
+if [ -n "$tarball" ]; then
+  mkdir -p "$tmp$src"
+  tar -xzf "$tarball" -C "$tmp$src" --strip-components=1
+  mount -t proc proc "$tmp/proc"
+  start=$(date +%s)
+  log "configuring Slurm $slurm_version in $src (log: $root.configure.log)"
+  chroot "$tmp" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin sh -c \
+    "cd $src && ./configure ${configure_options[*]}" >"$root.configure.log" 2>&1 ||
+    { log "Slurm's configure failed in the root, see $root.configure.log"; exit 1; }
+  log "configured in $(( $(date +%s) - start ))s"
+  umount "$tmp/proc"
+fi
 
 printf 'release=%s\nslurm_version=%s\nlibslurm_dev=%s\ntarball_sha256=%s\n' \
   "$release" "$slurm_version" "$deb_version" "$tarball_sha" >"$tmp/.k8sbridge-complete"

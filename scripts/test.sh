@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every k8sbridge test, as root: set-up (idempotent), the build with
 # warnings as errors, the Debian packages (scripts/build-packages.sh), unit,
-# integration and packaging suites, the unit suite again under
-# ASan/UBSan, the style checks (scripts/check-style.sh), a short run of every
+# integration and packaging suites, the version suite on Slurm 26.05.5 (k8sbridge
+# built against Debian sid's libslurm-dev by scripts/build-release.sh, run under
+# sid's real daemons), the unit suite again under ASan/UBSan, the style checks (scripts/check-style.sh), a short run of every
 # fuzz target (fuzz/run.sh), and a final check that no rig left anything behind.
 # Ends with the line "N passed, N failed, N skipped".
 set -uo pipefail
@@ -67,6 +68,20 @@ rm -f "$artifacts_env" "$build/meson-logs/artifacts-testlog.json"
 ) >"$artifacts_log" 2>&1 &
 artifacts_pid=$!
 
+# Slurm 26.05.5: sid's build root (Debian's packages, cached by its inputs) and
+# k8sbridge built in it against Debian's libslurm-dev (ccache under $K8SBRIDGE_CACHE).
+# Beside the host build and the integration tests too; the suite "slurm-26.05" runs
+# once it is there, with the root, prefix and build it needs.
+release_log="$artifacts_dir/slurm-26.05.log"
+release_env="$artifacts_dir/slurm-26.05.env"
+rm -f "$release_env" "$build/meson-logs/slurm-26.05-testlog.json"
+( set -e
+  out=$(nice -n 10 bash scripts/build-release.sh --release sid)
+  printf 'K8SBRIDGE_SLURM_ROOT=%s\nK8SBRIDGE_SLURM_PREFIX=/usr\nK8SBRIDGE_SLURM_BUILD=%s\n' \
+    "$(sed -n 1p <<<"$out")" "$(sed -n 2p <<<"$out")" >"$release_env"
+) >"$release_log" 2>&1 &
+release_pid=$!
+
 if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
   # The sanitizer build (-O0, buildtype debug: it compiles much faster, and the
   # sanitizers lose nothing) runs beside the integration tests, which mostly wait
@@ -91,7 +106,17 @@ if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
   # The integration tests run in parallel: each rig has its own names, addresses,
   # ports and leftover check (docs/architecture.md, "The test rig"), and their
   # daemons mostly sleep, so four at a time fit two cores.
-  meson test -C "$build" --print-errorlogs --num-processes 4 --no-suite artifacts || true
+  meson test -C "$build" --print-errorlogs --num-processes 4 --no-suite artifacts \
+    --no-suite slurm-26.05 || true
+  if wait "$release_pid" && [ -f "$release_env" ]; then
+    tail -n 3 "$release_log"
+    ( set -a; . "$release_env"; set +a
+      meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 3 \
+        --suite slurm-26.05 --logbase slurm-26.05-testlog ) || true
+  else
+    tail -n 40 "$release_log"
+    failed_steps+=("Slurm 26.05 build")
+  fi
   if wait "$artifacts_pid" && [ -f "$artifacts_env" ]; then
     tail -n 20 "$artifacts_log"
     set -a; . "$artifacts_env"; set +a
@@ -104,6 +129,7 @@ if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
 else
   failed_steps+=("build")
   wait "$artifacts_pid"
+  wait "$release_pid"
   asan_pid=""
   style_pid=""
   fuzz_pid=""
@@ -146,6 +172,7 @@ from pathlib import Path
 passed = failed = skipped = 0
 logs = [(Path(sys.argv[1]) / "meson-logs" / "testlog.json", ""),
         (Path(sys.argv[1]) / "meson-logs" / "artifacts-testlog.json", ""),
+        (Path(sys.argv[1]) / "meson-logs" / "slurm-26.05-testlog.json", ""),
         (Path(sys.argv[2]) / "meson-logs" / "testlog.json", " (ASan/UBSan)")]
 for log, label in logs:
     if not log.exists():

@@ -14,11 +14,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.paths import BUILD_ROOT
+from harness.paths import SLURM_BUILD
+from harness.rig import in_slurm_root
 
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 PROGRAM = Path(os.environ.get("K8SBRIDGE_TOPOLOGY",
-                              BUILD_ROOT / "programs" / "topology" / "k8sbridge-topology"))
+                              SLURM_BUILD / "programs" / "topology" / "k8sbridge-topology"))
 
 
 @dataclass
@@ -157,8 +158,8 @@ class IbSim:
 
 
 def run_program(args, env=None, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([str(PROGRAM), *args], capture_output=True, text=True, timeout=120,
-                          env=env, **kw)
+    return subprocess.run(in_slurm_root([str(PROGRAM), *args]), capture_output=True, text=True,
+                          timeout=120, env=env, **kw)
 
 
 def parse_tree_conf(text: str) -> dict:

@@ -14,11 +14,12 @@ from pathlib import Path
 
 from harness.cluster import TestKubelet, power_program_lines
 from harness.kubesim import WORKER_TEMPLATE as TEMPLATE, KubeSim
-from harness.paths import BUILD_ROOT, POWER
-from harness.rig import RIG_ENV, NodeSpec, Rig, alive, pids_with_env, wait_for
+from harness.paths import POWER, SLURM_BUILD
+from harness.rig import (RIG_ENV, NodeSpec, Rig, alive, pids_with_env, slurm_plugindir,
+                         wait_for)
 from harness.testcase import RigTestCase
 
-PLUGIN_DIR = BUILD_ROOT / "plugins" / "node_features_k8s"
+PLUGIN_DIR = SLURM_BUILD / "plugins" / "node_features_k8s"
 SKEWED_PLUGIN_DIR = PLUGIN_DIR / "skewed"
 H100 = "NVIDIA-H100-80GB-HBM3"
 A100 = "NVIDIA-A100-SXM4-80GB"
@@ -79,8 +80,7 @@ class FeaturesRigCase(RigTestCase):
     def make_rig(self, nodes=POOL, power=True, suspend_time=600, plugin_dir=PLUGIN_DIR) -> Rig:
         specs = [NodeSpec(n, features=("h100", "a100")) for n in nodes]
         rig = Rig(specs, start_slurmd=False)
-        prefix = rig.prefix
-        extra = [f"PluginDir={plugin_dir}:{prefix / 'lib' / 'slurm'}", "NodeFeaturesPlugins=k8s"]
+        extra = [f"PluginDir={plugin_dir}:{slurm_plugindir()}", "NodeFeaturesPlugins=k8s"]
         if power:
             extra += [self.power_lines(rig), "SuspendTimeout=5", "ResumeTimeout=300",
                       f"SuspendTime={suspend_time}"]

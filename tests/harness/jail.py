@@ -24,7 +24,7 @@ from typing import Optional
 import os
 import unittest
 
-from harness.paths import BUILD_ROOT, SOURCE_ROOT
+from harness.paths import SLURM_BUILD, SOURCE_ROOT
 from harness.rig import Rig, RigError, live_processes, made_rig_ids, slurm_prefix
 from harness.testcase import RigTestCase
 
@@ -38,11 +38,11 @@ def os_release_id(text: str) -> str:
 
 
 def plugin_path() -> Path:
-    return BUILD_ROOT / "plugins" / "spank_jail" / "spank_jail.so"
+    return SLURM_BUILD / "plugins" / "spank_jail" / "spank_jail.so"
 
 
 def prepare_path() -> Path:
-    return BUILD_ROOT / "programs" / "jail-prepare" / "k8sbridge-jail-prepare"
+    return SLURM_BUILD / "programs" / "jail-prepare" / "k8sbridge-jail-prepare"
 
 
 def cached_jail() -> Path:

@@ -7,10 +7,14 @@ from pathlib import Path
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent
 BUILD_ROOT = Path(os.environ.get("K8SBRIDGE_BUILD_ROOT", SOURCE_ROOT / "build"))
-POWER = BUILD_ROOT / "programs" / "power" / "k8sbridge-power"
-WORKER = BUILD_ROOT / "programs" / "worker" / "k8sbridge-worker"
-ENTRYPOINT = BUILD_ROOT / "programs" / "entrypoint" / "k8sbridge-entrypoint"
-SYNC = BUILD_ROOT / "programs" / "sync" / "k8sbridge-sync"
+# k8sbridge's plugins and programs for the Slurm the rig runs: the build itself, or,
+# in the version suite, the build against another release (scripts/build-release.sh).
+# Test tools (kubesim, fakes) always come from BUILD_ROOT.
+SLURM_BUILD = Path(os.environ.get("K8SBRIDGE_SLURM_BUILD", "") or BUILD_ROOT)
+POWER = SLURM_BUILD / "programs" / "power" / "k8sbridge-power"
+WORKER = SLURM_BUILD / "programs" / "worker" / "k8sbridge-worker"
+ENTRYPOINT = SLURM_BUILD / "programs" / "entrypoint" / "k8sbridge-entrypoint"
+SYNC = SLURM_BUILD / "programs" / "sync" / "k8sbridge-sync"
 
 
 def project_version() -> str:

@@ -63,7 +63,63 @@ class GaveUp(RigError):
 
 
 def slurm_prefix() -> Path:
+    """Where Slurm is installed, as its daemons see it (inside slurm_root())."""
     return Path(os.environ.get("K8SBRIDGE_SLURM_PREFIX", DEFAULT_SLURM_PREFIX))
+
+
+def slurm_root() -> Optional[Path]:
+    """The root filesystem Slurm runs in, for a release built for another Debian
+    (K8SBRIDGE_SLURM_ROOT: the 26.05 suite's sid build root, scripts/build-root.sh);
+    None: the host's."""
+    root = os.environ.get("K8SBRIDGE_SLURM_ROOT", "")
+    return Path(root) if root else None
+
+
+def slurm_plugindir() -> Path:
+    """Slurm's own plugins (for a PluginDir that adds k8sbridge's): a Slurm built from
+    source keeps them in <prefix>/lib/slurm, Debian's in /usr/lib/<triplet>/slurm-wlm."""
+    debian = slurm_prefix() / "lib" / "x86_64-linux-gnu" / "slurm-wlm"
+    return debian if host_path(debian).is_dir() else slurm_prefix() / "lib" / "slurm"
+
+
+def host_path(path: Path) -> Path:
+    """`path` as Slurm sees it, from this process (outside slurm_root())."""
+    root = slurm_root()
+    return root / Path(path).relative_to("/") if root else Path(path)
+
+
+def slurm_version() -> tuple:
+    """(major, minor, micro) of the Slurm the rig runs, from its slurm_version.h."""
+    header = host_path(slurm_prefix() / "include" / "slurm" / "slurm_version.h").read_text()
+    number = int(re.search(r"#define SLURM_VERSION_NUMBER (0x[0-9a-fA-F]+)", header).group(1), 16)
+    return (number >> 16, (number >> 8) & 0xFF, number & 0xFF)
+
+
+# What a Slurm in slurm_root() sees of the host, at the same paths: the kernel's
+# file systems, the rig's and the tests' directories under /tmp, and the checkout
+# (k8sbridge's builds, the rig's log directory).
+CHROOT_BINDS = ("/proc", "/sys", "/dev", "/tmp", str(Path(__file__).resolve().parents[2]))
+
+
+def chroot_script(root: Path) -> str:
+    """sh commands that make `root` show CHROOT_BINDS (in the caller's own mount
+    namespace: nothing outlives it), ending in `exec chroot`; the command follows.
+    The working directory is kept, as a process started on the host would have it."""
+    q = shlex.quote
+    binds = " && ".join(f"mkdir -p {q(str(root) + d)} && mount --rbind {q(d)} {q(str(root) + d)}"
+                        for d in CHROOT_BINDS)
+    return (f"{binds} && exec chroot {q(str(root))} /bin/sh -c "
+            "'cd \"$0\" 2>/dev/null; exec \"$@\"' \"$PWD\"")
+
+
+def in_slurm_root(cmd: Sequence[str]) -> list[str]:
+    """`cmd` (a program built against the rig's Slurm) run where that Slurm's libraries
+    are: inside slurm_root() when there is one, else as it is."""
+    root = slurm_root()
+    if not root:
+        return list(cmd)
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+            chroot_script(root) + ' "$@"', "sh", *cmd]
 
 
 def wait_for(predicate: Callable[[], object], timeout: float,
@@ -315,7 +371,7 @@ class Rig:
     def start(self) -> "Rig":
         if os.geteuid() != 0:
             raise RigError("the rig needs root (network namespaces, bridges, munge, slurmd)")
-        if not (self.prefix / "sbin" / "slurmctld").exists():
+        if not os.path.lexists(host_path(self.prefix / "sbin" / "slurmctld")):
             raise RigError(f"no Slurm at {self.prefix}: run scripts/setup.sh, or set "
                            "K8SBRIDGE_SLURM_PREFIX to a Slurm 24.11.5 install")
         self._started = True
@@ -394,10 +450,17 @@ class Rig:
         resolv.conf are the rig's. Slurm resolves peer addresses and node names;
         with the host's resolver those lookups would leave the machine (and stall
         for 5 s when unanswered). Here they end in the files or on loopback."""
-        script = ('mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && '
-                  'shift 2 && exec "$@"')
+        etc = host_path(Path("/etc"))
+        script = (f'mount --bind "$1" {etc}/hosts && mount --bind "$2" {etc}/resolv.conf && '
+                  'shift 2 && ' + self._exec())
         return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script,
                 "sh", str(self.node_hosts), str(self.node_resolv), *cmd]
+
+    def _exec(self) -> str:
+        """The end of a wrapper script: exec "$@", inside slurm_root() if there is one."""
+        root = slurm_root()
+        return chroot_script(root) + ' "$@"' if root else 'exec "$@"'
+
 
     def run(self, cmd: Sequence[str], check: bool = False, timeout: float = 120,
             **kw) -> subprocess.CompletedProcess:
@@ -593,14 +656,15 @@ PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partit
         boot, as a new pod does."""
         slurmd = self.prefix / "sbin" / "slurmd"
         q = shlex.quote
+        etc = host_path(Path("/etc"))
         inner = (f"mount --bind {q(str(self.workdir / f'munge-{node}'))} "
                  f"{q(str(self.munge_socket.parent))} && "
-                 f"mount --bind {q(str(self.node_hosts))} /etc/hosts && "
-                 f"mount --bind {q(str(self.node_resolv))} /etc/resolv.conf && "
-                 f"hostname {q(node)} && "
-                 f"exec {slurmd} -D -b -N {q(node)} -f {self.slurm_conf}")
+                 f"mount --bind {q(str(self.node_hosts))} {etc}/hosts && "
+                 f"mount --bind {q(str(self.node_resolv))} {etc}/resolv.conf && "
+                 f"hostname {q(node)} && " + self._exec())
         return ["nsenter", f"--net={self.netns_path(node)}", "unshare", "--uts", "--mount",
-                "--propagation", "private", "--", "sh", "-c", inner]
+                "--propagation", "private", "--", "sh", "-c", inner, "sh",
+                str(slurmd), "-D", "-b", "-N", node, "-f", str(self.slurm_conf)]
 
     def start_slurmd(self, node: str, env: Optional[dict] = None) -> None:
         """Starts `node`'s slurmd; `env` adds to its environment (what a worker pod's

@@ -6,12 +6,12 @@ import os
 
 from harness.cluster import report_running
 from harness.kubesim import KubeSim
-from harness.paths import BUILD_ROOT, SYNC
+from harness.paths import BUILD_ROOT, SLURM_BUILD, SYNC
 from harness.rig import Rig, RigConfig, wait_for
 from harness.sync import Daemon
 from harness.testcase import RigTestCase, main
 
-HEALTH = BUILD_ROOT / "programs" / "health" / "k8sbridge-health"
+HEALTH = SLURM_BUILD / "programs" / "health" / "k8sbridge-health"
 FAKE_NVML = BUILD_ROOT / "tests" / "fakes" / "libnvidia-ml.so.1"
 XID_REASON = "[hardware] k8sbridge-health: GPU 1 XID 79 (GPU has fallen off the bus)"
 

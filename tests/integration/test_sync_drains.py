@@ -13,7 +13,7 @@ import os
 import subprocess
 
 from harness.paths import SYNC
-from harness.rig import wait_for
+from harness.rig import in_slurm_root, wait_for
 from harness.sync import SyncRigTestCase
 from harness.testcase import main
 
@@ -89,9 +89,10 @@ class SyncDrains(SyncRigTestCase):
 
             # --once while the daemon leads: refused (it takes the Lease to act), and
             # nothing done.
-            once = subprocess.run([str(SYNC), "--config", self.conf["path"], "--once"],
-                                  env=dict(os.environ, SLURM_CONF=str(rig.slurm_conf)),
-                                  capture_output=True, text=True, timeout=60)
+            once = subprocess.run(
+                in_slurm_root([str(SYNC), "--config", self.conf["path"], "--once"]),
+                env=dict(os.environ, SLURM_CONF=str(rig.slurm_conf)),
+                capture_output=True, text=True, timeout=60)
             self.assertEqual(once.returncode, 1, once.stderr)
             self.assertIn("is held by a", once.stderr)
             self.assertNotIn("one pass", once.stderr)
@@ -99,9 +100,10 @@ class SyncDrains(SyncRigTestCase):
             d.stop()
             rig.check_output(["scontrol", "update", "nodename=w-1", "state=drain",
                               "reason=NVLink errors"])
-            once = subprocess.run([str(SYNC), "--config", self.conf["path"], "--once"],
-                                  env=dict(os.environ, SLURM_CONF=str(rig.slurm_conf)),
-                                  capture_output=True, text=True, timeout=60)
+            once = subprocess.run(
+                in_slurm_root([str(SYNC), "--config", self.conf["path"], "--once"]),
+                env=dict(os.environ, SLURM_CONF=str(rig.slurm_conf)),
+                capture_output=True, text=True, timeout=60)
             self.assertEqual(once.returncode, 0, once.stderr)
             self.assertIn("cordon node-1", once.stderr)
             n = self.knode("node-1")

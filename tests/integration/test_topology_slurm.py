@@ -6,7 +6,7 @@ the program's refresh (atomic write + `scontrol reconfigure`)."""
 
 from harness.fabrics import (IbSim, PROGRAM, expand_hostlist, fat_tree, parse_tree_conf,
                              run_program, tempdir)
-from harness.rig import Rig, RigError, wait_for
+from harness.rig import Rig, RigError, slurm_root, wait_for
 from harness.testcase import RigTestCase, main
 
 HAND_WRITTEN = """\
@@ -101,6 +101,9 @@ class TopologySlurmTest(RigTestCase):
         self.assertEqual(results["generated"], results["hand-written"])
 
     def test_refresh_reconfigures_running_slurmctld(self):
+        if slurm_root():
+            self.skipTest("--live scans through ibsim's libumad2sim, the host's: not in "
+                          "another release's root (the refresh is not version-specific)")
         generated = self.generated_conf(fat_tree(hosts=8, hosts_per_leaf=4))
         with Rig(nodes=8, slurm_conf_extra="TopologyPlugin=topology/tree",
                  extra_files={"topology.conf": generated}) as rig:
