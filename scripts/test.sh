@@ -19,6 +19,9 @@ python=/usr/bin/python3
 # what changed since the cache was filled.
 export CCACHE_DIR=${CCACHE_DIR:-$K8SBRIDGE_CACHE/ccache}
 export CCACHE_BASEDIR=$root
+# Not the working directory either (ccache hashes it into every -g compile): a clone
+# at another path hits the same entries.
+export CCACHE_NOHASHDIR=1
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-6G}
 
 start=$(date +%s)

@@ -52,7 +52,7 @@ class BuildScriptsRefuseBadInputs(unittest.TestCase):
         r = self.run_script(SOURCE_ROOT / "scripts" / "build-root.sh", "--release", "bookwurm")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertEqual(r.stderr, "build-root: no Slurm version is known for Debian release "
-                                   "'bookwurm' (known: trixie)\n")
+                                   "'bookwurm' (known: trixie, sid)\n")
         self.assertEqual(list(self.cache.iterdir()), [])
 
     def test_a_caller_who_is_not_root_is_told_to_be(self):
