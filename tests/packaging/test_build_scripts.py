@@ -1,4 +1,4 @@
-"""scripts/build-packages.sh and scripts/build-root.sh refuse bad inputs before they
+"""scripts/build-packages.sh, build-root.sh and build-release.sh refuse bad inputs before they
 build anything, with one message that names the input and the fix: a debian/changelog
 whose version is not meson.build's, a Debian release whose Slurm is not known, a
 caller who is not root."""
@@ -53,6 +53,19 @@ class BuildScriptsRefuseBadInputs(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertEqual(r.stderr, "build-root: no Slurm version is known for Debian release "
                                    "'bookwurm' (known: trixie, sid)\n")
+        self.assertEqual(list(self.cache.iterdir()), [])
+
+    def test_build_release_refuses_a_build_outside_the_checkout_and_unknown_options(self):
+        script = SOURCE_ROOT / "scripts" / "build-release.sh"
+        outside = self.tmp / "build-sid"
+        r = self.run_script(script, "--build", str(outside))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr, f"build-release: --build {outside} is outside the checkout "
+                                   f"{SOURCE_ROOT}: the root sees only the checkout\n")
+        r = self.run_script(script, "--jobs", "2")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stderr, "build-release: unknown argument '--jobs' (see --help)\n")
+        self.assertFalse(outside.exists())
         self.assertEqual(list(self.cache.iterdir()), [])
 
     def test_a_caller_who_is_not_root_is_told_to_be(self):
