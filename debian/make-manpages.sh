@@ -9,7 +9,7 @@ mkdir -p "$mandir"
 page() {  # program, one-line description
   help2man --no-info --section=8 --name="$2" --output="$mandir/$1.8" "$sbindir/$1"
 }
-page k8sbridge-power "Slurm's ResumeProgram, SuspendProgram and ResumeFailProgram: worker pods for CLOUD nodes"
+page k8sbridge-power "Slurm's ResumeProgram, SuspendProgram, ResumeFailProgram and PrologSlurmctld: worker pods for CLOUD nodes"
 page k8sbridge-sync "the two-way Slurm and Kubernetes sync daemon"
 page k8sbridge-topology "Slurm topology.conf from the InfiniBand fabric or Kubernetes node labels"
 page k8sbridge-worker "a worker pod's command: checks munge, prepares the jail, runs slurmd"

@@ -1,14 +1,19 @@
-// k8sbridge-power: Slurm's ResumeProgram, SuspendProgram and ResumeFailProgram.
+// k8sbridge-power: Slurm's ResumeProgram, SuspendProgram and ResumeFailProgram,
+// and the PrologSlurmctld that starts a resumed job as soon as its nodes are up.
 //
 //   k8sbridge-power [--config FILE] resume|suspend|resume-fail HOSTLIST
+//   k8sbridge-power [--config FILE] prolog      (the job from SLURM_JOB_NODELIST)
 //   k8sbridge-resume HOSTLIST        (symlinks: the subcommand from the name, which
 //   k8sbridge-suspend HOSTLIST        is what slurm.conf's *Program= lines need, since
-//   k8sbridge-resume-fail HOSTLIST    Slurm passes only the hostlist)
+//   k8sbridge-resume-fail HOSTLIST    Slurm passes only the hostlist, or nothing for
+//   k8sbridge-prolog                  PrologSlurmctld)
 //
-// A thin main: the work is power::Resume/Suspend/ResumeFail (power_actions.h).
+// A thin main: the work is power::Resume/Suspend/ResumeFail (power_actions.h) and
+// power::AwaitNodesUp (await_nodes.h).
 // Exit status: 0 when every node succeeded, 1 when some failed (each logged, and
 // for resume set DOWN/POWER_DOWN in Slurm), 2 for usage, configuration or input
-// errors, found before any pod is touched.
+// errors, found before any pod is touched. The prolog exits 0 whatever it finds
+// (a PrologSlurmctld's failure would requeue or kill the job).
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,6 +34,7 @@
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/config.h"
 #include "k8sbridge/kube/events.h"
+#include "k8sbridge/power/await_nodes.h"
 #include "k8sbridge/power/munge_check.h"
 #include "k8sbridge/power/power_actions.h"
 #include "k8sbridge/power/resume_file.h"
@@ -83,12 +89,17 @@ class ProgramLogger final : public Logger {
 
 constexpr std::string_view kUsage =
     "usage: k8sbridge-power [--config FILE] resume|suspend|resume-fail HOSTLIST\n"
+    "       k8sbridge-power [--config FILE] prolog\n"
     "       k8sbridge-resume|k8sbridge-suspend|k8sbridge-resume-fail HOSTLIST\n"
+    "       k8sbridge-prolog\n"
     "       k8sbridge-power --help | --version\n"
     "Slurm's ResumeProgram, SuspendProgram and ResumeFailProgram (the k8sbridge-* names\n"
     "are symlinks to k8sbridge-power): create or delete the worker pods of HOSTLIST.\n"
+    "prolog is slurm.conf's PrologSlurmctld: it waits until the nodes of the job\n"
+    "(SLURM_JOB_NODELIST) are up, so a job on resumed nodes starts at once.\n"
     "  --config FILE  k8sbridge.conf (default $K8SBRIDGE_CONF, else /etc/slurm/k8sbridge.conf)\n"
-    "Exit status: 0 every node succeeded, 1 some nodes failed, 2 usage or configuration.\n";
+    "Exit status: 0 every node succeeded, 1 some nodes failed, 2 usage or configuration;\n"
+    "prolog: 0 whatever it finds, 2 only when run outside slurmctld without a job.\n";
 
 void Usage(Logger& log) {
   log.Error("{}", kUsage.substr(0, kUsage.find('\n', kUsage.find("--help"))));
@@ -104,7 +115,7 @@ Result<kube::Config> KubeConfigFor(const conf::BridgeConfig& c) {
 
 // What Slurm (or an admin) asked for.
 struct Invocation {
-  std::string subcommand;  // resume, suspend or resume-fail
+  std::string subcommand;  // resume, suspend, resume-fail or prolog
   std::string config_path;
   std::string hostlist;
 };
@@ -117,7 +128,34 @@ std::string SubcommandOf(std::string_view program) {
     return "suspend";
   if (program == "k8sbridge-resume-fail")
     return "resume-fail";
+  if (program == "k8sbridge-prolog")
+    return "prolog";
   return "";
+}
+
+// slurmctld runs PrologSlurmctld with no arguments and the job in its environment
+// (job_common_env_vars, src/slurmctld/job_mgr.c).
+constexpr const char* kEnvJobNodelist = "SLURM_JOB_NODELIST";
+constexpr const char* kEnvJobId = "SLURM_JOB_ID";
+
+std::optional<int> ParsePrologJob(const std::vector<std::string>& args, Logger& log,
+                                  Invocation& out) {
+  if (!args.empty()) {
+    log.Error("prolog: takes no arguments (the job's nodes come from {}), got '{}'",
+              kEnvJobNodelist, args.front());
+    Usage(log);
+    return kExitUsage;
+  }
+  const char* nodelist = std::getenv(kEnvJobNodelist);
+  if (nodelist == nullptr || *nodelist == '\0') {
+    log.Error(
+        "prolog: {} is not set: k8sbridge-prolog is slurm.conf's PrologSlurmctld, run "
+        "by slurmctld for each job",
+        kEnvJobNodelist);
+    return kExitUsage;
+  }
+  out.hostlist = nodelist;
+  return std::nullopt;
 }
 
 // The invocation, or the exit code of a usage error (logged with the usage).
@@ -140,12 +178,14 @@ std::optional<int> ParseInvocation(std::string_view program, int argc, char** ar
     args.erase(args.begin());
   }
   if (out.subcommand != "resume" && out.subcommand != "suspend" &&
-      out.subcommand != "resume-fail") {
+      out.subcommand != "resume-fail" && out.subcommand != "prolog") {
     if (!out.subcommand.empty())
       log.Error("unknown subcommand '{}'", out.subcommand);
     Usage(log);
     return kExitUsage;
   }
+  if (out.subcommand == "prolog")
+    return ParsePrologJob(args, log, out);
   if (args.size() != 1 || args[0].empty()) {
     log.Error("{}: expected exactly one HOSTLIST argument, got {}", out.subcommand, args.size());
     Usage(log);
@@ -238,6 +278,32 @@ int RunSubcommand(const Invocation& inv, power::PowerContext& ctx,
   return failed == 0 ? 0 : kExitFailedNodes;
 }
 
+// PrologSlurmctld: waits for the job's nodes, logs what it found, exits 0 (a
+// non-zero exit would requeue or kill the job: the wait only ever speeds it up).
+int RunProlog(const Invocation& inv, const std::vector<std::string>& nodes, ProgramLogger& log) {
+  // LogFile= of k8sbridge.conf, if it loads: the prolog needs nothing else from it.
+  auto config = conf::LoadBridgeConfig(inv.config_path, slurm::SlurmHostlists());
+  if (config.ok() && !config->power.log_file.empty())
+    (void)log.OpenFile(config->power.log_file);
+  std::unique_ptr<slurm::Slurm> libslurm = slurm::NewLibslurm();
+  power::AwaitOptions options;
+  options.limit = power::AwaitLimit(libslurm->LoadTimeouts());
+  const auto report = power::AwaitNodesUp(*libslurm, RealClock::Instance(), nodes, options);
+  const char* job = std::getenv(kEnvJobId);
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(report.waited);
+  if (report.outcome == power::AwaitOutcome::kUp) {
+    if (waited.count() > 0) {
+      log.Info("prolog: job {}: {} up after {} ms ({} reads)", job ? job : "?", inv.hostlist,
+               waited.count(), report.reads);
+    }
+    return 0;
+  }
+  log.Warning("prolog: job {}: {}: {} after {} ms{}; Slurm decides when the job starts",
+              job ? job : "?", AwaitOutcomeName(report.outcome), report.node, waited.count(),
+              report.last_error.ok() ? "" : " (" + report.last_error.message() + ")");
+  return 0;
+}
+
 int Run(int argc, char** argv) {
   std::string_view program = argv[0];
   if (auto slash = program.rfind('/'); slash != std::string_view::npos)
@@ -257,9 +323,15 @@ int Run(int argc, char** argv) {
   slurm::SlurmHostlists hostlists;
   auto nodes = hostlists.Expand(inv.hostlist);
   if (!nodes.ok()) {
+    if (inv.subcommand == "prolog") {
+      log.Error("prolog: {}: {}", kEnvJobNodelist, nodes.status().message());
+      return 0;
+    }
     log.Error("HOSTLIST argument: {}", nodes.status().message());
     return kExitUsage;
   }
+  if (inv.subcommand == "prolog")
+    return RunProlog(inv, *nodes, log);
   std::unique_ptr<slurm::Slurm> libslurm = slurm::NewLibslurm();
   // slurmscriptd always sets SLURM_CONF; without it (a manual run) libslurm would
   // go looking for a configuration server, so Slurm is left alone.

@@ -134,6 +134,13 @@ Result<std::string> RecordingSlurm::MungeSocket() {
   return munge_socket_;
 }
 
+Result<Timeouts> RecordingSlurm::LoadTimeouts() {
+  std::lock_guard lock(mu_);
+  if (fail_loads_)
+    return Status::Unavailable("slurm_load_ctl_conf: Unable to contact slurm controller");
+  return timeouts_;
+}
+
 std::vector<std::string> RecordingSlurm::calls() const {
   std::lock_guard lock(mu_);
   return calls_;

@@ -38,12 +38,14 @@ class RecordingSlurm final : public Slurm {
   Status SetFeatures(std::string_view node, std::string_view available,
                      std::string_view active) override;
   Result<std::string> MungeSocket() override;
+  Result<Timeouts> LoadTimeouts() override;
 
   // The nodes as slurmctld has them now (what LoadNode and LoadNodes answer).
   void SetNodes(std::vector<Node> nodes);
   // The node's Gres (made if unknown, even after SetNodes).
   void SetGres(std::string_view node, std::string gres);
   void SetMungeSocket(std::string socket) { munge_socket_ = std::move(socket); }
+  void SetTimeouts(Timeouts timeouts) { timeouts_ = timeouts; }
   // nullptr if unknown. The pointer stays valid until the next SetNodes.
   Node* Find(std::string_view node);
   // Every read fails (Unavailable), as when slurmctld does not answer.
@@ -62,6 +64,7 @@ class RecordingSlurm final : public Slurm {
   std::vector<std::string> calls_;
   std::map<std::string, std::string> failed_;
   std::string munge_socket_;
+  Timeouts timeouts_{std::chrono::seconds(60), std::chrono::seconds(0)};  // Slurm's defaults
   bool fail_loads_ = false;
 };
 

@@ -45,14 +45,16 @@ NO_KUBELET = "test.k8sbridge.io/no-kubelet"  # pods the test's kubelet leaves al
 
 def power_program_lines(directory: Path, conf: Path, slurm_conf: Path) -> str:
     """Wrapper scripts in `directory`, as an admin writes them for a k8sbridge.conf
-    that is not at the default path; returns slurm.conf's three program lines."""
+    that is not at the default path; returns slurm.conf's four program lines (the
+    power programs and the PrologSlurmctld that starts a job once its nodes are up)."""
     lines = []
     for key, sub in (("ResumeProgram", "resume"), ("SuspendProgram", "suspend"),
-                     ("ResumeFailProgram", "resume-fail")):
+                     ("ResumeFailProgram", "resume-fail"), ("PrologSlurmctld", "prolog")):
         script = directory / f"{sub}.sh"
+        hostlist = "" if sub == "prolog" else ' "$1"'  # slurmctld passes the prolog none
         script.write_text("#!/bin/sh\n"
                           f"export SLURM_CONF={slurm_conf}\n"
-                          f"exec {POWER} --config {conf} {sub} \"$1\"\n")
+                          f"exec {POWER} --config {conf} {sub}{hostlist}\n")
         script.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
         lines.append(f"{key}={script}")
     return "\n".join(lines)

@@ -80,6 +80,12 @@ class PowerRig(RigTestCase):
                 self.assertEqual(labels["k8sbridge.io/job"], str(job))
             rig.wait_job(job, timeout=120)
             self.assertEqual(sorted(out.read_text().split()), ["w-0", "w-1"])
+            # k8sbridge-prolog (PrologSlurmctld) ended once both nodes were up, and
+            # its end released the job, not slurmctld's 30 s periodic check.
+            ctld = (rig.logdir / "slurmctld.log").read_text()
+            self.assertIn(f"prolog_running_decr: Configuration for JobId={job} is complete", ctld)
+            self.assertNotIn(f"job_time_limit: Configuration for JobId={job} complete", ctld)
+            self.assertRegex(self.log(), rf"prolog: job {job}: w-\[0-1\] up after \d+ ms")
 
             # Idle for SuspendTime: SuspendProgram deletes the pods.
             wait_for(lambda: not self.pod("w-0") and not self.pod("w-1"), 90,

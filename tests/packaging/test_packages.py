@@ -111,7 +111,7 @@ class DebianPackagesTest(unittest.TestCase):
         want = {
             "k8sbridge-controller": ["usr/sbin/k8sbridge-power", "usr/sbin/k8sbridge-resume",
                                      "usr/sbin/k8sbridge-suspend", "usr/sbin/k8sbridge-resume-fail",
-                                     "usr/sbin/k8sbridge-sync", "usr/sbin/k8sbridge-topology",
+                                     "usr/sbin/k8sbridge-prolog", "usr/sbin/k8sbridge-sync", "usr/sbin/k8sbridge-topology",
                                      "usr/lib/systemd/system/k8sbridge-sync.service"],
             "k8sbridge-worker": ["usr/sbin/k8sbridge-worker", "usr/sbin/k8sbridge-jail-prepare",
                                  "usr/sbin/k8sbridge-health"],

@@ -87,6 +87,7 @@ class ApiSlurm final : public Slurm {
   Status SetFeatures(std::string_view node, std::string_view available,
                      std::string_view active) override;
   Result<std::string> MungeSocket() override;
+  Result<Timeouts> LoadTimeouts() override;
 
  private:
   void Init();
@@ -274,6 +275,28 @@ Result<std::string> ApiSlurm::MungeSocket() {
   std::string socket = MungeSocketOf(Text(conf->authinfo));
   api_.free_ctl_conf(conf);
   return socket;
+}
+
+Result<Timeouts> ApiSlurm::LoadTimeouts() {
+  Init();
+  std::lock_guard lock(load_mu_);
+  slurm_conf_t* conf = nullptr;
+  if (api_.load_ctl_conf(0, &conf) != SLURM_SUCCESS || conf == nullptr)
+    return Status::Unavailable(fmt::format("slurm_load_ctl_conf: {}", LastError()));
+  Timeouts out;
+  out.resume = std::chrono::seconds(conf->resume_timeout);
+  // After 24.11, PrologTimeout (defaulting to PrologEpilogTimeout, and applying to
+  // PrologSlurmctld: 26.05's slurm.conf(5)) took prolog_epilog_timeout's place in
+  // slurm_conf_t. Unset is NO_VAL16: slurmctld waits for ever.
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
+  const uint16_t prolog_timeout = conf->prolog_timeout;
+#else
+  const uint16_t prolog_timeout = conf->prolog_epilog_timeout;
+#endif
+  if (prolog_timeout < NO_VAL16)
+    out.prolog_epilog = std::chrono::seconds(prolog_timeout);
+  api_.free_ctl_conf(conf);
+  return out;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 // the author itself (the RPC's authenticated user), so no caller sets reason_uid.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -64,6 +65,13 @@ struct Node {
 // leaving a broken node in service is worse than replacing a reason we could not see.
 ReasonWrite ReasonPolicyFor(const Result<Node>& live);
 
+// slurm.conf's timeouts as slurmctld has them; zero where unset.
+struct Timeouts {
+  std::chrono::seconds resume{0};  // ResumeTimeout
+  // PrologEpilogTimeout (24.11) or PrologTimeout (26.05); 0: none, Slurm waits
+  std::chrono::seconds prolog_epilog{0};
+};
+
 class Slurm {
  public:
   virtual ~Slurm() = default;
@@ -97,6 +105,8 @@ class Slurm {
   // The munged socket slurmctld uses (AuthInfo=socket=...); "" when it names none
   // (libmunge's default).
   virtual Result<std::string> MungeSocket() = 0;
+  // ResumeTimeout and the PrologSlurmctld timeout (slurm_load_ctl_conf).
+  virtual Result<Timeouts> LoadTimeouts() = 0;
 };
 
 // The message of Drain's AlreadyExists, for the implementations.
