@@ -43,13 +43,15 @@ KUBELETS = (None, "test", "kubesim")
 NO_KUBELET = "test.k8sbridge.io/no-kubelet"  # pods the test's kubelet leaves alone
 
 
-def power_program_lines(directory: Path, conf: Path, slurm_conf: Path) -> str:
+def power_program_lines(directory: Path, conf: Path, slurm_conf: Path, prolog=True) -> str:
     """Wrapper scripts in `directory`, as an admin writes them for a k8sbridge.conf
     that is not at the default path; returns slurm.conf's four program lines (the
-    power programs and the PrologSlurmctld that starts a job once its nodes are up)."""
+    power programs and the PrologSlurmctld that starts a job once its nodes are up;
+    prolog=False leaves it out, as bench/resume_bench.py's peer run does)."""
     lines = []
-    for key, sub in (("ResumeProgram", "resume"), ("SuspendProgram", "suspend"),
-                     ("ResumeFailProgram", "resume-fail"), ("PrologSlurmctld", "prolog")):
+    programs = [("ResumeProgram", "resume"), ("SuspendProgram", "suspend"),
+                ("ResumeFailProgram", "resume-fail"), ("PrologSlurmctld", "prolog")]
+    for key, sub in programs if prolog else programs[:-1]:
         script = directory / f"{sub}.sh"
         hostlist = "" if sub == "prolog" else ' "$1"'  # slurmctld passes the prolog none
         script.write_text("#!/bin/sh\n"
@@ -57,6 +59,9 @@ def power_program_lines(directory: Path, conf: Path, slurm_conf: Path) -> str:
                           f"exec {POWER} --config {conf} {sub}{hostlist}\n")
         script.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
         lines.append(f"{key}={script}")
+    # As docs/power.md tells an admin: Slurm's default ResumeRate (300 nodes a minute)
+    # would hand k8sbridge-power five nodes every two seconds.
+    lines += ["ResumeRate=0", "SuspendRate=0"]
     return "\n".join(lines)
 
 
@@ -171,7 +176,7 @@ class PodCluster:
 
     def __init__(self, nodes, groups, *, fake_nodes=4, gpus_per_node=8, ib_leaves=2,
                  suspend_time=600, conf_extra="", slurm_conf_extra="", extra_templates=None,
-                 log_root=None, kubelet="kubesim", retry_deadline=15):
+                 log_root=None, kubelet="kubesim", retry_deadline=15, prolog=True):
         if kubelet not in KUBELETS:
             raise ValueError(f"kubelet must be one of {KUBELETS}, not {kubelet!r}")
         self.kubelet = kubelet
@@ -183,6 +188,7 @@ class PodCluster:
                              "--ib-leaves", str(ib_leaves)]
         self.suspend_time = suspend_time
         self.retry_deadline = retry_deadline
+        self.prolog = prolog  # k8sbridge-prolog as PrologSlurmctld
         self.conf_extra = conf_extra
         self.slurm_conf_extra = slurm_conf_extra
         self.extra_templates = extra_templates or {}
@@ -249,7 +255,8 @@ class PodCluster:
     # ---- configuration --------------------------------------------------------------
 
     def _power_programs(self) -> str:
-        return "\n".join([power_program_lines(self.dir, self.conf_path, self.rig.slurm_conf),
+        return "\n".join([power_program_lines(self.dir, self.conf_path, self.rig.slurm_conf,
+                                               self.prolog),
                           f"SuspendTime={self.suspend_time}", "SuspendTimeout=10",
                           "ResumeTimeout=300", "ReconfigFlags=KeepPowerSaveSettings"])
 
