@@ -184,6 +184,29 @@ class PowerKubesim(unittest.TestCase):
         self.assertIn("missing.yaml", r.stderr)
         self.assertEqual(self.creates(), [])
 
+    def test_prolog_outside_slurmctld_names_what_it_needs(self):
+        env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_NODELIST"}
+        r = subprocess.run([str(POWER), "prolog"], capture_output=True, text=True, timeout=60,
+                           env=env)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("SLURM_JOB_NODELIST is not set: k8sbridge-prolog is slurm.conf's "
+                      "PrologSlurmctld", r.stderr)
+        r = subprocess.run([str(POWER), "prolog", "w-0"], capture_output=True, text=True,
+                           timeout=60, env=dict(env, SLURM_JOB_NODELIST="w-0"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("prolog: takes no arguments (the job's nodes come from "
+                      "SLURM_JOB_NODELIST), got 'w-0'", r.stderr)
+
+    def test_prolog_never_fails_the_job(self):
+        # A job's nodelist that does not parse is logged, and the job goes on (a
+        # PrologSlurmctld's non-zero exit would requeue or kill it).
+        env = dict(os.environ, SLURM_CONF=str(self.dir / "slurm.conf"),
+                   SLURM_JOB_NODELIST="w-[0-1", SLURM_JOB_ID="7")
+        r = subprocess.run([str(POWER), "--config", str(self.write_conf()), "prolog"],
+                           capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("prolog: SLURM_JOB_NODELIST:", r.stderr)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
