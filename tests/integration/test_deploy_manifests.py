@@ -149,6 +149,35 @@ def documented_rules() -> set:
     return documented
 
 
+def slurm_conf_keys(objects: list) -> dict:
+    """slurm.conf of the slurm-conf ConfigMap as {key (lower case): [values]}."""
+    conf = next(o["data"]["slurm.conf"] for o in objects
+                if o["kind"] == "ConfigMap" and "slurm.conf" in o.get("data", {}))
+    keys = {}
+    for line in conf.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line:
+            key, _, value = line.partition("=")
+            keys.setdefault(key.strip().lower(), []).append(value.strip())
+    return keys
+
+
+class SlurmConf(unittest.TestCase):
+    def test_what_the_manifests_promise_holds_in_every_slurm_conf(self):
+        for k in KUSTOMIZATIONS:
+            with self.subTest(kustomization=k):
+                keys = slurm_conf_keys(render(k))
+                # idle_on_node_suspend clears an admin's DRAIN and FAIL whenever a
+                # node powers down (Slurm's power_save.c): never in ours.
+                params = ",".join(keys.get("slurmctldparameters", [])).split(",")
+                self.assertNotIn("idle_on_node_suspend", params)
+                # A job starts once its nodes are up, and Slurm hands ResumeProgram
+                # every node at once (docs/power.md).
+                self.assertEqual(keys.get("prologslurmctld"), ["/usr/sbin/k8sbridge-prolog"])
+                self.assertEqual(keys.get("resumerate"), ["0"])
+                self.assertEqual(keys.get("suspendrate"), ["0"])
+
+
 class RbacTable(unittest.TestCase):
     def test_docs_list_exactly_the_granted_rules(self):
         granted, documented = rbac_rules(), documented_rules()
