@@ -17,9 +17,12 @@ rendered pods from one file (the peer). Prints:
     fraction of it;
   - TCP connections (TLS handshakes) each step opened (kubesim's /kubesim/stats).
 
-    /usr/bin/python3 bench/power_bench.py [--nodes 1000] [--qps 1000] [--burst 1000]
-        [--concurrency 32] [--build-root BUILD]
+    /usr/bin/python3 bench/power_bench.py [--nodes 1000] [--qps 500] [--burst 2000]
+        [--concurrency 8] [--repeat 3] [--build-root BUILD]
     meson compile -C BUILD power_bench      # the same, with the defaults
+
+wrk is /usr/bin/wrk (scripts/setup.sh), or $BENCH_WRK: a wrapper, for example one
+that runs it under strace or perf.
 
 QPS, Burst and Concurrency are k8sbridge.conf's keys: the bench writes them as an
 admin would. kubesim runs with HTTPS, no scheduler and no kubelet, so pods stay
