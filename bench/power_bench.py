@@ -116,17 +116,32 @@ def live_pods(sim):
     return [p for p in body["items"] if not p["metadata"].get("deletionTimestamp")]
 
 
-def take_counts(sim):
-    """({(verb, resource): count}, TCP connections) since the last call; resets the
-    counters. The connection of this call's own GET is not counted (each admin
-    request is a connection of its own; the DELETE's came before the reset)."""
-    stats = sim.admin("GET", "stats")
-    sim.admin("DELETE", "stats")
-    counts = {}
-    for r in stats["requests"]:
-        key = (r["verb"], r["resource"])
-        counts[key] = counts.get(key, 0) + r["count"]
-    return counts, stats["connections"] - 1
+class Meter:
+    """What kubesim saw of one step: its requests by verb and resource, the TCP
+    connections (TLS handshakes) it accepted and its own CPU seconds (utime +
+    stime of /proc/PID/stat), each since the last take()."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.cpu = self.sim_cpu()
+
+    def sim_cpu(self):
+        fields = Path(f"/proc/{self.sim.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def take(self):
+        """({(verb, resource): count}, connections, CPU s); resets the counters. The
+        connection of this call's own GET is not counted (each admin request is a
+        connection of its own; the DELETE's came before the reset)."""
+        cpu, before = self.sim_cpu(), self.cpu
+        stats = self.sim.admin("GET", "stats")
+        self.sim.admin("DELETE", "stats")
+        self.cpu = self.sim_cpu()
+        counts = {}
+        for r in stats["requests"]:
+            key = (r["verb"], r["resource"])
+            counts[key] = counts.get(key, 0) + r["count"]
+        return counts, stats["connections"] - 1, cpu - before
 
 
 def per_node(counts, n):
@@ -160,14 +175,15 @@ def floor_create(sim, pods, concurrency, env, d):
     return measured
 
 
-def one_round(sim, n, hostlist, power_argv, kubectl, env, d, concurrency):
+def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency):
     """k8sbridge-power resume and suspend, wrk's create of the same pods (the floor),
     then kubectl create and delete of them; returns {step: ((wall, cpu, rss,
-    output), {(verb, resource): count}, connections)}."""
-    take_counts(sim)
+    output), {(verb, resource): count}, connections, kubesim's CPU s)}."""
+    sim = meter.sim
+    meter.take()
     resume = run_measured(power_argv + ["resume", hostlist],
                           dict(env, SLURM_RESUME_FILE=str(d / "resume.json")))
-    resume_counts = take_counts(sim)
+    resume_counts = meter.take()
     pods = live_pods(sim)
     if len(pods) != n:
         raise SystemExit(f"after resume {len(pods)} pods exist, expected {n}")
@@ -183,30 +199,30 @@ def one_round(sim, n, hostlist, power_argv, kubectl, env, d, concurrency):
     manifest = d / "pods.json"
     manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
 
-    take_counts(sim)
+    meter.take()
     suspend = run_measured(power_argv + ["suspend", hostlist], env)
-    suspend_counts = take_counts(sim)
+    suspend_counts = meter.take()
     left = len(live_pods(sim))
     if left != 0:
         raise SystemExit(f"after suspend {left} pods are left")
 
     # The floor right after k8sbridge-power, so that both meet the same load.
-    take_counts(sim)
+    meter.take()
     floor = floor_create(sim, pods, concurrency, env, d)
-    floor_counts = take_counts(sim)
+    floor_counts = meter.take()
     if len(live_pods(sim)) != n:
         raise SystemExit(f"after wrk {len(live_pods(sim))} pods exist, expected {n}")
     status, _, body = sim.request("DELETE", "/api/v1/namespaces/default/pods", timeout=120)
     if status != 200 or live_pods(sim):
         raise SystemExit(f"deleting wrk's pods: {status} {str(body)[:300]}")
 
-    take_counts(sim)
+    meter.take()
     create = run_measured(kubectl + ["create", "--validate=false", "-f", str(manifest)], env)
-    create_counts = take_counts(sim)
+    create_counts = meter.take()
     created = len(live_pods(sim))
-    take_counts(sim)
+    meter.take()
     delete = run_measured(kubectl + ["delete", "--wait=false", "-f", str(manifest)], env)
-    delete_counts = take_counts(sim)
+    delete_counts = meter.take()
     left_kubectl = len(live_pods(sim))
     if created != n or left_kubectl != 0:
         raise SystemExit(f"kubectl created {created} of {n} pods, left {left_kubectl}")
@@ -295,7 +311,8 @@ def main():
         kubectl = [KUBECTL, "--kubeconfig", sim.kubeconfig]
         run_measured(kubectl + ["get", "pods"], env)  # warms kubectl's discovery cache
         try:
-            runs = [one_round(sim, n, hostlist, power_argv, kubectl, env, d, args.concurrency)
+            runs = [one_round(Meter(sim), n, hostlist, power_argv, kubectl, env, d,
+                              args.concurrency)
                     for _ in range(args.repeat)]
         finally:
             stop_munged(d)
@@ -320,12 +337,13 @@ def report(runs, n, settings, repeat, concurrency):
     print(f"{n} nodes, one resume and one suspend call of k8sbridge-power against kubesim "
           f"(HTTPS, no scheduler, no kubelet); k8sbridge.conf: {settings}; "
           f"median of {repeat} rounds")
-    print(f"{'step':<34} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9} {'conns':>6}  "
-          "requests per node (most in a round)")
+    print(f"{'step':<34} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9} {'conns':>6} "
+          f"{'kubesim cpu s':>13}  requests per node (most in a round)")
     for name, step in STEPS:
         conns = max(r[step][2] for r in runs)
-        print(f"{name:<34} {m[step][0]:8.2f} {m[step][1]:8.2f} {m[step][2]:9.1f} {conns:6d}  "
-              f"{per_node(counts(step), n)}")
+        sim_cpu = statistics.median(r[step][3] for r in runs)
+        print(f"{name:<34} {m[step][0]:8.2f} {m[step][1]:8.2f} {m[step][2]:9.1f} {conns:6d} "
+              f"{sim_cpu:13.2f}  {per_node(counts(step), n)}")
     walls = {step: " ".join(f"{r[step][0][0]:.2f}" for r in runs) for _, step in STEPS}
     print("wall s of each round: " + "; ".join(f"{k} {v}" for k, v in walls.items()))
     print(f"resume: all {n} pods exist after {resume[0]:.2f} s; suspend: all deleted after "
