@@ -10,11 +10,19 @@ rendered pods from one file (the peer). Prints:
     small launcher so that this script's own memory is not counted);
   - API requests per node by verb and resource (kubesim's /kubesim/stats);
   - kubectl's wall time, CPU and memory for `create -f` and `delete -f`, and the
-    ratios.
+    ratios;
+  - the floor: kubesim's raw pod-create rate, the same pod bodies POSTed by wrk (a
+    load generator, bench/wrk_create.lua) over as many keep-alive connections as
+    Concurrency, with the same bearer token, and each client's create rate as a
+    fraction of it;
+  - TCP connections (TLS handshakes) each step opened (kubesim's /kubesim/stats).
 
-    /usr/bin/python3 bench/power_bench.py [--nodes 1000] [--qps 1000] [--burst 1000]
-        [--concurrency 32] [--build-root BUILD]
+    /usr/bin/python3 bench/power_bench.py [--nodes 1000] [--qps 500] [--burst 2000]
+        [--concurrency 8] [--repeat 3] [--build-root BUILD]
     meson compile -C BUILD power_bench      # the same, with the defaults
+
+wrk is /usr/bin/wrk (scripts/setup.sh), or $BENCH_WRK: a wrapper, for example one
+that runs it under strace or perf.
 
 QPS, Burst and Concurrency are k8sbridge.conf's keys: the bench writes them as an
 admin would. kubesim runs with HTTPS, no scheduler and no kubelet, so pods stay
@@ -34,6 +42,7 @@ import json
 import os
 import time
 import signal
+import shutil
 import statistics
 import subprocess
 import sys
@@ -46,6 +55,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # the harness package
 LEAF = "network.topology.nvidia.com/leaf"
 PRODUCT = "NVIDIA-H100-80GB-HBM3"
 JOB_ID = 4242
+WRK = os.environ.get("BENCH_WRK") or shutil.which("wrk") or "/usr/bin/wrk"
+WRK_SCRIPT = ROOT / "bench" / "wrk_create.lua"
 
 TEMPLATE = """\
 kind: PodTemplate
@@ -105,11 +116,32 @@ def live_pods(sim):
     return [p for p in body["items"] if not p["metadata"].get("deletionTimestamp")]
 
 
-def take_counts(sim):
-    """{(verb, resource): count} since the last call; resets the counters."""
-    counts = sim.request_counts()
-    sim.admin("DELETE", "stats")
-    return counts
+class Meter:
+    """What kubesim saw of one step: its requests by verb and resource, the TCP
+    connections (TLS handshakes) it accepted and its own CPU seconds (utime +
+    stime of /proc/PID/stat), each since the last take()."""
+
+    def __init__(self, sim):
+        self.sim = sim
+        self.cpu = self.sim_cpu()
+
+    def sim_cpu(self):
+        fields = Path(f"/proc/{self.sim.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def take(self):
+        """({(verb, resource): count}, connections, CPU s); resets the counters. The
+        connection of this call's own GET is not counted (each admin request is a
+        connection of its own; the DELETE's came before the reset)."""
+        cpu, before = self.sim_cpu(), self.cpu
+        stats = self.sim.admin("GET", "stats")
+        self.sim.admin("DELETE", "stats")
+        self.cpu = self.sim_cpu()
+        counts = {}
+        for r in stats["requests"]:
+            key = (r["verb"], r["resource"])
+            counts[key] = counts.get(key, 0) + r["count"]
+        return counts, stats["connections"] - 1, cpu - before
 
 
 def per_node(counts, n):
@@ -117,13 +149,41 @@ def per_node(counts, n):
                      for (verb, resource), count in sorted(counts.items())) or "none"
 
 
-def one_round(sim, n, hostlist, power_argv, kubectl, env, d):
-    """k8sbridge-power resume and suspend, then kubectl create and delete of the same
-    pods; returns {step: ((wall, cpu, rss, output), {(verb, resource): count})}."""
-    take_counts(sim)
+def floor_create(sim, pods, concurrency, env, d):
+    """kubesim's raw create rate, the floor under any client: wrk POSTs each of
+    `pods` once (bench/wrk_create.lua) over `concurrency` keep-alive connections,
+    one thread each, with the bearer token k8sbridge-power's kubeconfig holds. wrk
+    verifies no certificate (kubesim's CA is not checked: one verification per
+    connection). Returns run_measured's tuple once every answer was a 201."""
+    bodies, done = d / "bodies.jsonl", d / "wrk-done"
+    bodies.write_text("".join(json.dumps(dict(p, apiVersion="v1", kind="Pod")) + "\n"
+                              for p in pods))
+    done.unlink(missing_ok=True)
+    argv = [WRK, f"-t{concurrency}", f"-c{concurrency}", "-d300s",
+            "-H", f"Authorization: Bearer {sim.token}", "-H", "Content-Type: application/json",
+            "-H", "Accept: application/json", "-H", "User-Agent: wrk/4.1.0",
+            "-s", str(WRK_SCRIPT), f"{sim.url}/api/v1/namespaces/default/pods",
+            "--", str(bodies), str(concurrency), str(done)]
+    measured = run_measured(argv, env)
+    codes = {}
+    for line in measured[3].splitlines():
+        if line.startswith("wrk_create "):
+            for code, count in json.loads(line.split(" ", 1)[1])["codes"].items():
+                codes[code] = codes.get(code, 0) + count
+    if codes != {"201": len(pods)}:
+        raise SystemExit(f"wrk did not create {len(pods)} pods: {codes}\n{measured[3][-3000:]}")
+    return measured
+
+
+def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency):
+    """k8sbridge-power resume and suspend, wrk's create of the same pods (the floor),
+    then kubectl create and delete of them; returns {step: ((wall, cpu, rss,
+    output), {(verb, resource): count}, connections, kubesim's CPU s)}."""
+    sim = meter.sim
+    meter.take()
     resume = run_measured(power_argv + ["resume", hostlist],
                           dict(env, SLURM_RESUME_FILE=str(d / "resume.json")))
-    resume_counts = take_counts(sim)
+    resume_counts = meter.take()
     pods = live_pods(sim)
     if len(pods) != n:
         raise SystemExit(f"after resume {len(pods)} pods exist, expected {n}")
@@ -139,25 +199,37 @@ def one_round(sim, n, hostlist, power_argv, kubectl, env, d):
     manifest = d / "pods.json"
     manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
 
-    take_counts(sim)
+    meter.take()
     suspend = run_measured(power_argv + ["suspend", hostlist], env)
-    suspend_counts = take_counts(sim)
+    suspend_counts = meter.take()
     left = len(live_pods(sim))
     if left != 0:
         raise SystemExit(f"after suspend {left} pods are left")
 
-    take_counts(sim)
+    # The floor right after k8sbridge-power, so that both meet the same load.
+    meter.take()
+    floor = floor_create(sim, pods, concurrency, env, d)
+    floor_counts = meter.take()
+    if len(live_pods(sim)) != n:
+        raise SystemExit(f"after wrk {len(live_pods(sim))} pods exist, expected {n}")
+    status, _, body = sim.request("DELETE", "/api/v1/namespaces/default/pods", timeout=120)
+    if status != 200 or live_pods(sim):
+        raise SystemExit(f"deleting wrk's pods: {status} {str(body)[:300]}")
+
+    meter.take()
     create = run_measured(kubectl + ["create", "--validate=false", "-f", str(manifest)], env)
-    create_counts = take_counts(sim)
+    create_counts = meter.take()
     created = len(live_pods(sim))
-    take_counts(sim)
+    meter.take()
     delete = run_measured(kubectl + ["delete", "--wait=false", "-f", str(manifest)], env)
-    delete_counts = take_counts(sim)
+    delete_counts = meter.take()
     left_kubectl = len(live_pods(sim))
     if created != n or left_kubectl != 0:
         raise SystemExit(f"kubectl created {created} of {n} pods, left {left_kubectl}")
-    return {"resume": (resume, resume_counts), "suspend": (suspend, suspend_counts),
-            "create": (create, create_counts), "delete": (delete, delete_counts)}
+
+    return {"resume": (resume, *resume_counts), "suspend": (suspend, *suspend_counts),
+            "create": (create, *create_counts), "delete": (delete, *delete_counts),
+            "floor": (floor, *floor_counts)}
 
 
 def start_munged(d: Path) -> Path:
@@ -206,6 +278,11 @@ def main():
         raise SystemExit(f"{power} does not exist: meson compile -C {args.build_root} "
                          "k8sbridge-power")
     n = args.nodes
+    if n < args.concurrency:
+        raise SystemExit("--nodes must be at least --concurrency (wrk gives each "
+                         "connection its share of the pods)")
+    if not Path(WRK).exists():
+        raise SystemExit(f"{WRK} does not exist: apt-get install wrk (scripts/setup.sh)")
     hostlist = f"w-[0-{n - 1}]"
     with KubeSim("--fake-nodes", "4", "--gpus-per-node", "8", "--gpu-product", PRODUCT,
                  "--ib-leaves", "2") as sim, \
@@ -234,31 +311,40 @@ def main():
         kubectl = [KUBECTL, "--kubeconfig", sim.kubeconfig]
         run_measured(kubectl + ["get", "pods"], env)  # warms kubectl's discovery cache
         try:
-            runs = [one_round(sim, n, hostlist, power_argv, kubectl, env, d)
+            runs = [one_round(Meter(sim), n, hostlist, power_argv, kubectl, env, d,
+                              args.concurrency)
                     for _ in range(args.repeat)]
         finally:
             stop_munged(d)
 
+    report(runs, n, settings, args.repeat, args.concurrency)
+
+
+STEPS = (("k8sbridge-power resume", "resume"), ("k8sbridge-power suspend", "suspend"),
+         ("kubectl create -f (same pods)", "create"), ("kubectl delete -f", "delete"),
+         ("wrk POST, the floor (same pods)", "floor"))
+
+
+def report(runs, n, settings, repeat, concurrency):
     def median(step, i):
         return statistics.median(r[step][0][i] for r in runs)
 
     def counts(step):
         return max((r[step][1] for r in runs), key=lambda c: sum(c.values()))
 
-    resume, suspend, create, delete = (tuple(median(step, i) for i in range(3))
-                                       for step in ("resume", "suspend", "create", "delete"))
+    m = {step: tuple(median(step, i) for i in range(3)) for _, step in STEPS}
+    resume, suspend, create, delete, floor = (m[step] for _, step in STEPS)
     print(f"{n} nodes, one resume and one suspend call of k8sbridge-power against kubesim "
           f"(HTTPS, no scheduler, no kubelet); k8sbridge.conf: {settings}; "
-          f"median of {args.repeat} rounds")
-    print(f"{'step':<34} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9}  "
-          "requests per node (most in a round)")
-    for name, step, m in (("k8sbridge-power resume", "resume", resume),
-                          ("k8sbridge-power suspend", "suspend", suspend),
-                          ("kubectl create -f (same pods)", "create", create),
-                          ("kubectl delete -f", "delete", delete)):
-        print(f"{name:<34} {m[0]:8.2f} {m[1]:8.2f} {m[2]:9.1f}  {per_node(counts(step), n)}")
-    walls = {step: " ".join(f"{r[step][0][0]:.2f}" for r in runs)
-             for step in ("resume", "suspend", "create", "delete")}
+          f"median of {repeat} rounds")
+    print(f"{'step':<34} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9} {'conns':>6} "
+          f"{'kubesim cpu s':>13}  requests per node (most in a round)")
+    for name, step in STEPS:
+        conns = max(r[step][2] for r in runs)
+        sim_cpu = statistics.median(r[step][3] for r in runs)
+        print(f"{name:<34} {m[step][0]:8.2f} {m[step][1]:8.2f} {m[step][2]:9.1f} {conns:6d} "
+              f"{sim_cpu:13.2f}  {per_node(counts(step), n)}")
+    walls = {step: " ".join(f"{r[step][0][0]:.2f}" for r in runs) for _, step in STEPS}
     print("wall s of each round: " + "; ".join(f"{k} {v}" for k, v in walls.items()))
     print(f"resume: all {n} pods exist after {resume[0]:.2f} s; suspend: all deleted after "
           f"{suspend[0]:.2f} s")
@@ -266,6 +352,15 @@ def main():
           f"cpu {create[1] / resume[1]:.1f}x, peak memory {create[2] / resume[2]:.1f}x")
     print(f"kubectl delete / k8sbridge suspend: wall {delete[0] / suspend[0]:.1f}x, "
           f"cpu {delete[1] / suspend[1]:.1f}x, peak memory {delete[2] / suspend[2]:.1f}x")
+    # The floor: what kubesim itself sustains for these creates over as many
+    # connections; a client's rate over it is the share of the server it gets.
+    fraction = {step: " ".join(f"{r['floor'][0][0] / r[step][0][0]:.2f}" for r in runs)
+                for step in ("resume", "create")}
+    print(f"floor: wrk creates the {n} pods in {floor[0]:.2f} s over {concurrency} connections, "
+          f"{n / floor[0]:.0f} pods/s; k8sbridge-power resume {n / resume[0]:.0f} pods/s = "
+          f"{floor[0] / resume[0]:.2f} of the floor (rounds {fraction['resume']}); "
+          f"kubectl create {n / create[0]:.0f} pods/s = {floor[0] / create[0]:.2f} "
+          f"(rounds {fraction['create']})")
     creates = sum(c for (verb, res), c in counts("resume").items()
                   if verb == "create" and res == "pods")
     deletes = sum(c for (verb, res), c in counts("suspend").items()
@@ -274,6 +369,7 @@ def main():
     print(f"goal: resume >= 5x faster than kubectl create: {'met' if fast else 'NOT met'}; "
           f"creates per node {creates / n:.2f}, deletes per node {deletes / n:.2f} "
           f"(goal <= 1 each): {'met' if creates <= n and deletes <= n else 'NOT met'}")
+
 
 if __name__ == "__main__":
     main()

@@ -41,6 +41,9 @@ packages=(
   mmdebstrap umoci skopeo runc
   # the one-layer busybox image kubesim's OCI-mode test writes (tests/harness/oci_layout.py)
   busybox-static
+  # benchmarks only: bench/power_bench.py's floor, kubesim's raw pod-create rate
+  # (wrk POSTs the 1000 rendered pods through bench/wrk_create.lua)
+  wrk
 )
 missing=()
 for p in "${packages[@]}"; do

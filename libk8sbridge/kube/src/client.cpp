@@ -447,7 +447,7 @@ Result<Object> Client::ObjectCall(std::string_view verb, std::string_view method
     return resp.status();
   if (resp->status < 200 || resp->status >= 300)
     return FailureOf(method, path, *resp);
-  if (resp->body.empty())
+  if (resp->body.empty() || !call.decode_answer)
     return Object();
   auto obj = Object::Parse(resp->body);
   if (!obj.ok())

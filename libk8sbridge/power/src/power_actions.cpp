@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -289,13 +290,16 @@ CreateResult CreatePod(const PowerContext& ctx, Steady::time_point deadline,
   const std::string& ns = ctx.setup.config.kube.namespace_;
   bool replaced = false;
   int n = 0;
+  // Only the verdict of a create is judged, never the pod it answers with.
+  kube::CallOptions verdict_only;
+  verdict_only.decode_answer = false;
   // Create; on 409 look at what is there. Bounded: a pod that keeps reappearing is
   // someone else's loop, not ours to fight, and so are many pods stuck on lost nodes.
   for (int attempt = 0; attempt < 8; ++attempt) {
     NamePod(pod, node, n);
     const std::string name = pod.Name();
     auto created = WithRetry(ctx, deadline, fmt::format("create pod {}/{}", ns, name),
-                             [&] { return ctx.client.Create(kube::kPods, ns, pod); });
+                             [&] { return ctx.client.Create(kube::kPods, ns, pod, verdict_only); });
     if (created.ok())
       return {replaced ? NodeAction::kReplaced : NodeAction::kCreated, {}, name};
     if (kube::HttpCode(created.status()) != 409)
@@ -359,7 +363,7 @@ NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_p
   if (Status placeable = CheckFeaturePlacement(ctx, call.placement, node, *pod); !placeable.ok())
     return fail(std::move(placeable));
 
-  CreateResult created = CreatePod(ctx, deadline, node, *pod);
+  CreateResult created = CreatePod(ctx, deadline, node, std::move(*pod));
   if (created.action == NodeAction::kFailed)
     return fail(created.status);
   ctx.log.Info("node {}: pod {}/{} {}", node, ctx.setup.config.kube.namespace_, created.name,

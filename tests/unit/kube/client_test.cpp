@@ -151,6 +151,28 @@ BOOST_AUTO_TEST_CASE(delete_answering_a_status_gives_an_empty_object) {
   BOOST_TEST(env.client->Delete(kPods, "default", "p").status().code() == Status::Code::kConflict);
 }
 
+// A caller that needs only the verdict (k8sbridge-power's creates) gets an empty
+// Object: the answer is not decoded, so even one that is not JSON is a success,
+// while an error answer is still decoded into its Status.
+BOOST_AUTO_TEST_CASE(an_answer_not_wanted_is_not_decoded) {
+  Env env;
+  CallOptions verdict_only;
+  verdict_only.decode_answer = false;
+  auto pod = *Object::Parse(PodJson("p", ""));
+  env.transport->Push(FT::Json(201, "not JSON: never read"));
+  auto created = env.client->Create(kPods, "default", pod, verdict_only);
+  BOOST_REQUIRE(created.ok());
+  BOOST_TEST(created->Name().empty());
+  env.transport->Push(FT::Json(201, "not JSON: never read"));
+  BOOST_TEST(!env.client->Create(kPods, "default", pod).ok());  // decoded by default
+  env.transport->Push(FT::Json(409, StatusJson(409, "AlreadyExists", "pods \\\"p\\\" exists")));
+  auto exists = env.client->Create(kPods, "default", pod, verdict_only);
+  BOOST_TEST(HttpCode(exists.status()) == 409);
+  BOOST_REQUIRE(exists.status().api_error());
+  BOOST_TEST(exists.status().api_error()->reason == "AlreadyExists");
+  BOOST_TEST(env.requests().size() == 3u);
+}
+
 BOOST_AUTO_TEST_CASE(retry_after_is_honoured_for_429_and_5xx) {
   Env env;
   env.transport->Push(

@@ -115,10 +115,15 @@ struct ClientOptions {
   std::function<double()> random;
 };
 
-// Per call: cancellation and a different total timeout.
+// Per call: cancellation, a different total timeout, and whether a successful
+// answer's object is wanted.
 struct CallOptions {
   const CancelToken* cancel = nullptr;
   std::optional<std::chrono::milliseconds> timeout;
+  // false: a 2xx answer's body is not decoded and the call returns an empty
+  // Object, for callers that need only the verdict (a resume's 1000 creates: the
+  // decoding was a tenth of k8sbridge-power's CPU). Errors are decoded as always.
+  bool decode_answer = true;
 };
 
 struct ListOptions {
