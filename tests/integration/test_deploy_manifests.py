@@ -176,6 +176,8 @@ class SlurmConf(unittest.TestCase):
                 self.assertEqual(keys.get("prologslurmctld"), ["/usr/sbin/k8sbridge-prolog"])
                 self.assertEqual(keys.get("resumerate"), ["0"])
                 self.assertEqual(keys.get("suspendrate"), ["0"])
+                # An admin's DOWN stays DOWN (2 returns any DOWN node that registers).
+                self.assertEqual(keys.get("returntoservice"), ["1"])
 
 
 class RbacTable(unittest.TestCase):

@@ -11,6 +11,7 @@
 #include "k8sbridge/features/features.h"
 #include "k8sbridge/power/lost_node.h"
 #include "k8sbridge/power/worker_pod.h"
+#include "k8sbridge/slurm/node_reason.h"
 #include "k8sbridge/text.h"
 
 namespace k8sbridge::sync {
@@ -809,8 +810,9 @@ void Reconciler::PlanReturns(const World& world, std::vector<Action>& out) {
     if (open != open_until_.end() && open->second > wall_)
       continue;
     out.push_back(Action{ActionKind::kResume, n.name,
-                         fmt::format("back to service: failed by k8sbridge ({}), powered down, "
-                                     "no pod left",
+                         fmt::format("back to service: {} ({}), powered down, no pod left",
+                                     n.OwnedReason() ? "failed by k8sbridge"
+                                                     : "a pod's late registration",
                                      n.reason)});
   }
 }
@@ -889,7 +891,9 @@ std::optional<Clock::Wall::time_point> BreakerUntil(std::string_view reason) {
 bool Returnable(const SlurmNode& n, Clock::Wall::time_point wall) {
   if (!n.Down() || !n.powered_down || n.power_down || n.powering_down || n.powering_up)
     return false;
-  if (!n.OwnedReason())
+  // Slurm's "unexpectedly rebooted" is a pod that registered late (a loaded
+  // slurmctld answered its first registration after slurmd's timeout): ours too.
+  if (!n.OwnedReason() && n.reason != kSlurmRebootReason)
     return false;  // an admin's, Slurm's own, health's or the jail's: theirs to lift
   if (std::string_view(n.reason).starts_with(kBreakerPrefix)) {
     auto until = BreakerUntil(n.reason);
@@ -903,7 +907,7 @@ std::string NotDueOn(const Action& action, const SlurmNode& live, Clock::Wall::t
     case ActionKind::kResume:
       return Returnable(live, wall) ? ""
                                     : "it is no longer DOWN and POWERED_DOWN with a reason of "
-                                      "k8sbridge's";
+                                      "k8sbridge's (or Slurm's unexpected reboot)";
     case ActionKind::kFail:
       if (live.Down())
         return "it is DOWN already";

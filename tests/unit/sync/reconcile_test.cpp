@@ -550,6 +550,25 @@ BOOST_FIXTURE_TEST_CASE(failed_powered_down_nodes_of_ours_return_to_service, Fix
   BOOST_TEST(!ks::Returnable(w.slurm[1], wall));
 }
 
+// With ReturnToService=1 a pod whose first registration slurmctld answered late is
+// set DOWN by Slurm as "Node unexpectedly rebooted"; powered down without a pod, it
+// is returned like ours. An admin's reason on such a node stays (Slurm keeps it).
+BOOST_FIXTURE_TEST_CASE(a_late_registrations_reboot_reason_returns_to_service, Fixture) {
+  SlurmNode up = FailedDown("w-1", "Node unexpectedly rebooted");
+  up.powered_down = false;  // not yet powered down: its pod may still be there
+  ks::World w{{FailedDown("w-0", "Node unexpectedly rebooted"), up,
+               FailedDown("w-2", "Node unexpectedly rebooted by me")},
+              {},
+              {}};
+  auto actions = Plan(w);
+  const auto* resume = Find(actions, ActionKind::kResume, "w-0");
+  BOOST_REQUIRE(resume);
+  BOOST_TEST(resume->reason.find("a pod's late registration") != std::string::npos,
+             resume->reason);
+  BOOST_TEST(!Find(actions, ActionKind::kResume, "w-1"));
+  BOOST_TEST(!Find(actions, ActionKind::kResume, "w-2"));
+}
+
 // A breaker's drain keeps its nodes out of service until its expiry (read from the
 // reason, so a restarted daemon knows it too).
 BOOST_FIXTURE_TEST_CASE(breaker_drained_down_nodes_wait_for_the_cooldown, Fixture) {

@@ -13,6 +13,12 @@ namespace k8sbridge {
 // True when a k8sbridge component wrote `reason`.
 bool IsK8sbridgeReason(std::string_view reason);
 
+// The reason slurmctld writes when a node registers with a boot time later than its
+// last response (node_mgr.c validate_node_specs, with ReturnToService 0 or 1). On a
+// CLOUD node of a node group every pod start is a boot, so once Slurm has powered
+// such a node down and its pod is gone, nothing of the "reboot" is left to look at.
+inline constexpr std::string_view kSlurmRebootReason = "Node unexpectedly rebooted";
+
 enum class ReasonWrite {
   kWrite,  // send k8sbridge's reason with the state change
   kKeep,   // send the state change without a reason: the node's own reason stays
