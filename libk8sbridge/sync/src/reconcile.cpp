@@ -809,11 +809,11 @@ void Reconciler::PlanReturns(const World& world, std::vector<Action>& out) {
     auto open = open_until_.find(group->name);
     if (open != open_until_.end() && open->second > wall_)
       continue;
-    out.push_back(Action{ActionKind::kResume, n.name,
-                         fmt::format("back to service: {} ({}), powered down, no pod left",
-                                     n.OwnedReason() ? "failed by k8sbridge"
-                                                     : "a pod's late registration",
-                                     n.reason)});
+    out.push_back(
+        Action{ActionKind::kResume, n.name,
+               fmt::format("back to service: {} ({}), powered down, no pod left",
+                           n.OwnedReason() ? "failed by k8sbridge" : "a pod's late registration",
+                           n.reason)});
   }
 }
 

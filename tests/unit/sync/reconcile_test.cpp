@@ -563,8 +563,7 @@ BOOST_FIXTURE_TEST_CASE(a_late_registrations_reboot_reason_returns_to_service, F
   auto actions = Plan(w);
   const auto* resume = Find(actions, ActionKind::kResume, "w-0");
   BOOST_REQUIRE(resume);
-  BOOST_TEST(resume->reason.find("a pod's late registration") != std::string::npos,
-             resume->reason);
+  BOOST_TEST(resume->reason.find("a pod's late registration") != std::string::npos, resume->reason);
   BOOST_TEST(!Find(actions, ActionKind::kResume, "w-1"));
   BOOST_TEST(!Find(actions, ActionKind::kResume, "w-2"));
 }
