@@ -648,6 +648,12 @@ PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partit
         except RigError as e:
             raise RigError(f"{e}\n{self._tail('slurmctld.log')}") from None
 
+    def restart_slurmctld(self, sig: int = signal.SIGTERM) -> None:
+        """Stops slurmctld (SIGTERM: it saves its state; SIGKILL: it does not) and
+        starts it again from its StateSaveLocation, as a controller pod's restart."""
+        self._terminate(self.slurmctld, "slurmctld", sig)
+        self._start_slurmctld()
+
     def slurmd_command(self, node: str) -> list[str]:
         """The command that starts `node`'s slurmd inside its namespaces: the
         node's network namespace (entered, not `ip netns exec`, which would

@@ -1,0 +1,970 @@
+"""The chaos driver: the whole system under the faults a real cluster has, while jobs
+flow, and the promises checked all along (issue 21).
+
+The world (World): the rig's real slurmctld with 16 CLOUD nodes (w-[0-11] plain,
+w-[12-15] with the feature `gpu`), kubesim with its scheduler and kubelet on four
+Kubernetes nodes of 8 GPUs each, whose pods run k8sbridge-worker and real slurmd
+(harness.cluster.PodCluster), k8sbridge-power as the power programs and
+k8sbridge-prolog, and two k8sbridge-sync daemons sharing one Lease.
+
+A seeded schedule (Schedule) submits a stream of jobs (1-8 nodes, short and long,
+some `--requeue`, some `-C gpu`, whose pods ask for GPUs) and injects one fault at a
+time, each for a while, then clears it (FAULTS: API, pod, node, control-plane and
+admin faults). A monitor thread (Monitor) samples Slurm, the pods and the daemons
+every half second and counts the violations of each promise (INVARIANTS); the end
+(Driver.finish) waits until the jobs are done and the world is at rest, and checks
+again. The report gives jobs run, faults by kind, recovery time per kind
+(p50/p99: from the fault's end, or its injection for one that is a single act, until
+no node is out of service but by an admin and no orphan pod is left) and every
+invariant's count.
+
+Used by tests/chaos/test_chaos.py (CI: a fixed seed, about 5 minutes) and
+bench/chaos.py (the long variant). Needs root.
+"""
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.cluster import PodCluster
+from harness.rig import NodeSpec, free_tcp_port, kill_and_wait, wait_for
+from harness.sync import Daemon
+
+FAULT_ANNOTATION = "kubesim.k8sbridge.io/fault"
+NODES = [NodeSpec(f"w-{i}") for i in range(12)] + \
+    [NodeSpec(f"w-{i}", features=["gpu"]) for i in range(12, 16)]
+GROUPS = [("cpu", "w-[0-11]", ""), ("gpu", "w-[12-15]", "PodTemplate=gpu.yaml")]
+GPU_NODES = [f"w-{i}" for i in range(12, 16)]
+K8S_NODES = [f"node-{i}" for i in range(4)]
+GPUS_PER_NODE = 8
+GPUS_PER_POD = 2
+SUSPEND_TIME = 15
+ORPHAN_GRACE = 10  # SyncOrphanGrace
+LEASE = 6  # SyncLeaseDuration, seconds
+# A pod on a lost node is evicted after this (the default 300 s would only slow the run).
+TOLERATIONS = """\
+    tolerations:
+    - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute,
+       tolerationSeconds: 2}
+    - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute,
+       tolerationSeconds: 2}
+"""
+GPU_LIMITS = f"      resources: {{limits: {{nvidia.com/gpu: {GPUS_PER_POD}}}}}\n"
+# How long a node may stay out of service, k8sbridge's doing, after the last fault
+# ended (the longest path: a failed pod's node DOWN, POWER_DOWN, SuspendTimeout 10 s,
+# returned by k8sbridge-sync, resumed by the next job; or a requeued job's credential
+# hold, 10 s), with room for a loaded machine.
+STUCK_BOUND = 120
+ORPHAN_BOUND = ORPHAN_GRACE + 30  # seconds of a working API an orphan may live
+INVARIANTS = (
+    "jobs not completed",
+    "jobs run twice at once",
+    "orphan pods past the grace",
+    "nodes stuck out of service",
+    "admin reasons changed or cleared",
+    "Slurm nodes with two live pods",
+    "pods deleted under a running job without a fault",
+    "two daemons leading at once",
+    "actions without the lease",
+)
+
+
+def now() -> float:
+    return time.monotonic()
+
+
+def expand(rig, hostlist: str) -> list:
+    if not hostlist or hostlist in ("(null)", "None"):
+        return []
+    out = rig.run(["scontrol", "show", "hostnames", hostlist], timeout=30).stdout
+    return out.split()
+
+
+def pod_pids(pod: dict) -> list:
+    """The processes of a kubesim pod: K8SBRIDGE_NODE_NAME is its Slurm node (other
+    rigs' pods may share the name), and its network namespace holds its pod IP
+    (unique: every rig has its own pod network)."""
+    node = pod["metadata"]["labels"].get("k8sbridge.io/node", "")
+    ip = pod.get("status", {}).get("podIP")
+    if not ip:
+        return []
+    needle = f"K8SBRIDGE_NODE_NAME={node}".encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/net/fib_trie") as f:
+                trie = f.read()
+        except OSError:
+            continue
+        if re.search(rf"\|-- {re.escape(ip)}\n\s+/32 host LOCAL", trie):
+            pids.append(int(entry))
+    return pids
+
+
+# ---- the world ---------------------------------------------------------------------
+
+class World:
+    """PodCluster + two k8sbridge-sync daemons. Use as a context manager."""
+
+    def __init__(self, log_root=None):
+        self.dir = Path(tempfile.mkdtemp(prefix="chaos-"))
+        self.dir.chmod(0o755)
+        self.ports = [free_tcp_port(), free_tcp_port()]
+        # The circuit breaker's cool-down is 30 s (10 min by default): the GPU fault
+        # opens it, and its nodes must come back within the stuck-node bound.
+        sync_keys = (f"SyncPollInterval=250ms SyncLeaseDuration={LEASE}s "
+                     f"SyncOrphanGrace={ORPHAN_GRACE}s SyncUnschedulableGrace=10s "
+                     "SyncCircuitBreakerCooldown=30s")
+        self.cluster = PodCluster(
+            NODES, GROUPS, fake_nodes=len(K8S_NODES), gpus_per_node=GPUS_PER_NODE,
+            suspend_time=SUSPEND_TIME, retry_deadline=20, log_root=log_root,
+            conf_extra=f"{sync_keys} SyncMetricsListen=127.0.0.1:{self.ports[0]}",
+            # A requeued job may start again after about 11 s, not 121 s; deploy/'s
+            # ReturnToService=1 (a later line wins over the rig's 2); MinJobAge long
+            # enough to see every job's end.
+            slurm_conf_extra=lambda rig: (f"AuthInfo=socket={rig.munge_socket},"
+                                          "cred_expire=10\nReturnToService=1\n"
+                                          "MinJobAge=7200\n"),
+            extra_templates={
+                "worker.yaml": lambda c: c.template() + TOLERATIONS,
+                "gpu.yaml": lambda c: c.template(container_extra=GPU_LIMITS) + TOLERATIONS})
+        self.daemons = {}
+        self.jobdir = None
+
+    def __enter__(self):
+        try:
+            self.cluster.__enter__()
+            self.rig, self.sim = self.cluster.rig, self.cluster.sim
+            self.jobdir = self.rig.workdir / "chaos-jobs"
+            self.jobdir.mkdir(mode=0o777)
+            conf = self.cluster.conf_path.read_text()
+            second = self.dir / "k8sbridge-b.conf"
+            second.write_text(conf.replace(f"127.0.0.1:{self.ports[0]}",
+                                           f"127.0.0.1:{self.ports[1]}"))
+            self.confs = {"a": (str(self.cluster.conf_path), self.ports[0]),
+                          "b": (str(second), self.ports[1])}
+            for identity in self.confs:
+                self.start_daemon(identity)
+            wait_for(lambda: self.leader() is not None, 60, "a k8sbridge-sync daemon to lead")
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        for d in self.daemons.values():
+            d.stop()
+        self.cluster.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def start_daemon(self, identity):
+        path, port = self.confs[identity]
+        old = self.daemons.get(identity)
+        if old is not None:
+            old.stop()
+        # One log over restarts: unleased_actions() starts afresh at each mark.
+        with open(self.dir / f"sync-{identity}.log", "a") as log:
+            log.write(f"=== chaos: start k8sbridge-sync {identity}\n")
+        self.daemons[identity] = Daemon({"path": path, "port": port}, self.rig.slurm_conf,
+                                        identity, self.dir, wrap=self.rig.host_command,
+                                        slurm_bin=self.rig.prefix / "bin")
+
+    def leader(self):
+        for identity, d in self.daemons.items():
+            if d.proc.poll() is None and d.metric("k8sbridge_sync_leader") == 1:
+                return identity
+        return None
+
+    def pods(self):
+        """Our pods, or None when the API does not answer (a fault)."""
+        try:
+            status, _, body = self.sim.request(
+                "GET", "/api/v1/namespaces/default/pods?labelSelector="
+                "app.kubernetes.io%2Fmanaged-by%3Dk8sbridge", timeout=5)
+        except OSError:
+            return None
+        return body["items"] if status == 200 else None
+
+    def pod_of(self, node):
+        for pod in self.pods() or []:
+            if pod["metadata"]["labels"].get("k8sbridge.io/node") == node and \
+                    not pod["metadata"].get("deletionTimestamp"):
+                return pod
+        return None
+
+    def admin_request(self, method, path, body=None, content_type="application/json"):
+        """A request of the driver itself: retried through the API faults it injects."""
+        deadline = now() + 120
+        while True:
+            try:
+                status, _, answer = self.sim.request(method, path, body, timeout=10,
+                                                     content_type=content_type)
+                if status < 500 and status != 429:
+                    return status, answer
+            except OSError:
+                pass
+            if now() > deadline:
+                raise RuntimeError(f"{method} {path}: the API did not answer for 120 s")
+            time.sleep(0.5)
+
+    def kubectl(self, *args):
+        for _ in range(60):
+            r = self.sim.kubectl(*args, check=False, timeout=60)
+            if r.returncode == 0 or "NotFound" in r.stderr or "not found" in r.stderr:
+                return r
+            time.sleep(1)
+        raise RuntimeError(f"kubectl {' '.join(args)}: {r.stderr}")
+
+
+# ---- jobs --------------------------------------------------------------------------
+
+@dataclass
+class JobSpec:
+    at: float  # seconds after the start
+    nodes: int
+    seconds: int
+    requeue: bool
+    gpu: bool
+    where: str = ""  # -w: this node
+
+
+JOB_SCRIPT = """#!/bin/sh
+# A run holds the job's lock: a second run of the same job while the first lives
+# (a node or pod that was not really stopped) finds it held and says so.
+exec 9>>{dir}/$SLURM_JOB_ID.lock
+if ! flock -n 9; then echo "$SLURM_JOB_ID $SLURM_RESTART_COUNT" >> {dir}/double; exit 1; fi
+echo "$SLURM_JOB_ID ${{SLURM_RESTART_COUNT:-0}} $(hostname)" >> {dir}/runs
+sleep {seconds}
+"""
+
+
+# ---- faults ------------------------------------------------------------------------
+
+@dataclass
+class Fault:
+    kind: str
+    at: float  # seconds after the start
+    hold: float  # seconds it lasts (0: a single act)
+    target: str = ""  # the Slurm or Kubernetes node it hit
+    started: float = 0.0
+    cleared: float = 0.0
+    recovered: float = 0.0
+    undo: object = None  # what clears it
+    note: str = ""
+
+
+# kind -> (needs a running job's node, how long it lasts in the short and long runs)
+FAULTS = {
+    "api-429": (False, (6, 15)),
+    "api-5xx": (False, (6, 15)),
+    "api-reset": (False, (5, 10)),
+    "watch-reset": (False, (5, 10)),
+    "watch-410": (False, (5, 10)),
+    "api-outage": (False, (15, 60)),
+    "pod-delete": (True, (0, 0)),
+    "worker-kill": (True, (0, 0)),
+    "worker-oom": (True, (0, 0)),
+    "pod-evict": (True, (0, 0)),
+    "gpu-unschedulable": (False, (25, 40)),
+    "kubelet-stop": (True, (12, 30)),
+    "k8s-cordon": (True, (8, 20)),
+    "kubectl-drain": (True, (8, 20)),
+    "sync-leader-kill": (False, (0, 0)),
+    "slurmctld-restart": (False, (0, 0)),
+    "admin-drain": (False, (10, 30)),
+    "admin-down": (True, (8, 20)),
+}
+
+
+class Injector:
+    """Injects and clears the faults of FAULTS."""
+
+    def __init__(self, world: World, monitor, rng: random.Random):
+        self.w = world
+        self.monitor = monitor
+        self.rng = rng
+        self.admin_count = 0
+
+    def running_node(self):
+        """A node of a running job, with a live pod, or None."""
+        nodes = [n for n in self.monitor.running_nodes() if self.w.pod_of(n)]
+        return self.rng.choice(sorted(nodes)) if nodes else None
+
+    def job_node(self):
+        """A node of a running job: one of the stream's, else one of a job of its own
+        (the fault is aimed at work in progress)."""
+        node = self.running_node()
+        if node is None:
+            self.monitor.schedule.submit_now(JobSpec(0, 2, 45, True, False))
+            deadline = now() + 90
+            while node is None and now() < deadline:
+                time.sleep(0.5)
+                node = self.running_node()
+        return node
+
+    def inject(self, f: Fault) -> bool:
+        needs_node, _ = FAULTS[f.kind]
+        node = self.job_node() if needs_node else None
+        if needs_node and node is None:
+            return False
+        f.started = now()
+        getattr(self, "_" + f.kind.replace("-", "_"))(f, node)
+        return True
+
+    def clear(self, f: Fault):
+        if f.undo is not None:
+            f.undo()
+        f.cleared = now()
+
+    # ---- API faults
+    def _api(self, f, **fault):
+        ids = [self.w.sim.add_fault(**fault)]
+        f.undo = lambda: [self._remove_fault(i) for i in ids]
+
+    def _remove_fault(self, fault_id):
+        self.w.sim.request("DELETE", f"/kubesim/faults/{fault_id}")
+
+    def _api_429(self, f, _):
+        self._api(f, resource="*", verb="*", type="status", code=429, retryAfterSeconds=1,
+                  times=0)
+        f.note = "every request 429, Retry-After 1"
+
+    def _api_5xx(self, f, _):
+        code = self.rng.choice([500, 503])
+        self._api(f, resource="*", verb="*", type="status", code=code, times=0)
+        f.note = f"every request {code}"
+
+    def _api_reset(self, f, _):
+        self._api(f, resource="pods", verb="*", type=self.rng.choice(
+            ["reset-before", "reset-after"]), times=0)
+
+    def _watch_reset(self, f, _):
+        self._api(f, resource="*", verb="watch", type="watch-reset",
+                  afterEvents=self.rng.randint(0, 5), times=0)
+
+    def _watch_410(self, f, _):
+        self._api(f, resource="*", verb="watch", type="watch-expire", times=0)
+
+    def _api_outage(self, f, _):
+        self._api(f, resource="*", verb="*", type="reset-before", times=0)
+        f.note = "every connection reset"
+
+    # ---- pod faults
+    def _pod(self, f, node):
+        f.target = node
+        self.monitor.expect_pod_loss(node)
+        return self.w.pod_of(node)
+
+    def _pod_delete(self, f, node):
+        self._pod(f, node)
+        self.w.kubectl("delete", "pod", node, "--wait=false")
+
+    def _kill(self, f, node, sig):
+        pod = self._pod(f, node)
+        pids = pod_pids(pod) if pod else []
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        f.note = f"{len(pids)} processes"
+
+    def _worker_kill(self, f, node):
+        self._kill(f, node, signal.SIGTERM)
+
+    def _worker_oom(self, f, node):
+        # A SIGKILL the kubelet did not send: kubesim reports OOMKilled, as a kubelet
+        # does when the kernel's OOM killer struck.
+        self._kill(f, node, signal.SIGKILL)
+
+    def _pod_evict(self, f, node):
+        self._pod(f, node)
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": node, "namespace": "default"}}
+        status, answer = self.w.admin_request(
+            "POST", f"/api/v1/namespaces/default/pods/{node}/eviction", body)
+        f.note = f"eviction {status}"
+
+    def _gpu_unschedulable(self, f, _):
+        """Someone else's pods take every free GPU, and a job asks for a powered-down
+        GPU node: its pod cannot be scheduled (Insufficient nvidia.com/gpu) until they
+        go."""
+        used = {}
+        for node, terminating, host in self.monitor.pods.values():
+            if node in GPU_NODES and host and not terminating:
+                used[host] = used.get(host, 0) + GPUS_PER_POD
+        names = []
+        for k8s_node in K8S_NODES:
+            free = GPUS_PER_NODE - used.get(k8s_node, 0)
+            if free <= 0:
+                continue
+            name = f"gpu-hog-{k8s_node}-{int(now() * 1000) % 100000}"
+            body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                    "spec": {"nodeSelector": {"kubernetes.io/hostname": k8s_node},
+                             "terminationGracePeriodSeconds": 0,
+                             "containers": [{"name": "hog", "image": "hog:1",
+                                             "command": ["sleep", "3600"],
+                                             "resources": {"limits": {
+                                                 "nvidia.com/gpu": free}}}]}}
+            status, _ = self.w.admin_request("POST", "/api/v1/namespaces/default/pods", body)
+            if status == 201:
+                names.append(name)
+
+        def undo():
+            for name in names:
+                self.w.admin_request("DELETE", f"/api/v1/namespaces/default/pods/{name}"
+                                     "?gracePeriodSeconds=0")
+        f.undo = undo
+        target = self.powered_down_gpu_node()
+        f.target = target or "-"
+        f.note = f"{len(names)} pods hold the GPUs"
+        if target:  # a job that needs a new GPU pod now
+            self.monitor.schedule.submit_now(JobSpec(0, 1, 3, True, True, where=target))
+
+    def powered_down_gpu_node(self):
+        deadline = now() + 60  # an idle one powers down after SuspendTime
+        while now() < deadline:
+            for name in GPU_NODES:
+                if flags(self.monitor.nodes.get(name, {}).get("State", "")) >= {
+                        "IDLE", "POWERED_DOWN"}:
+                    return name
+            time.sleep(0.5)
+        return None
+
+    # ---- node faults
+    def _k8s_node_of(self, f, node):
+        pod = self.w.pod_of(node)
+        host = pod["spec"].get("nodeName") if pod else None
+        f.target = host or ""
+        if host:
+            for n in self.monitor.slurm_nodes_on(host):
+                self.monitor.expect_pod_loss(n)
+        return host
+
+    def _kubelet_stop(self, f, node):
+        host = self._k8s_node_of(f, node)
+        if host:
+            self.w.kubectl("annotate", "--overwrite", "node", host,
+                           f"{FAULT_ANNOTATION}=NotReady")
+            f.undo = lambda: self.w.kubectl("annotate", "node", host, f"{FAULT_ANNOTATION}-")
+
+    def _k8s_cordon(self, f, node):
+        host = self._k8s_node_of(f, node)
+        if host:
+            self.w.kubectl("cordon", host)
+            f.undo = lambda: self.w.kubectl("uncordon", host)
+
+    def _kubectl_drain(self, f, node):
+        host = self._k8s_node_of(f, node)
+        if host:
+            self.w.kubectl("drain", host, "--ignore-daemonsets", "--force",
+                           "--delete-emptydir-data", "--timeout=60s")
+            f.undo = lambda: self.w.kubectl("uncordon", host)
+
+    # ---- control plane
+    def _sync_leader_kill(self, f, _):
+        leader = self.w.leader()
+        if leader is None:
+            f.note = "no leader at the time"
+            return
+        f.target = f"k8sbridge-sync {leader}"
+        self.w.daemons[leader].stop(signal.SIGKILL)
+        self.w.start_daemon(leader)  # as its pod would be restarted
+
+    def _slurmctld_restart(self, f, _):
+        self.w.rig.restart_slurmctld(self.rng.choice([signal.SIGTERM, signal.SIGKILL]))
+        f.target = "slurmctld"
+
+    # ---- admin actions
+    def _admin(self, f, node, state):
+        self.admin_count += 1
+        reason = f"chaos admin {state} {self.admin_count}"
+        f.target = node
+        if state == "down":
+            self.monitor.expect_pod_loss(node)  # Slurm requeues its jobs; the pod stays
+        self.w.rig.check_output(["scontrol", "update", f"nodename={node}", f"state={state}",
+                                 f"reason={reason}"])
+        self.monitor.admin_reasons[node] = (reason, now())  # checked from the next read
+
+        def undo():
+            self.monitor.admin_reasons.pop(node, None)
+            self.w.rig.check_output(["scontrol", "update", f"nodename={node}",
+                                     "state=resume"])
+        f.undo = undo
+
+    def _admin_drain(self, f, _):
+        candidates = [n.name for n in NODES if n.name not in self.monitor.admin_reasons]
+        self._admin(f, self.rng.choice(candidates), "drain")
+
+    def _admin_down(self, f, node):
+        self._admin(f, node, "down")
+
+
+# ---- the monitor -------------------------------------------------------------------
+
+OUT_OF_SERVICE = {"DOWN", "DRAIN", "FAIL", "NOT_RESPONDING"}
+
+
+def flags(state: str) -> set:
+    """scontrol's State, e.g. IDLE+CLOUD+POWERED_DOWN, as its words (POWERED_DOWN is
+    not DOWN). NOT_RESPONDING on a powered-down node is not a fault: Slurm's resume
+    of a DOWN node asks it to register (node_mgr.c _require_node_reg), which it does
+    at its next power-up; the node is in service meanwhile."""
+    words = set(state.split("+"))
+    if "POWERED_DOWN" in words:
+        words.discard("NOT_RESPONDING")
+    return words
+FINAL_JOB_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
+                    "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+
+
+def at_rest(state: str) -> bool:
+    """IDLE, powered up or down, and not on the way between."""
+    f = flags(state)
+    return "IDLE" in f and not f & (OUT_OF_SERVICE | {"POWERING_UP", "POWERING_DOWN",
+                                                      "POWER_DOWN"})
+
+
+class Monitor:
+    """Samples the world every half second and counts each invariant's violations
+    (self.violations: invariant -> list of what was seen)."""
+
+    def __init__(self, world: World):
+        self.w = world
+        self.schedule = None  # set by the Driver
+        self.violations = {name: [] for name in INVARIANTS}
+        self.admin_reasons = {}  # Slurm node -> the reason the driver's admin set
+        self.expected_loss = {}  # Slurm node -> when a fault was aimed at its pod
+        self.faults_active = 0  # faults injected and not cleared
+        self.api_faulty = False  # an API fault is on
+        self.jobs = {}  # job id -> last state seen
+        self.job_nodes = {}  # job id -> its nodes while RUNNING
+        self.nodes = {}
+        self.pods = {}  # uid -> (Slurm node, terminating, Kubernetes node)
+        self.orphan_age = {}  # uid -> seconds of a working API it has been an orphan
+        self.stuck_age = {}  # Slurm node -> calm seconds out of service
+        self.samples = 0
+        self._expand = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+    def violate(self, invariant, what):
+        with self._lock:
+            self.violations[invariant].append(f"{time.strftime('%H:%M:%S')} {what}")
+        print(f"chaos: VIOLATION {invariant}: {what}", flush=True)
+
+    # ---- what the injector asks
+    def expect_pod_loss(self, node):
+        self.expected_loss[node] = now()
+
+    def running_nodes(self) -> set:
+        with self._lock:
+            return {n for nodes in self.job_nodes.values() for n in nodes}
+
+    def slurm_nodes_on(self, host) -> list:
+        with self._lock:
+            return [node for node, _, h in self.pods.values() if h == host]
+
+    # ---- sampling
+    def _loop(self):
+        last = now()
+        while not self._stop.wait(0.5):
+            t = now()
+            try:
+                self.sample(t - last)
+            except Exception as e:  # noqa: BLE001 - a sample lost to a fault is skipped
+                print(f"chaos: sample skipped: {e}", flush=True)
+            last = t
+
+    def hostnames(self, hostlist):
+        if hostlist not in self._expand:
+            self._expand[hostlist] = expand(self.w.rig, hostlist)
+        return self._expand[hostlist]
+
+    def read_jobs(self):
+        out = self.w.rig.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%N"], timeout=20)
+        if out.returncode != 0:
+            return None
+        jobs = {}
+        for line in out.stdout.splitlines():
+            job_id, state, nodelist = line.split("|")
+            jobs[int(job_id)] = (state, nodelist)
+        return jobs
+
+    def sample(self, dt):
+        read_at = now()
+        try:
+            nodes = self.w.rig.nodes()
+        except Exception:  # noqa: BLE001 - slurmctld restarting
+            return
+        jobs = self.read_jobs()
+        pods = self.w.pods()
+        leaders = [i for i, d in self.w.daemons.items()
+                   if d.proc.poll() is None and d.metric("k8sbridge_sync_leader") == 1]
+        if len(leaders) > 1:
+            self.violate("two daemons leading at once", f"{leaders}")
+        self.check_admin_reasons(nodes, read_at)
+        if jobs is not None:
+            running = {}
+            for job_id, (state, nodelist) in jobs.items():
+                self.jobs[job_id] = state
+                if state == "RUNNING":
+                    running[job_id] = self.hostnames(nodelist)
+            previous_running = self.running_nodes()
+            with self._lock:
+                self.job_nodes = running
+        else:
+            previous_running = self.running_nodes()
+        if pods is not None:
+            self.check_pods(pods, nodes, previous_running, dt)
+        self.check_stuck(nodes, dt)
+        self.nodes = nodes
+        self.samples += 1
+
+    def check_admin_reasons(self, nodes, read_at):
+        for node, (reason, set_at) in list(self.admin_reasons.items()):
+            n = nodes.get(node, {})
+            state, have = n.get("State", ""), n.get("Reason", "")
+            if node not in self.admin_reasons or set_at > read_at:
+                continue  # resumed by the driver meanwhile, or set after this read
+            if not have.startswith(reason) or not flags(state) & {"DRAIN", "DOWN"}:
+                self.violate("admin reasons changed or cleared",
+                             f"{node}: {state} reason {have!r}, the admin set {reason!r}")
+                self.admin_reasons.pop(node, None)  # count it once
+
+    def check_pods(self, pods, nodes, previous_running, dt):
+        live = {}
+        seen = {}
+        for p in pods:
+            node = p["metadata"]["labels"].get("k8sbridge.io/node", "")
+            terminating = bool(p["metadata"].get("deletionTimestamp"))
+            seen[p["metadata"]["uid"]] = (node, terminating, p["spec"].get("nodeName"))
+            if not terminating:
+                live.setdefault(node, []).append(p["metadata"]["name"])
+        for node, names in live.items():
+            if len(names) > 1:
+                self.violate("Slurm nodes with two live pods", f"{node}: {names}")
+        for uid, (node, terminating, _) in self.pods.items():
+            gone = uid not in seen or (seen[uid][1] and not terminating)
+            expected = now() - self.expected_loss.get(node, -1e9) < 180
+            if gone and node in previous_running and not expected:
+                self.violate("pods deleted under a running job without a fault",
+                             f"pod of {node} (uid {uid})")
+        with self._lock:
+            self.pods = seen
+        for uid, (node, terminating, _) in seen.items():
+            state = nodes.get(node, {}).get("State", "")
+            orphan = not terminating and (
+                node not in nodes or flags(state) & {"POWERED_DOWN", "POWERING_UP"} == {
+                    "POWERED_DOWN"})
+            if not orphan:
+                self.orphan_age.pop(uid, None)
+                continue
+            if not self.api_faulty:
+                self.orphan_age[uid] = self.orphan_age.get(uid, 0) + dt
+            if self.orphan_age[uid] > ORPHAN_BOUND and self.orphan_age[uid] - dt <= ORPHAN_BOUND:
+                self.violate("orphan pods past the grace", f"pod of {node} ({state})")
+
+    def check_stuck(self, nodes, dt):
+        calm = self.faults_active == 0
+        for name, n in nodes.items():
+            state = n.get("State", "")
+            out = bool(flags(state) & (OUT_OF_SERVICE | {"POWERING_UP"})) and \
+                name not in self.admin_reasons
+            if not out:
+                self.stuck_age.pop(name, None)
+                continue
+            if calm:
+                self.stuck_age[name] = self.stuck_age.get(name, 0) + dt
+            age = self.stuck_age.get(name, 0)
+            if age > STUCK_BOUND and age - dt <= STUCK_BOUND:
+                self.violate("nodes stuck out of service",
+                             f"{name}: {state} reason {n.get('Reason', '')!r}")
+
+    def healthy(self) -> bool:
+        """No node out of service but by an admin, no orphan pod."""
+        for name, n in self.nodes.items():
+            state = n.get("State", "")
+            if name not in self.admin_reasons and flags(state) & OUT_OF_SERVICE:
+                return False
+        return not self.orphan_age
+
+
+# ---- the schedule and the driver ---------------------------------------------------
+
+@dataclass
+class Plan:
+    seed: int = 1
+    jobs: int = 24
+    window: float = 150.0  # seconds over which jobs arrive and faults are injected
+    long_faults: bool = False  # the long run's fault durations (a 60 s outage)
+    repeat: int = 1  # times each fault kind is injected
+    max_nodes: int = 8
+    settle: float = 300.0  # the most the end may wait for jobs and rest
+    # The most the next fault waits for the world to recover from the last one
+    # (whether a node recovers at all is the stuck-node invariant's, over STUCK_BOUND).
+    recovery_wait: float = 45.0
+    kinds: tuple = tuple(FAULTS)  # the fault kinds injected (all of FAULTS by default)
+
+
+class Schedule:
+    """The seeded jobs and faults of a Plan."""
+
+    def __init__(self, plan: Plan, world: World):
+        self.plan = plan
+        self.w = world
+        rng = random.Random(plan.seed)
+        self.rng = rng
+        self.jobs = []
+        for _ in range(plan.jobs):
+            gpu = rng.random() < 0.2
+            size = rng.randint(1, 2 if gpu else plan.max_nodes)
+            short = rng.random() < 0.7
+            self.jobs.append(JobSpec(rng.uniform(0, plan.window), size,
+                                     rng.randint(2, 6) if short else rng.randint(20, 45),
+                                     rng.random() < 0.5, gpu))
+        self.jobs.sort(key=lambda j: j.at)
+        kinds = [k for k in plan.kinds for _ in range(plan.repeat)]
+        rng.shuffle(kinds)
+        step = plan.window / (len(kinds) + 1)
+        self.faults = [Fault(k, step * (i + 1), FAULTS[k][1][1 if plan.long_faults else 0])
+                       for i, k in enumerate(kinds)]
+        self.submitted = {}  # job id -> JobSpec
+        self._lock = threading.Lock()
+
+    def submit_now(self, spec: JobSpec):
+        args = [f"-N{spec.nodes}", "-t", "15", "-o", str(self.w.jobdir / "%j.out")]
+        if spec.requeue:  # the others are requeued by Slurm's default JobRequeue=1
+            args.append("--requeue")
+        if spec.gpu:
+            args += ["-C", "gpu"]
+        if spec.where:
+            args += ["-w", spec.where]
+        for _ in range(60):  # slurmctld may be restarting
+            try:
+                job = self.w.rig.sbatch(JOB_SCRIPT.format(dir=self.w.jobdir,
+                                                          seconds=spec.seconds), args)
+                break
+            except Exception:  # noqa: BLE001
+                time.sleep(1)
+        else:
+            raise RuntimeError("sbatch failed for a minute")
+        with self._lock:
+            self.submitted[job] = spec
+        return job
+
+
+def percentile(values, q):
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
+class Driver:
+    def __init__(self, world: World, plan: Plan):
+        self.w = world
+        self.plan = plan
+        self.schedule = Schedule(plan, world)
+        self.monitor = Monitor(world)
+        self.monitor.schedule = self.schedule
+        self.injector = Injector(world, self.monitor, random.Random(plan.seed + 1))
+        self.done_faults = []
+        self.skipped = []
+        self.stopping = False
+
+    def run(self) -> dict:
+        start = now()
+        self.monitor.start()
+        faults = threading.Thread(target=self.inject_all, args=(start,), daemon=True)
+        try:
+            faults.start()
+            for spec in self.schedule.jobs:  # jobs keep coming while a fault lasts
+                time.sleep(max(0.0, start + spec.at - now()))
+                self.schedule.submit_now(spec)
+            faults.join()
+            self.finish()
+        finally:
+            self.stopping = True
+            faults.join(timeout=120)
+            self.monitor.stop()
+        return self.report(now() - start)
+
+    def inject_all(self, start):
+        """The faults, one at a time, each at its time or when the last one ended."""
+        for f in self.schedule.faults:
+            time.sleep(max(0.0, start + f.at - now()))
+            if self.stopping:
+                return
+            try:
+                self.one_fault(f)
+            except Exception as e:  # noqa: BLE001 - reported, and the run goes on
+                self.skipped.append(f.kind)
+                print(f"chaos: {f.kind} failed: {e}", flush=True)
+
+    def one_fault(self, f: Fault):
+        if not self.injector.inject(f):
+            self.skipped.append(f.kind)
+            return
+        print(f"chaos: {f.kind} on {f.target or '-'} for {f.hold:.0f} s {f.note}", flush=True)
+        self.monitor.faults_active += 1
+        self.monitor.api_faulty = f.kind.startswith(("api-", "watch-"))
+        try:
+            time.sleep(f.hold)
+        finally:
+            self.injector.clear(f)
+            self.monitor.faults_active -= 1
+            self.monitor.api_faulty = False
+        self.done_faults.append(f)
+        # Recovery: the first sample at rest, at least 3 s after the fault (its
+        # effects take a poll or two to show).
+        deadline = now() + self.plan.recovery_wait
+        earliest = max(f.cleared, f.started + 3)
+        while now() < deadline and not self.stopping:
+            if now() >= earliest and self.monitor.healthy():
+                f.recovered = now()
+                break
+            time.sleep(0.25)
+
+    def finish(self):
+        """Waits for every job to end and the world to be at rest."""
+        def jobs_done():
+            states = self.monitor.jobs
+            return all(states.get(j) in FINAL_JOB_STATES for j in self.schedule.submitted)
+        deadline = now() + self.plan.settle
+        while now() < deadline and not jobs_done():
+            time.sleep(1)
+        while now() < deadline and not self.at_rest():
+            time.sleep(1)
+
+    def at_rest(self) -> bool:
+        """Every node IDLE (powered down or up), no pod of ours on a powered-down node."""
+        nodes = self.monitor.nodes
+        if not nodes or not self.monitor.healthy():
+            return False
+        for name, n in nodes.items():
+            if not at_rest(n.get("State", "")):
+                return False
+        pods = self.w.pods() or []
+        return not any("POWERED_DOWN" in flags(nodes.get(p["metadata"]["labels"].get(
+            "k8sbridge.io/node"), {}).get("State", "")) for p in pods)
+
+    def final_checks(self):
+        m = self.monitor
+        for job_id, spec in sorted(self.schedule.submitted.items()):
+            state = m.jobs.get(job_id)
+            if state != "COMPLETED":
+                m.violate("jobs not completed", f"job {job_id} ({spec.nodes} nodes): {state}")
+        double = self.w.jobdir / "double"
+        if double.exists():
+            for line in double.read_text().split("\n"):
+                if line:
+                    m.violate("jobs run twice at once", line)
+        if not self.at_rest():
+            for name, n in m.nodes.items():
+                state = n.get("State", "")
+                if not at_rest(state):
+                    m.violate("nodes stuck out of service",
+                              f"at the end {name}: {state} {n.get('Reason', '')!r}")
+        for identity, d in self.w.daemons.items():
+            for line in unleased_actions(d.log()):
+                m.violate("actions without the lease", f"{identity}: {line}")
+
+    def report(self, seconds) -> dict:
+        self.final_checks()
+        m = self.monitor
+        restarts = 0
+        runs = self.w.jobdir / "runs"
+        if runs.exists():
+            restarts = sum(1 for line in runs.read_text().splitlines()
+                           if line.split()[1] != "0")
+        kinds = {}
+        for f in self.done_faults:
+            k = kinds.setdefault(f.kind, {"count": 0, "recovery": [], "unrecovered": 0})
+            k["count"] += 1
+            if f.recovered:
+                k["recovery"].append(f.recovered - max(f.cleared, f.started))
+            else:
+                k["unrecovered"] += 1
+        for k in kinds.values():
+            k["p50"] = percentile(k["recovery"], 50)
+            k["p99"] = percentile(k["recovery"], 99)
+        return {"seed": self.plan.seed, "seconds": round(seconds),
+                "jobs": len(self.schedule.submitted), "reruns": restarts,
+                "samples": m.samples, "faults": kinds, "skipped": self.skipped,
+                "violations": {k: len(v) for k, v in m.violations.items()},
+                "details": {k: v[:10] for k, v in m.violations.items() if v}}
+
+
+def unleased_actions(log: str) -> list:
+    """Lines of a k8sbridge-sync log (one file over restarts, each start marked by
+    World.start_daemon) where it acted while it did not hold the Lease."""
+    leading = False
+    bad = []
+    for line in log.splitlines():
+        if line.startswith("=== chaos: start"):
+            leading = False
+        elif "leading: holding Lease" in line:
+            leading = True
+        elif "no longer leading" in line:
+            leading = False
+        elif re.search(r": (info|warning): sync: ", line) and not leading:
+            bad.append(line)
+    return bad
+
+
+def format_report(r: dict) -> str:
+    lines = [f"chaos: seed {r['seed']}, {r['seconds']} s, {r['jobs']} jobs "
+             f"({r['reruns']} reruns after requeue), {r['samples']} samples"]
+    lines.append(f"{'fault':<20} {'count':>5} {'recovery p50':>13} {'p99':>8} "
+                 f"{'not in the wait':>16}")
+    for kind, k in sorted(r["faults"].items()):
+        p50 = f"{k['p50']:.1f} s" if k["p50"] is not None else "-"
+        p99 = f"{k['p99']:.1f} s" if k["p99"] is not None else "-"
+        lines.append(f"{kind:<20} {k['count']:>5} {p50:>13} {p99:>8} {k['unrecovered']:>16}")
+    if r["skipped"]:
+        lines.append(f"not injected (no running job's node in 90 s, or failed): "
+                     f"{r['skipped']}")
+    lines.append("invariant violations:")
+    for name, count in r["violations"].items():
+        lines.append(f"  {count:>4}  {name}")
+    for name, details in r["details"].items():
+        lines.append(f"{name}:")
+        lines += [f"    {d}" for d in details]
+    return "\n".join(lines)
+
+
+def run(plan: Plan, log_root=None) -> dict:
+    """One chaos run; returns the report (also printed)."""
+    with World(log_root=log_root) as world:
+        report = Driver(world, plan).run()
+        print(format_report(report), flush=True)
+        report["world"] = world.cluster.describe() if any(report["violations"].values()) else ""
+        return report
