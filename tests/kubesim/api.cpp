@@ -1016,43 +1016,54 @@ ApiResponse Api::List(const ApiRequest& request, const Route& route) {
           "can start a new list without the continue parameter.");
     }
   }
-  ListResult result = store_.List(route.resource, route.ns,
-                                  [&](const rapidjson::Value& v) { return selectors->Matches(v); });
+  // The page starts after the token's key, found in the store's order (one walk
+  // over a large list for all its pages, as etcd serves them).
+  ListPage window;
+  window.limit = limit;
+  if (!after_key.empty()) {
+    window.after = true;
+    const size_t slash = after_key.find('/');
+    window.after_ns = after_key.substr(0, slash);
+    window.after_name = slash == std::string::npos ? "" : after_key.substr(slash + 1);
+  }
+  auto matches = [&](const rapidjson::Value& v) { return selectors->Matches(v); };
+  ListResult result = store_.List(route.resource, route.ns, matches, window);
   if (list_rv == 0)
     list_rv = result.resource_version;
   std::string body = fmt::format(R"({{"kind":"{}","apiVersion":"{}","metadata":{{)",
                                  ListKind(route), GroupVersion(route.group, route.version));
   std::string items;
   std::vector<const rapidjson::Value*> page;
-  size_t emitted = 0;
-  size_t remaining = 0;
   std::string last_key;
   for (const auto& obj : result.items) {
-    std::string key =
-        GetString(*obj, "metadata.namespace") + "/" + GetString(*obj, "metadata.name");
-    if (!after_key.empty() && key <= after_key)
-      continue;
-    if (limit != 0 && emitted == limit) {
-      ++remaining;
-      continue;
-    }
-    if (emitted != 0)
+    if (!items.empty())
       items += ",";
     items += RenderObject(*obj, route.group);
     page.push_back(obj.get());
-    ++emitted;
-    last_key = key;
+    last_key = GetString(*obj, "metadata.namespace") + "/" + GetString(*obj, "metadata.name");
+  }
+  // Like the API server, remainingItemCount only for a list without selectors.
+  size_t remaining = 0;
+  if (result.more && QueryValue(request.query, "labelSelector").empty() &&
+      QueryValue(request.query, "fieldSelector").empty() && route.name.empty()) {
+    ListPage rest;
+    rest.after = true;
+    const size_t slash = last_key.find('/');
+    rest.after_ns = last_key.substr(0, slash);
+    rest.after_name = last_key.substr(slash + 1);
+    remaining = store_.List(route.resource, route.ns, {}, rest).items.size();
   }
   if (WantsTable(request.accept)) {
     return JsonResponse(
         200, RenderTable(route.resource, route.group, page, std::to_string(list_rv),
-                         remaining != 0 ? Hex(fmt::format("{}|{}", list_rv, last_key)) : "", true,
+                         result.more ? Hex(fmt::format("{}|{}", list_rv, last_key)) : "", true,
                          store_.clock().WallNow()));
   }
   body += fmt::format(R"("resourceVersion":"{}")", list_rv);
-  if (remaining != 0) {
-    body += fmt::format(R"(,"continue":"{}","remainingItemCount":{})",
-                        Hex(fmt::format("{}|{}", list_rv, last_key)), remaining);
+  if (result.more) {
+    body += fmt::format(R"(,"continue":"{}")", Hex(fmt::format("{}|{}", list_rv, last_key)));
+    if (remaining != 0)
+      body += fmt::format(R"(,"remainingItemCount":{})", remaining);
   }
   body += "},\"items\":[" + items + "]}";
   return JsonResponse(200, body);
