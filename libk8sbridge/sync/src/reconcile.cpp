@@ -372,6 +372,13 @@ void Reconciler::ResetTimers() {
   powering_up_since_.clear();
 }
 
+bool Reconciler::Waiting() const {
+  if (!since_.empty() || breaker_reasons_)
+    return true;
+  return std::any_of(open_until_.begin(), open_until_.end(),
+                     [&](const auto& group) { return group.second > wall_; });
+}
+
 bool Reconciler::Held(const std::string& key, Clock::Steady::duration grace) {
   held_this_round_.insert(key);
   auto [it, inserted] = since_.emplace(key, now_);
@@ -761,7 +768,10 @@ void Reconciler::PlanPods(const World& world, std::vector<Action>& out) {
 // An open breaker drains its group's powered-down nodes so that Slurm does not
 // resume them; the reason carries the expiry, so the undrain survives a restart.
 void Reconciler::PlanBreakers(const World& world, std::vector<Action>& out) {
+  breaker_reasons_ = false;
   for (const SlurmNode& n : world.slurm) {
+    if (std::string_view(n.reason).starts_with(kBreakerPrefix))
+      breaker_reasons_ = true;  // undone at the expiry in the reason: a matter of time
     if (n.drain && std::string_view(n.reason).starts_with(kBreakerPrefix)) {
       auto when = BreakerUntil(n.reason);
       if (!when || *when <= wall_) {
