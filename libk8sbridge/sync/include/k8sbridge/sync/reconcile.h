@@ -230,6 +230,12 @@ class Reconciler {
   std::map<std::string, Clock::Wall::time_point> open_until_;            // group -> until
   std::map<std::string, Clock::Steady::time_point> powering_up_since_;
   bool breaker_reasons_ = false;  // the last Plan saw a breaker's drain reason
+  // During Plan: the world's Kubernetes nodes, owned pods (by Slurm node) and Slurm
+  // nodes by name, pointing into the World being planned.
+  struct ByName {
+    std::map<std::string, const kube::Object*> nodes, pods;
+    std::map<std::string, const SlurmNode*> slurm;
+  } by_name_;
   std::vector<Clock::Steady::duration> resume_latencies_;
 };
 
