@@ -977,6 +977,19 @@ std::optional<Selectors> ParseSelectors(const ApiRequest& request, const Route& 
   return Selectors{std::move(*labels), std::move(*fields)};
 }
 
+// The page after `key` ("namespace/name" of a continue token; "" = the first page).
+ListPage PageAfter(const std::string& key, size_t limit) {
+  ListPage page;
+  page.limit = limit;
+  if (!key.empty()) {
+    const size_t slash = key.find('/');
+    page.after = true;
+    page.after_ns = key.substr(0, slash);
+    page.after_name = slash == std::string::npos ? "" : key.substr(slash + 1);
+  }
+  return page;
+}
+
 std::string ListKind(const Route& route) {
   const ResourceDef* def = FindDef(route.group, route.version, route.resource);
   return (def != nullptr ? def->kind : std::string("Unknown")) + "List";
@@ -1018,14 +1031,7 @@ ApiResponse Api::List(const ApiRequest& request, const Route& route) {
   }
   // The page starts after the token's key, found in the store's order (one walk
   // over a large list for all its pages, as etcd serves them).
-  ListPage window;
-  window.limit = limit;
-  if (!after_key.empty()) {
-    window.after = true;
-    const size_t slash = after_key.find('/');
-    window.after_ns = after_key.substr(0, slash);
-    window.after_name = slash == std::string::npos ? "" : after_key.substr(slash + 1);
-  }
+  const ListPage window = PageAfter(after_key, limit);
   auto matches = [&](const rapidjson::Value& v) { return selectors->Matches(v); };
   ListResult result = store_.List(route.resource, route.ns, matches, window);
   if (list_rv == 0)
@@ -1046,12 +1052,7 @@ ApiResponse Api::List(const ApiRequest& request, const Route& route) {
   size_t remaining = 0;
   if (result.more && QueryValue(request.query, "labelSelector").empty() &&
       QueryValue(request.query, "fieldSelector").empty() && route.name.empty()) {
-    ListPage rest;
-    rest.after = true;
-    const size_t slash = last_key.find('/');
-    rest.after_ns = last_key.substr(0, slash);
-    rest.after_name = last_key.substr(slash + 1);
-    remaining = store_.List(route.resource, route.ns, {}, rest).items.size();
+    remaining = store_.List(route.resource, route.ns, {}, PageAfter(last_key, 0)).items.size();
   }
   if (WantsTable(request.accept)) {
     return JsonResponse(
