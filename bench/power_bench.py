@@ -74,7 +74,7 @@ import json, os, sys, time
 start = time.monotonic()
 pid = os.fork()
 if pid == 0:
-    os.execv(sys.argv[2], sys.argv[2:])
+    os.execvp(sys.argv[2], sys.argv[2:])
 _, status, ru = os.wait4(pid, 0)
 wall = time.monotonic() - start
 with open(sys.argv[1], "w") as f:
@@ -98,11 +98,13 @@ def run_measured(argv, env):
     return wall, cpu, rss, text
 
 
-def live_pods(sim):
+def live_pods(sim, names=None):
+    """The pods not being deleted; with `names`, only those of these names."""
     status, _, body = sim.request("GET", "/api/v1/namespaces/default/pods", timeout=120)
     if status != 200:
         raise SystemExit(f"listing pods: {status} {body}")
-    return [p for p in body["items"] if not p["metadata"].get("deletionTimestamp")]
+    return [p for p in body["items"] if not p["metadata"].get("deletionTimestamp")
+            and (names is None or p["metadata"]["name"] in names)]
 
 
 def take_counts(sim):
@@ -117,14 +119,15 @@ def per_node(counts, n):
                      for (verb, resource), count in sorted(counts.items())) or "none"
 
 
-def one_round(sim, n, hostlist, power_argv, kubectl, env, d):
+def one_round(sim, n, hostlist, power_argv, kubectl, env, d, names=None):
     """k8sbridge-power resume and suspend, then kubectl create and delete of the same
-    pods; returns {step: ((wall, cpu, rss, output), {(verb, resource): count})}."""
+    pods; returns {step: ((wall, cpu, rss, output), {(verb, resource): count})}.
+    `names`: the pods of hostlist, when other pods exist beside them (bench/scale.py)."""
     take_counts(sim)
     resume = run_measured(power_argv + ["resume", hostlist],
                           dict(env, SLURM_RESUME_FILE=str(d / "resume.json")))
     resume_counts = take_counts(sim)
-    pods = live_pods(sim)
+    pods = live_pods(sim, names)
     if len(pods) != n:
         raise SystemExit(f"after resume {len(pods)} pods exist, expected {n}")
     sample = next(p for p in pods if p["metadata"]["name"] == "w-0")
@@ -142,18 +145,18 @@ def one_round(sim, n, hostlist, power_argv, kubectl, env, d):
     take_counts(sim)
     suspend = run_measured(power_argv + ["suspend", hostlist], env)
     suspend_counts = take_counts(sim)
-    left = len(live_pods(sim))
+    left = len(live_pods(sim, names))
     if left != 0:
         raise SystemExit(f"after suspend {left} pods are left")
 
     take_counts(sim)
     create = run_measured(kubectl + ["create", "--validate=false", "-f", str(manifest)], env)
     create_counts = take_counts(sim)
-    created = len(live_pods(sim))
+    created = len(live_pods(sim, names))
     take_counts(sim)
     delete = run_measured(kubectl + ["delete", "--wait=false", "-f", str(manifest)], env)
     delete_counts = take_counts(sim)
-    left_kubectl = len(live_pods(sim))
+    left_kubectl = len(live_pods(sim, names))
     if created != n or left_kubectl != 0:
         raise SystemExit(f"kubectl created {created} of {n} pods, left {left_kubectl}")
     return {"resume": (resume, resume_counts), "suspend": (suspend, suspend_counts),
