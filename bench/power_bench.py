@@ -85,7 +85,7 @@ import json, os, sys, time
 start = time.monotonic()
 pid = os.fork()
 if pid == 0:
-    os.execv(sys.argv[2], sys.argv[2:])
+    os.execvp(sys.argv[2], sys.argv[2:])
 _, status, ru = os.wait4(pid, 0)
 wall = time.monotonic() - start
 with open(sys.argv[1], "w") as f:
@@ -109,11 +109,13 @@ def run_measured(argv, env):
     return wall, cpu, rss, text
 
 
-def live_pods(sim):
+def live_pods(sim, names=None):
+    """The pods not being deleted; with `names`, only those of these names."""
     status, _, body = sim.request("GET", "/api/v1/namespaces/default/pods", timeout=120)
     if status != 200:
         raise SystemExit(f"listing pods: {status} {body}")
-    return [p for p in body["items"] if not p["metadata"].get("deletionTimestamp")]
+    return [p for p in body["items"] if not p["metadata"].get("deletionTimestamp")
+            and (names is None or p["metadata"]["name"] in names)]
 
 
 class Meter:
@@ -175,16 +177,17 @@ def floor_create(sim, pods, concurrency, env, d):
     return measured
 
 
-def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency):
+def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency, names=None):
     """k8sbridge-power resume and suspend, wrk's create of the same pods (the floor),
     then kubectl create and delete of them; returns {step: ((wall, cpu, rss,
-    output), {(verb, resource): count}, connections, kubesim's CPU s)}."""
+    output), {(verb, resource): count}, connections, kubesim's CPU s)}.
+    `names`: the pods of hostlist, when other pods exist beside them (bench/scale.py)."""
     sim = meter.sim
     meter.take()
     resume = run_measured(power_argv + ["resume", hostlist],
                           dict(env, SLURM_RESUME_FILE=str(d / "resume.json")))
     resume_counts = meter.take()
-    pods = live_pods(sim)
+    pods = live_pods(sim, names)
     if len(pods) != n:
         raise SystemExit(f"after resume {len(pods)} pods exist, expected {n}")
     sample = next(p for p in pods if p["metadata"]["name"] == "w-0")
@@ -202,7 +205,7 @@ def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency):
     meter.take()
     suspend = run_measured(power_argv + ["suspend", hostlist], env)
     suspend_counts = meter.take()
-    left = len(live_pods(sim))
+    left = len(live_pods(sim, names))
     if left != 0:
         raise SystemExit(f"after suspend {left} pods are left")
 
@@ -210,20 +213,23 @@ def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency):
     meter.take()
     floor = floor_create(sim, pods, concurrency, env, d)
     floor_counts = meter.take()
-    if len(live_pods(sim)) != n:
-        raise SystemExit(f"after wrk {len(live_pods(sim))} pods exist, expected {n}")
-    status, _, body = sim.request("DELETE", "/api/v1/namespaces/default/pods", timeout=120)
-    if status != 200 or live_pods(sim):
+    if len(live_pods(sim, names)) != n:
+        raise SystemExit(f"after wrk {len(live_pods(sim, names))} pods exist, expected {n}")
+    # Only the measured job's pods (bench/scale.py keeps a full cluster beside them).
+    status, _, body = sim.request(
+        "DELETE", f"/api/v1/namespaces/default/pods?labelSelector=k8sbridge.io/job%3D{JOB_ID}",
+        timeout=120)
+    if status != 200 or live_pods(sim, names):
         raise SystemExit(f"deleting wrk's pods: {status} {str(body)[:300]}")
 
     meter.take()
     create = run_measured(kubectl + ["create", "--validate=false", "-f", str(manifest)], env)
     create_counts = meter.take()
-    created = len(live_pods(sim))
+    created = len(live_pods(sim, names))
     meter.take()
     delete = run_measured(kubectl + ["delete", "--wait=false", "-f", str(manifest)], env)
     delete_counts = meter.take()
-    left_kubectl = len(live_pods(sim))
+    left_kubectl = len(live_pods(sim, names))
     if created != n or left_kubectl != 0:
         raise SystemExit(f"kubectl created {created} of {n} pods, left {left_kubectl}")
 

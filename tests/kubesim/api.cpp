@@ -977,6 +977,19 @@ std::optional<Selectors> ParseSelectors(const ApiRequest& request, const Route& 
   return Selectors{std::move(*labels), std::move(*fields)};
 }
 
+// The page after `key` ("namespace/name" of a continue token; "" = the first page).
+ListPage PageAfter(const std::string& key, size_t limit) {
+  ListPage page;
+  page.limit = limit;
+  if (!key.empty()) {
+    const size_t slash = key.find('/');
+    page.after = true;
+    page.after_ns = key.substr(0, slash);
+    page.after_name = slash == std::string::npos ? "" : key.substr(slash + 1);
+  }
+  return page;
+}
+
 std::string ListKind(const Route& route) {
   const ResourceDef* def = FindDef(route.group, route.version, route.resource);
   return (def != nullptr ? def->kind : std::string("Unknown")) + "List";
@@ -1016,43 +1029,42 @@ ApiResponse Api::List(const ApiRequest& request, const Route& route) {
           "can start a new list without the continue parameter.");
     }
   }
-  ListResult result = store_.List(route.resource, route.ns,
-                                  [&](const rapidjson::Value& v) { return selectors->Matches(v); });
+  // The page starts after the token's key, found in the store's order (one walk
+  // over a large list for all its pages, as etcd serves them).
+  const ListPage window = PageAfter(after_key, limit);
+  auto matches = [&](const rapidjson::Value& v) { return selectors->Matches(v); };
+  ListResult result = store_.List(route.resource, route.ns, matches, window);
   if (list_rv == 0)
     list_rv = result.resource_version;
   std::string body = fmt::format(R"({{"kind":"{}","apiVersion":"{}","metadata":{{)",
                                  ListKind(route), GroupVersion(route.group, route.version));
   std::string items;
   std::vector<const rapidjson::Value*> page;
-  size_t emitted = 0;
-  size_t remaining = 0;
   std::string last_key;
   for (const auto& obj : result.items) {
-    std::string key =
-        GetString(*obj, "metadata.namespace") + "/" + GetString(*obj, "metadata.name");
-    if (!after_key.empty() && key <= after_key)
-      continue;
-    if (limit != 0 && emitted == limit) {
-      ++remaining;
-      continue;
-    }
-    if (emitted != 0)
+    if (!items.empty())
       items += ",";
     items += RenderObject(*obj, route.group);
     page.push_back(obj.get());
-    ++emitted;
-    last_key = key;
+    last_key = GetString(*obj, "metadata.namespace") + "/" + GetString(*obj, "metadata.name");
+  }
+  // Like the API server, remainingItemCount only for a list without selectors.
+  size_t remaining = 0;
+  if (result.more && QueryValue(request.query, "labelSelector").empty() &&
+      QueryValue(request.query, "fieldSelector").empty() && route.name.empty()) {
+    remaining = store_.List(route.resource, route.ns, {}, PageAfter(last_key, 0)).items.size();
   }
   if (WantsTable(request.accept)) {
     return JsonResponse(
         200, RenderTable(route.resource, route.group, page, std::to_string(list_rv),
-                         remaining != 0 ? Hex(fmt::format("{}|{}", list_rv, last_key)) : "", true,
+                         result.more ? Hex(fmt::format("{}|{}", list_rv, last_key)) : "", true,
                          store_.clock().WallNow()));
   }
   body += fmt::format(R"("resourceVersion":"{}")", list_rv);
-  if (remaining != 0) {
-    body += fmt::format(R"(,"continue":"{}","remainingItemCount":{})",
-                        Hex(fmt::format("{}|{}", list_rv, last_key)), remaining);
+  if (result.more) {
+    body += fmt::format(R"(,"continue":"{}")", Hex(fmt::format("{}|{}", list_rv, last_key)));
+    if (remaining != 0)
+      body += fmt::format(R"(,"remainingItemCount":{})", remaining);
   }
   body += "},\"items\":[" + items + "]}";
   return JsonResponse(200, body);

@@ -255,16 +255,22 @@ Result<ObjectPtr> Store::Get(const std::string& resource, const std::string& ns,
 }
 
 ListResult Store::List(const std::string& resource, const std::string& ns,
-                       const std::function<bool(const rapidjson::Value&)>& filter) const {
+                       const std::function<bool(const rapidjson::Value&)>& filter,
+                       const ListPage& page) const {
   std::lock_guard lock(mu_);
   ListResult result;
   result.resource_version = resource_version_;
-  auto it = objects_.lower_bound(Key{resource, ns, ""});
+  auto it = page.after ? objects_.upper_bound(Key{resource, page.after_ns, page.after_name})
+                       : objects_.lower_bound(Key{resource, ns, ""});
   for (; it != objects_.end() && std::get<0>(it->first) == resource; ++it) {
     if (!ns.empty() && std::get<1>(it->first) != ns)
       break;
     if (filter && !filter(*it->second))
       continue;
+    if (page.limit != 0 && result.items.size() == page.limit) {
+      result.more = true;
+      break;
+    }
     result.items.push_back(it->second);
   }
   return result;

@@ -87,6 +87,14 @@ struct DeleteResult {
 struct ListResult {
   std::vector<ObjectPtr> items;  // sorted by (namespace, name)
   uint64_t resource_version = 0;
+  bool more = false;  // with a limit: more matching objects follow the last item
+};
+
+// Where a page of a list starts and how long it is (Store::List).
+struct ListPage {
+  std::string after_ns, after_name;  // the last object of the previous page; "" = first page
+  bool after = false;                // whether after_ns/after_name are set
+  size_t limit = 0;                  // 0 = no limit
 };
 
 // While one lives on a thread, that thread's writes to any Store are computed (checks,
@@ -142,9 +150,12 @@ class Store {
                         const std::string& name) const;
 
   // `ns` "" lists all namespaces. `filter` (optional) sees each object; keep it cheap,
-  // it runs under the lock.
+  // it runs under the lock. `page`: only the objects after page.after, at most
+  // page.limit of them, found from that key on (as etcd reads a page), so that
+  // paging through a large list costs one walk over it, not one per page.
   ListResult List(const std::string& resource, const std::string& ns,
-                  const std::function<bool(const rapidjson::Value&)>& filter = {}) const;
+                  const std::function<bool(const rapidjson::Value&)>& filter = {},
+                  const ListPage& page = {}) const;
 
   // Fills metadata.uid, creationTimestamp, resourceVersion, namespace (namespaced
   // kinds), a name from metadata.generateName, and for pods status.phase=Pending.

@@ -3,6 +3,9 @@
 #include <cmath>
 #include <map>
 
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
 #include <fmt/format.h>
 
 #include "k8sbridge/contract.h"
@@ -118,40 +121,89 @@ bool NodeMatches(const Value& pod, const std::map<std::string, std::string>& lab
   return false;
 }
 
+// The JSON of what decides which nodes `pod` may go to: its nodeSelector and its
+// required node affinity. Pods with the same key match the same nodes.
+std::string PlacementKey(const Value& pod) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  const Value* spec = Member(&pod, "spec");
+  writer.StartArray();
+  for (const Value* v :
+       {Member(spec, "nodeSelector"), Member(Member(Member(spec, "affinity"), "nodeAffinity"),
+                                             "requiredDuringSchedulingIgnoredDuringExecution")}) {
+    if (v)
+      v->Accept(writer);
+    else
+      writer.Null();
+  }
+  writer.EndArray();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
 }  // namespace
 
-Status FeaturePlacementPossible(std::string_view gpu_resource, const kube::Object& pod,
-                                const std::vector<kube::Object>& nodes,
-                                const std::vector<kube::Object>& pods) {
-  const double wanted = GpuRequest(pod.json(), gpu_resource);
-  std::map<std::string, double> used;  // GPUs requested by pods bound to each node
+PlacementIndex::PlacementIndex(std::string_view gpu_resource,
+                               const std::vector<kube::Object>& nodes,
+                               const std::vector<kube::Object>& pods)
+    : gpu_resource_(gpu_resource) {
   for (const kube::Object& p : pods) {
     const std::string phase = kube::pod::Phase(p);
-    const std::string bound = kube::pod::NodeName(p);
+    std::string bound = kube::pod::NodeName(p);
     if (bound.empty() || phase == "Succeeded" || phase == "Failed")
       continue;
-    if (p.Name() == pod.Name() && p.Namespace() == pod.Namespace())
-      continue;  // the node's own pod, already there: its GPUs are its own
-    used[bound] += GpuRequest(p.json(), gpu_resource);
+    const double gpus = GpuRequest(p.json(), gpu_resource_);
+    used_[bound] += gpus;
+    uses_.insert_or_assign(p.Namespace() + "/" + p.Name(), PodUse{std::move(bound), gpus});
   }
-  int labelled = 0, ready = 0;
+  nodes_.reserve(nodes.size());
   for (const kube::Object& n : nodes) {
-    if (!NodeMatches(pod.json(), n.Labels()))
-      continue;
-    ++labelled;
-    if (!Ready(n.json()) || n.Bool("/spec/unschedulable").value_or(false))
+    NodeInfo info{n.Name(), n.Labels()};
+    info.schedulable = Ready(n.json()) && !n.Bool("/spec/unschedulable").value_or(false);
+    info.allocatable =
+        Quantity(Member(Member(Member(&n.json(), "status"), "allocatable"), gpu_resource_.c_str()));
+    nodes_.push_back(std::move(info));
+  }
+}
+
+const std::vector<size_t>& PlacementIndex::Matching(const kube::Object& pod) const {
+  const std::string key = PlacementKey(pod.json());
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = matching_.find(key); it != matching_.end())
+      return it->second;
+  }
+  std::vector<size_t> matching;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (NodeMatches(pod.json(), nodes_[i].labels))
+      matching.push_back(i);
+  }
+  std::lock_guard lock(mu_);
+  return matching_.try_emplace(key, std::move(matching)).first->second;
+}
+
+Status PlacementIndex::Check(const kube::Object& pod) const {
+  const double wanted = GpuRequest(pod.json(), gpu_resource_);
+  // The node's own pod, already there: its GPUs are its own.
+  const PodUse* own = nullptr;
+  if (auto it = uses_.find(pod.Namespace() + "/" + pod.Name()); it != uses_.end())
+    own = &it->second;
+  const std::vector<size_t>& matching = Matching(pod);
+  int ready = 0;
+  for (size_t i : matching) {
+    const NodeInfo& n = nodes_[i];
+    if (!n.schedulable)
       continue;
     ++ready;
     if (wanted <= 0)
       return Status::Ok();
-    const std::string key(gpu_resource);
-    const double allocatable =
-        Quantity(Member(Member(Member(&n.json(), "status"), "allocatable"), key.c_str()));
-    if (allocatable - used[n.Name()] >= wanted)
+    double used = 0;
+    if (auto u = used_.find(n.name); u != used_.end())
+      used = u->second - (own && own->node == n.name ? own->gpus : 0);
+    if (n.allocatable - used >= wanted)
       return Status::Ok();
   }
   const std::string features = pod.Annotations()[std::string(contract::kFeaturesAnnotation)];
-  if (labelled == 0) {
+  if (matching.empty()) {
     return Status::Unavailable(
         fmt::format("no Kubernetes node offers features [{}]: none has the labels their Feature= "
                     "selectors ask for",
@@ -161,20 +213,27 @@ Status FeaturePlacementPossible(std::string_view gpu_resource, const kube::Objec
     return Status::Unavailable(fmt::format(
         "no Kubernetes node offers features [{}]: {} have the labels, none is Ready and "
         "schedulable",
-        features, labelled));
+        features, matching.size()));
   }
   return Status::Unavailable(
       fmt::format("no Kubernetes node offers features [{}]: {} have the labels, none has {} {} "
                   "free",
-                  features, labelled, wanted, gpu_resource));
+                  features, matching.size(), wanted, gpu_resource_));
 }
 
-const Result<std::pair<std::vector<kube::Object>, std::vector<kube::Object>>>&
-PlacementSnapshot::Get(kube::Client& client, std::string_view ns, std::string_view cluster) {
+Status FeaturePlacementPossible(std::string_view gpu_resource, const kube::Object& pod,
+                                const std::vector<kube::Object>& nodes,
+                                const std::vector<kube::Object>& pods) {
+  return PlacementIndex(gpu_resource, nodes, pods).Check(pod);
+}
+
+const Result<std::shared_ptr<const PlacementIndex>>& PlacementSnapshot::Get(
+    kube::Client& client, std::string_view ns, std::string_view cluster,
+    std::string_view gpu_resource) {
   std::call_once(once_, [&] {
     auto nodes = client.List(kube::kNodes, "");
     if (!nodes.ok()) {
-      lists_ = nodes.status();
+      index_ = nodes.status();
       return;
     }
     // Only this cluster's worker pods, in Namespace=: what the shipped RBAC grants,
@@ -185,12 +244,13 @@ PlacementSnapshot::Get(kube::Client& client, std::string_view ns, std::string_vi
     options.label_selector = OwnedPodsSelector(cluster);
     auto pods = client.List(kube::kPods, ns, options);
     if (!pods.ok()) {
-      lists_ = pods.status();
+      index_ = pods.status();
       return;
     }
-    lists_ = std::make_pair(std::move(nodes->items), std::move(pods->items));
+    index_ = std::shared_ptr<const PlacementIndex>(
+        std::make_shared<PlacementIndex>(gpu_resource, nodes->items, pods->items));
   });
-  return lists_;
+  return index_;
 }
 
 Status CheckFeaturePlacement(const PowerContext& ctx, PlacementSnapshot& snapshot,
@@ -198,17 +258,17 @@ Status CheckFeaturePlacement(const PowerContext& ctx, PlacementSnapshot& snapsho
   auto annotations = pod.Annotations();
   if (annotations.find(std::string(contract::kFeaturesAnnotation)) == annotations.end())
     return Status::Ok();
-  const auto& lists =
-      snapshot.Get(ctx.client, ctx.setup.config.kube.namespace_, ctx.setup.config.cluster_name);
-  if (!lists.ok()) {
+  const auto& index =
+      snapshot.Get(ctx.client, ctx.setup.config.kube.namespace_, ctx.setup.config.cluster_name,
+                   ctx.setup.config.power.gpu_resource);
+  if (!index.ok()) {
     ctx.log.Warning(
         "node {}: cannot list Kubernetes nodes and pods to check the features' placement ({}); "
         "creating the pod and leaving the choice to Kubernetes' scheduler",
-        node, lists.status().message());
+        node, index.status().message());
     return Status::Ok();
   }
-  return FeaturePlacementPossible(ctx.setup.config.power.gpu_resource, pod, lists->first,
-                                  lists->second);
+  return (*index)->Check(pod);
 }
 
 }  // namespace k8sbridge::power

@@ -319,6 +319,7 @@ CreateResult CreatePod(const PowerContext& ctx, Steady::time_point deadline,
 struct ResumeCall {
   PlacementSnapshot placement;
   SharedMungeCredential munge;
+  std::map<std::string, std::vector<const ResumeJob*>, std::less<>> jobs;  // JobsByNode
 };
 
 NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_point deadline,
@@ -339,7 +340,8 @@ NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_p
 
   WorkerPodRequest pod_request;
   pod_request.node = node;
-  pod_request.jobs = request.JobsOf(node);
+  if (auto jobs = call.jobs.find(node); jobs != call.jobs.end())
+    pod_request.jobs = jobs->second;
   pod_request.annotations = request.pod_annotations;
   if (!group->gpus) {
     auto live = ctx.slurm.LoadNode(node);
@@ -496,6 +498,7 @@ PowerReport DeleteEachNodesPods(const PowerContext& ctx, const std::vector<std::
 PowerReport Resume(const PowerContext& ctx, const std::vector<std::string>& nodes,
                    const ResumeRequest& request) {
   ResumeCall call;
+  call.jobs = request.JobsByNode();
   return ForEachNode(ctx, nodes, [&](Steady::time_point deadline, const std::string& node) {
     return ResumeNode(ctx, call, deadline, node, request);
   });

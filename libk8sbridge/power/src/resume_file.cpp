@@ -139,6 +139,19 @@ std::vector<const ResumeJob*> ResumeRequest::JobsOf(std::string_view node) const
   return out;
 }
 
+std::map<std::string, std::vector<const ResumeJob*>, std::less<>> ResumeRequest::JobsByNode()
+    const {
+  std::map<std::string, std::vector<const ResumeJob*>, std::less<>> out;
+  for (const ResumeJob& job : jobs) {
+    for (const std::string& n : job.nodes_alloc) {
+      auto& of_node = out[n];
+      if (of_node.empty() || of_node.back() != &job)  // a node listed twice counts once
+        of_node.push_back(&job);
+    }
+  }
+  return out;
+}
+
 Result<ResumeRequest> ParseResumeFile(std::string_view json, std::string_view source,
                                       const Hostlists& hostlists) {
   rapidjson::Document doc;

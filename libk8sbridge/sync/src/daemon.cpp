@@ -225,9 +225,11 @@ void Wakeup::Wake() {
   cv_.notify_one();
 }
 
-bool Wakeup::Wait(Clock::Steady::duration timeout, const std::atomic<bool>& stop) {
+bool Wakeup::Wait(Clock::Steady::duration timeout, const std::atomic<bool>& stop, bool* woken) {
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, timeout, [&] { return woken_ || stop.load(); });
+  if (woken)
+    *woken = woken_;
   woken_ = false;
   return !stop.load();
 }
@@ -283,20 +285,29 @@ void Daemon::ReportGate(const GateState& gate) {
   last_gate_ = gate;
 }
 
-GateState Daemon::RunPass() {
-  const auto started = clock_.Now();
-  SlurmSnapshot snap;
+GateState Daemon::CheckGate(Clock::Steady::time_point now, SlurmSnapshot& snap, bool with_nodes) {
   {
     std::lock_guard lock(snapshot_mu_);
-    snap = snapshot_;
+    snap.status = snapshot_.status;
+    snap.when = snapshot_.when;
+    if (with_nodes)
+      snap.nodes = snapshot_.nodes;
   }
   const KubeHealth kube = parts_.kube.Health();
   const bool leader = parts_.is_leader();
-  const GateState gate = EvaluateGate(snap, started, slurm_max_age_, kube, leader);
-  const bool slurm_ok = SlurmFresh(snap, started, slurm_max_age_);
-  parts_.metrics.Fresh("slurm", slurm_ok);
+  parts_.metrics.Fresh("slurm", SlurmFresh(snap, now, slurm_max_age_));
   parts_.metrics.Fresh("kubernetes", kube.ok());
   parts_.metrics.Leader(leader);
+  return EvaluateGate(snap, now, slurm_max_age_, kube, leader);
+}
+
+GateState Daemon::RunPass() {
+  const auto started = clock_.Now();
+  last_full_ = started;
+  last_actions_ = 0;
+  SlurmSnapshot snap;
+  const GateState gate = CheckGate(started, snap, true);
+  const bool slurm_ok = SlurmFresh(snap, started, slurm_max_age_);
   World world;
   if (slurm_ok)
     world.slurm = std::move(snap.nodes);
@@ -314,9 +325,23 @@ GateState Daemon::RunPass() {
   return gate;
 }
 
-void Daemon::RefreshTemplates() {
+GateState Daemon::Tick(bool changed) {
+  const auto now = clock_.Now();
+  const bool reloaded = RefreshTemplates();
+  if (changed || reloaded || last_actions_ > 0 || now - last_full_ >= kQuietPassEvery ||
+      reconciler_.Waiting())
+    return RunPass();
+  SlurmSnapshot snap;
+  const GateState gate = CheckGate(now, snap, false);
+  if (gate != last_gate_)
+    return RunPass();
+  ReportGate(gate);
+  return gate;
+}
+
+bool Daemon::RefreshTemplates() {
   if (!setup_)
-    return;
+    return false;
   std::string stamp;
   for (const auto& [group, tmpl] : setup_->templates) {
     struct stat st {};
@@ -326,16 +351,16 @@ void Daemon::RefreshTemplates() {
                  : tmpl.file + ":missing;";
   }
   if (stamp == templates_stamp_)
-    return;
+    return false;
   const bool first = templates_stamp_.empty();
   templates_stamp_ = stamp;  // a broken file is reported once per change, not every pass
   if (first)
-    return;  // the constructor's templates are these files
+    return false;  // the constructor's templates are these files
   auto loaded = power::LoadPowerSetup(config_);
   if (!loaded.ok()) {
     parts_.log.Error("pod templates not reloaded (rollouts keep the last good ones): {}",
                      loaded.status().message());
-    return;
+    return false;
   }
   for (const auto& [group, tmpl] : loaded->templates) {
     if (setup_->templates.at(group).hash != tmpl.hash)
@@ -344,12 +369,14 @@ void Daemon::RefreshTemplates() {
   }
   *setup_ = std::move(*loaded);
   reconciler_.SetTemplateHashes(ReconcileOptions::From(config_, setup_.get()).template_hashes);
+  return true;
 }
 
 void Daemon::Act(const World& world, Clock::Steady::time_point started) {
   RefreshTemplates();
   const auto wall = clock_.WallNow();
   auto actions = reconciler_.Plan(world, started, wall);
+  last_actions_ = actions.size();
   pass_started_.store(started.time_since_epoch().count());
   PassResult done = executor_.ExecutePass(
       actions, MaxDestructive(config_.sync.max_actions_per_pass, world.slurm.size()),
@@ -377,8 +404,9 @@ void Daemon::Run(const std::atomic<bool>& stop) {
   // never holds up acting on a Kubernetes change; passes act on the latest answer
   // while it is recent enough.
   std::thread slurm_thread([&]() { PollSlurmUntil(stop); });
-  while (parts_.wakeup.Wait(config_.sync.poll_interval, stop))
-    RunPass();
+  bool changed = true;
+  while (parts_.wakeup.Wait(config_.sync.poll_interval, stop, &changed))
+    Tick(changed);
   parts_.log.Info("stopping");
   slurm_thread.join();
 }

@@ -41,9 +41,9 @@ bool IsStranded(const kube::Object& pod, const std::map<std::string, const kube:
 // pod stuck on a lost node): its pod is the one that is not being deleted, else one
 // being deleted that is not stranded, the newest first. An old pod that terminates
 // beside a live replacement is so never read as the node's failure.
-std::map<std::string, const kube::Object*> OwnedPodsByNode(const World& world,
-                                                           const std::string& cluster) {
-  const auto nodes = NodesByName(world);
+std::map<std::string, const kube::Object*> OwnedPodsByNode(
+    const World& world, const std::string& cluster,
+    const std::map<std::string, const kube::Object*>& nodes) {
   auto rank = [&](const kube::Object& p) {
     return p.IsBeingDeleted() ? (IsStranded(p, nodes) ? 0 : 1) : 2;
   };
@@ -373,6 +373,13 @@ void Reconciler::ResetTimers() {
   powering_up_since_.clear();
 }
 
+bool Reconciler::Waiting() const {
+  if (!since_.empty() || breaker_reasons_)
+    return true;
+  return std::any_of(open_until_.begin(), open_until_.end(),
+                     [&](const auto& group) { return group.second > wall_; });
+}
+
 bool Reconciler::Held(const std::string& key, Clock::Steady::duration grace) {
   held_this_round_.insert(key);
   auto [it, inserted] = since_.emplace(key, now_);
@@ -402,10 +409,8 @@ void Reconciler::PlanFeatures(const World& world, std::vector<Action>& out) {
   const conf::BridgeConfig* config = options_.config;
   if (config == nullptr || (config->features.empty() && config->node_features.label_prefix.empty()))
     return;
-  std::map<std::string, const kube::Object*, std::less<>> k8s_nodes;
-  for (const kube::Object& n : world.nodes)
-    k8s_nodes[n.Name()] = &n;
-  const auto pods = OwnedPodsByNode(world, options_.cluster);
+  const auto& k8s_nodes = by_name_.nodes;
+  const auto& pods = by_name_.pods;
   for (const SlurmNode& n : world.slurm) {
     if (n.Down() || n.powered_down || n.powering_up || n.powering_down || n.power_down)
       continue;
@@ -447,6 +452,11 @@ std::vector<Action> Reconciler::Plan(const World& world, Clock::Steady::time_poi
   now_ = now;
   wall_ = wall;
   held_this_round_.clear();
+  // Each rule looks nodes and pods up by name: the maps are made once per pass (at
+  // 10,000 nodes, making them for each rule cost more than the rules).
+  by_name_.nodes = NodesByName(world);
+  by_name_.pods = OwnedPodsByNode(world, options_.cluster, by_name_.nodes);
+  by_name_.slurm = SlurmByName(world);
   std::vector<Action> out;
   PlanSlurmToKube(world, out);
   PlanKubeToSlurm(world, out);
@@ -476,6 +486,7 @@ std::vector<Action> Reconciler::Plan(const World& world, Clock::Steady::time_poi
   for (auto it = powering_up_since_.begin(); it != powering_up_since_.end();) {
     it = up.count(it->first) ? std::next(it) : powering_up_since_.erase(it);
   }
+  by_name_ = {};  // they point into `world`
   return out;
 }
 
@@ -592,9 +603,9 @@ void PlanCordons(const World& world, HardwareDrains& drains, const std::string& 
 }  // namespace
 
 void Reconciler::PlanSlurmToKube(const World& world, std::vector<Action>& out) {
-  const auto pods = OwnedPodsByNode(world, options_.cluster);
+  const auto& pods = by_name_.pods;
   PlanDrainMirrors(world, pods, out);
-  HardwareDrains drains = HardwareDrainsByHost(world, pods, SlurmByName(world), hardware_);
+  HardwareDrains drains = HardwareDrainsByHost(world, pods, by_name_.slurm, hardware_);
   PlanCordons(world, drains, options_.cluster, out);
 }
 
@@ -602,8 +613,8 @@ void Reconciler::PlanSlurmToKube(const World& world, std::vector<Action>& out) {
 // are undone when their cause is gone.
 void Reconciler::PlanKubeToSlurm(const World& world, std::vector<Action>& out) {
   const std::string& cluster = options_.cluster;
-  const auto nodes = NodesByName(world);
-  const auto pods = OwnedPodsByNode(world, cluster);
+  const auto& nodes = by_name_.nodes;
+  const auto& pods = by_name_.pods;
   for (const SlurmNode& n : world.slurm) {
     if (n.drain) {
       std::string host = TroubleNodeOf(n.reason);
@@ -644,7 +655,7 @@ void Reconciler::PlanKubeToSlurm(const World& world, std::vector<Action>& out) {
 void Reconciler::PlanOrphans(const World& world,
                              const std::map<std::string, const SlurmNode*>& slurm,
                              std::vector<Action>& out) {
-  const auto current = OwnedPodsByNode(world, options_.cluster);
+  const auto& current = by_name_.pods;
   for (const kube::Object& p : world.pods) {
     const kube::Object* pod = &p;
     const std::string name = power::SlurmNodeOf(p);
@@ -743,9 +754,9 @@ bool Reconciler::PodRulesApply(const SlurmNode& n) const {
 // Pods against their Slurm nodes: lost Kubernetes nodes, failures, losses,
 // unschedulable pods, orphans.
 void Reconciler::PlanPods(const World& world, std::vector<Action>& out) {
-  const auto pods = OwnedPodsByNode(world, options_.cluster);
-  const auto nodes = NodesByName(world);
-  PlanOrphans(world, SlurmByName(world), out);
+  const auto& pods = by_name_.pods;
+  const auto& nodes = by_name_.nodes;
+  PlanOrphans(world, by_name_.slurm, out);
   for (const SlurmNode& n : world.slurm) {
     if (!PodRulesApply(n))
       continue;
@@ -762,7 +773,10 @@ void Reconciler::PlanPods(const World& world, std::vector<Action>& out) {
 // An open breaker drains its group's powered-down nodes so that Slurm does not
 // resume them; the reason carries the expiry, so the undrain survives a restart.
 void Reconciler::PlanBreakers(const World& world, std::vector<Action>& out) {
+  breaker_reasons_ = false;
   for (const SlurmNode& n : world.slurm) {
+    if (std::string_view(n.reason).starts_with(kBreakerPrefix))
+      breaker_reasons_ = true;  // undone at the expiry in the reason: a matter of time
     if (n.drain && std::string_view(n.reason).starts_with(kBreakerPrefix)) {
       auto when = BreakerUntil(n.reason);
       if (!when || *when <= wall_) {
@@ -796,8 +810,8 @@ void Reconciler::PlanBreakers(const World& world, std::vector<Action>& out) {
 void Reconciler::PlanReturns(const World& world, std::vector<Action>& out) {
   if (!options_.config)
     return;
-  const auto pods = OwnedPodsByNode(world, options_.cluster);
-  const auto nodes = NodesByName(world);
+  const auto& pods = by_name_.pods;
+  const auto& nodes = by_name_.nodes;
   for (const SlurmNode& n : world.slurm) {
     const conf::NodeGroup* group = options_.config->GroupOf(n.name);
     if (!group || !n.cloud || !Returnable(n, wall_))
@@ -827,7 +841,7 @@ std::string RebootKey(const SlurmNode& n) {
 void Reconciler::PlanRollouts(const World& world, std::vector<Action>& out) {
   if (!options_.config || options_.template_hashes.empty())
     return;
-  const auto pods = OwnedPodsByNode(world, options_.cluster);
+  const auto& pods = by_name_.pods;
   for (const SlurmNode& n : world.slurm) {
     if (!PodRulesApply(n))
       continue;

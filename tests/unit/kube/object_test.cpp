@@ -21,6 +21,26 @@ BOOST_AUTO_TEST_CASE(typed_accessors_read_the_document) {
   BOOST_TEST(!pod->Int("/metadata/name").has_value());
 }
 
+BOOST_AUTO_TEST_CASE(pointers_read_as_rfc_6901_says) {
+  auto o = Object::Parse(R"({"metadata":{"annotations":{"a/b":"slash","c~d":"tilde","":"empty"}},)"
+                         R"("spec":{"containers":[{"name":"c0"},{"name":"c1"}]},"n":5})");
+  BOOST_REQUIRE(o.ok());
+  BOOST_TEST(o->String("/metadata/annotations/a~1b") == "slash");
+  BOOST_TEST(o->String("/metadata/annotations/c~0d") == "tilde");
+  BOOST_TEST(o->String("/metadata/annotations/") == "empty");
+  BOOST_TEST(o->String("/metadata/annotations/" + PointerEscape("a/b")) == "slash");
+  BOOST_TEST(o->String("/spec/containers/1/name") == "c1");
+  BOOST_TEST(!o->Has("/spec/containers/2/name"));   // past the end
+  BOOST_TEST(!o->Has("/spec/containers/01/name"));  // a leading zero is no index
+  BOOST_TEST(!o->Has("/spec/containers/-"));
+  BOOST_TEST(!o->Has("/n/x"));                        // below a number
+  BOOST_TEST(!o->Has("/metadata/annotations/c~2d"));  // an invalid escape
+  BOOST_TEST(!o->Has("/metadata/missing"));
+  BOOST_TEST(!o->Has("metadata"));  // no leading slash: not a pointer
+  BOOST_TEST(o->Has(""));           // the whole document
+  BOOST_TEST(o->Int("/n").value_or(0) == 5);
+}
+
 BOOST_AUTO_TEST_CASE(copies_share_until_written) {
   auto a = Object::Parse(R"({"metadata":{"name":"a"},"spec":{"unschedulable":false}})");
   BOOST_REQUIRE(a.ok());

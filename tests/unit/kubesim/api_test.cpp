@@ -136,6 +136,33 @@ BOOST_AUTO_TEST_CASE(lists_carry_items_and_page) {
   BOOST_TEST(leaf1["items"].Size() == 2u);
 }
 
+BOOST_AUTO_TEST_CASE(pages_with_a_selector_start_after_the_token_and_miss_nothing) {
+  // Matching and other objects interleaved, and a page ending on the last match.
+  for (int i = 0; i < 9; ++i) {
+    Call("POST", "/api/v1/namespaces/default/configmaps",
+         R"({"metadata":{"name":"m)" + std::to_string(i) + R"(","labels":{"pick":")" +
+             (i % 3 == 0 ? "no" : "yes") + R"("}}})");
+  }
+  std::vector<std::string> names;
+  std::string cont;
+  int pages = 0;
+  do {
+    auto page = Body(Call("GET",
+                          "/api/v1/namespaces/default/configmaps?labelSelector=pick%3Dyes"
+                          "&limit=2" +
+                              (cont.empty() ? "" : "&continue=" + cont)));
+    ++pages;
+    for (const auto& item : page["items"].GetArray())
+      names.push_back(GetString(item, "metadata.name"));
+    BOOST_TEST(!page["metadata"].HasMember("remainingItemCount"));  // never with a selector
+    cont = GetString(page, "metadata.continue");
+  } while (!cont.empty());
+  BOOST_TEST(names == (std::vector<std::string>{"m1", "m2", "m4", "m5", "m7", "m8"}));
+  BOOST_TEST(pages == 3);  // the last page is full and says no more follow
+  auto first = Body(Call("GET", "/api/v1/namespaces/default/configmaps?limit=4"));
+  BOOST_TEST(first["metadata"]["remainingItemCount"].GetInt() == 5);
+}
+
 BOOST_AUTO_TEST_CASE(put_conflicts_on_stale_rv) {
   auto created =
       Body(Call("POST", "/api/v1/namespaces/default/configmaps", R"({"metadata":{"name":"c"}})"));

@@ -2,7 +2,9 @@
 // its Slurm node fast (FailNode) instead of waiting for ResumeTimeout.
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <mutex>
+#include <thread>
 
 #include "../kube/testing.h"
 #include "fake_clock.h"
@@ -112,6 +114,48 @@ BOOST_AUTO_TEST_CASE(required_node_affinity_terms_are_ored) {
   BOOST_TEST(
       !power::FeaturePlacementPossible("nvidia.com/gpu", *pod, Objects({Node("k-0", kH100, 8)}), {})
            .ok());
+}
+
+BOOST_AUTO_TEST_CASE(one_index_answers_each_placement_and_pod_on_its_own) {
+  // Many checks on one index, as a resume call makes them: the nodes an H100 pod
+  // matches are remembered, and must not answer for an A100 pod; the GPUs of the
+  // node's own pod are its own only on the node it is bound to.
+  auto nodes = Objects({Node("k-0", kA100, 1), Node("k-1", kH100, 1), Node("k-2", kH100, 1)});
+  auto pods = Objects({Pod("w-3", "k-1", 1), Pod("w-5", "k-2", 1)});
+  power::PlacementIndex index("nvidia.com/gpu", nodes, pods);
+  for (int round = 0; round < 2; ++round) {
+    BOOST_TEST(index.Check(WorkerPod(kH100, 1)).ok());  // w-3: its own GPU on k-1
+    BOOST_TEST(index.Check(WorkerPod(kA100, 1)).ok());  // k-0 is free
+    Status two = index.Check(WorkerPod(kH100, 2));
+    BOOST_TEST(two.message().find("2 have the labels, none has 2 nvidia.com/gpu free") !=
+               std::string::npos);
+  }
+  auto other = WorkerPod(kH100, 1);
+  other.SetString("/metadata/name", "w-4");  // no pod of its own: k-1 and k-2 are taken
+  BOOST_TEST(!index.Check(other).ok());
+  other.SetString("/metadata/namespace", "elsewhere");
+  other.SetString("/metadata/name", "w-3");  // w-3 of another namespace is not slurm/w-3
+  BOOST_TEST(!index.Check(other).ok());
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_checks_get_the_answers_of_one_check) {
+  auto nodes = Objects({Node("k-0", kA100, 8), Node("k-1", kH100, 8)});
+  power::PlacementIndex index("nvidia.com/gpu", nodes, {});
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const bool h100 = (t + i) % 2 == 0;
+        const int gpus = (t + i) % 3 == 0 ? 9 : 1;  // 9: more than any node has
+        if (index.Check(WorkerPod(h100 ? kH100 : kA100, gpus)).ok() != (gpus == 1))
+          ++wrong;
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  BOOST_TEST(wrong.load() == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -57,6 +57,27 @@ BOOST_AUTO_TEST_CASE(parses_the_24_11_shape) {
   BOOST_CHECK(r->JobsOf("w-9").empty());
 }
 
+BOOST_AUTO_TEST_CASE(jobs_by_node_answers_as_jobs_of_for_every_node) {
+  // Shared nodes (w-1 in both jobs, in file order) and a node listed twice in a job.
+  power::ResumeRequest r;
+  for (auto [id, nodes] : {std::pair{1u, std::vector<std::string>{"w-0", "w-1", "w-0"}},
+                           std::pair{42u, std::vector<std::string>{"w-1", "w-2"}}}) {
+    power::ResumeJob job;
+    job.job_id = id;
+    job.nodes_alloc = nodes;
+    r.jobs.push_back(job);
+  }
+  const auto by_node = r.JobsByNode();
+  BOOST_CHECK_EQUAL(by_node.size(), 3u);
+  for (const std::string node : {"w-0", "w-1", "w-2"}) {
+    BOOST_REQUIRE_EQUAL(by_node.count(node), 1u);
+    BOOST_CHECK(by_node.find(node)->second == r.JobsOf(node));
+  }
+  BOOST_CHECK_EQUAL(by_node.find("w-1")->second.size(), 2u);
+  BOOST_CHECK_EQUAL(by_node.find("w-0")->second.size(), 1u);
+  BOOST_CHECK_EQUAL(by_node.count("w-9"), 0u);
+}
+
 BOOST_AUTO_TEST_CASE(tolerates_missing_and_null_parts) {
   auto r = Parse(R"({"all_nodes_resume":"w-0","jobs":null})");
   BOOST_REQUIRE(r.ok());

@@ -355,6 +355,69 @@ BOOST_FIXTURE_TEST_CASE(mass_action_cap_holds_every_destructive_action_back, Fix
   BOOST_TEST(slurm.calls().size() == 1u);
 }
 
+BOOST_FIXTURE_TEST_CASE(quiet_ticks_check_the_gate_but_plan_only_after_a_change, Fixture) {
+  SlurmHas({Idle("w-0")});
+  caches.pods = {WorkerPod("w-0")};
+  BOOST_TEST(daemon->Tick(true).open());  // the first: a full pass
+  BOOST_TEST(metrics.Count("reconciled") == 1);
+  for (int i = 0; i < 10; ++i) {
+    clock.Advance(500ms);
+    daemon->PollSlurm();  // the same answer: nothing changed
+    BOOST_TEST(daemon->Tick(false).open());
+  }
+  BOOST_TEST(metrics.Count("reconciled") == 1);  // nothing planned again
+  BOOST_TEST(metrics.Count("census") == 1);
+  BOOST_TEST(metrics.Count("fresh:slurm=1") == 11);  // the gate is checked every tick
+  BOOST_TEST(transport->requests().empty());
+
+  // A change (an admin drains w-0) is planned and acted on at once.
+  SlurmHas({Idle("w-0", "maintenance")});
+  BOOST_TEST(daemon->Tick(true).open());
+  BOOST_TEST(metrics.Count("action:mirror_drain=ok") == 1);
+  // The pass after an action plans again (it may need a retry) without a change...
+  clock.Advance(500ms);
+  daemon->Tick(false);
+  BOOST_TEST(metrics.Count("reconciled") == 3);
+  // ... and a quiet cluster still gets a full pass every kQuietPassEvery.
+  SlurmHas({Idle("w-0")});  // the drain lifted: nothing is due any more
+  daemon->Tick(true);
+  metrics.Clear();
+  for (auto waited = 1s; waited < ks::Daemon::kQuietPassEvery; waited += 1s) {
+    clock.Advance(1s);
+    daemon->PollSlurm();
+    daemon->Tick(false);
+  }
+  BOOST_TEST(metrics.Count("reconciled") == 0);
+  clock.Advance(1s);
+  daemon->PollSlurm();
+  daemon->Tick(false);
+  BOOST_TEST(metrics.Count("reconciled") == 1);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_running_grace_or_a_gate_change_makes_a_tick_plan, Fixture) {
+  // w-0 is up in Slurm and has no pod: a grace (3 s) runs before it is failed.
+  SlurmHas({Idle("w-0")});
+  BOOST_TEST(daemon->Tick(true).open());
+  for (int i = 0; i < 3; ++i) {
+    clock.Advance(500ms);
+    daemon->PollSlurm();
+    daemon->Tick(false);
+  }
+  BOOST_TEST(metrics.Count("reconciled") == 4);  // every tick, while the grace runs
+
+  // The gate closes and opens again without an informer's or Slurm's change.
+  caches.pods = {WorkerPod("w-0")};
+  daemon->RunPass();  // no grace any more
+  metrics.Clear();
+  leader = false;
+  BOOST_TEST((daemon->Tick(false).gate == Gate::kNotLeader));
+  leader = true;
+  BOOST_TEST(daemon->Tick(false).open());
+  BOOST_TEST(metrics.Count("reconciled") == 1);
+  BOOST_TEST(daemon->Tick(false).open());
+  BOOST_TEST(metrics.Count("reconciled") == 1);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_changed_slurm_answer_wakes_the_loop, Fixture) {
   std::atomic<bool> stop{false};
   SlurmHas({Idle("w-0")});            // first answer: a change

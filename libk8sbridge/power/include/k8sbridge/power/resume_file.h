@@ -42,8 +42,11 @@ struct ResumeRequest {
   std::map<std::string, std::string> pod_annotations;
 
   // The jobs whose nodes_alloc contain `node` (a node may serve several jobs when
-  // shared), in file order.
+  // shared), in file order. A walk over every job's nodes: for many nodes, JobsByNode.
   std::vector<const ResumeJob*> JobsOf(std::string_view node) const;
+  // JobsOf of every node at once, in one walk (a 10,000-node job's resume would walk
+  // its node list once per node with JobsOf). Points into `jobs`.
+  std::map<std::string, std::vector<const ResumeJob*>, std::less<>> JobsByNode() const;
 };
 
 // `source` names the input in errors (e.g. the SLURM_RESUME_FILE path).

@@ -162,9 +162,10 @@ class Wakeup {
  public:
   void Wake();
   // Waits for Wake() or `timeout`, whichever is first; false once `stop` is set.
-  // A condition variable, not the Clock: a change must end the wait at once, and
-  // the tests drive passes directly (Daemon::RunPass) instead of waiting.
-  bool Wait(Clock::Steady::duration timeout, const std::atomic<bool>& stop);
+  // `woken` (optional) says whether a Wake() ended the wait. A condition variable,
+  // not the Clock: a change must end the wait at once, and the tests drive passes
+  // directly (Daemon::RunPass, Daemon::Tick) instead of waiting.
+  bool Wait(Clock::Steady::duration timeout, const std::atomic<bool>& stop, bool* woken = nullptr);
 
  private:
   std::mutex mu_;
@@ -197,6 +198,15 @@ class Daemon {
   // One pass: the gate, and when it is open the plan and its actions. Returns the
   // gate's verdict.
   GateState RunPass();
+  // What the loop runs every SyncPollInterval and at each wake: the gate (its
+  // metrics and log stay current), and a full pass (RunPass) only when its plan may
+  // differ from the last one's: `changed` (an informer or Slurm saw a change), the
+  // gate changed, a pod template file changed, the last pass planned actions (they
+  // may need a retry), a grace or a circuit breaker's cool-down is running, or
+  // kQuietPassEvery passed since the last full pass. A quiet cluster so costs a
+  // gate check per tick, not a plan over every node and pod.
+  GateState Tick(bool changed);
+  static constexpr std::chrono::seconds kQuietPassEvery{30};
 
   // Polls Slurm on a thread of its own and runs passes until `stop`; then joins.
   void Run(const std::atomic<bool>& stop);
@@ -209,11 +219,15 @@ class Daemon {
   bool LeadingThisPass();
   void PollSlurmUntil(const std::atomic<bool>& stop);
   void ReportGate(const GateState& gate);
+  // The gate at `now` on `snap` (a copy of the latest Slurm snapshot, without its
+  // nodes unless `with_nodes`), with the freshness and leader metrics.
+  GateState CheckGate(Clock::Steady::time_point now, SlurmSnapshot& snap, bool with_nodes);
   void Act(const World& world, Clock::Steady::time_point started);
   // Reloads the pod templates when one of their files changed (a ConfigMap update
   // swaps them under a running daemon), so rollouts compare with what
   // k8sbridge-power renders now. A broken file keeps the last good templates.
-  void RefreshTemplates();
+  // Returns whether the templates were reloaded.
+  bool RefreshTemplates();
 
   const conf::BridgeConfig& config_;
   DaemonParts parts_;
@@ -225,9 +239,11 @@ class Daemon {
   const Clock::Steady::duration slurm_max_age_;
   mutable std::mutex snapshot_mu_;
   SlurmSnapshot snapshot_;
-  std::atomic<int64_t> pass_started_{0};  // steady ticks
-  GateState last_gate_;                   // logged once per change
-  std::string last_guard_;                // the mass-action guard's or a lost lead's, likewise
+  std::atomic<int64_t> pass_started_{0};   // steady ticks
+  GateState last_gate_;                    // logged once per change
+  Clock::Steady::time_point last_full_{};  // the last full pass (RunPass)
+  size_t last_actions_ = 0;                // actions the last full pass planned
+  std::string last_guard_;                 // the mass-action guard's or a lost lead's, likewise
 };
 
 // --once: one pass from fresh lists. With `elector`, the Lease is taken first

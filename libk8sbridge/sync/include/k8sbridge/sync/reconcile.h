@@ -180,6 +180,11 @@ class Reconciler {
   // Forget the graces (called when a side could not be read: after an outage,
   // every grace starts over instead of firing at once on old observations).
   void ResetTimers();
+  // Whether the last Plan depends on time as well as on the snapshot: a grace is
+  // running, a circuit breaker was open, or a Slurm node has a breaker's drain
+  // (undone at its expiry). Otherwise the same snapshot plans the same actions
+  // later, and the daemon need not plan again until something changes.
+  bool Waiting() const;
   // Open circuit breakers: node group -> until (wall time).
   std::map<std::string, Clock::Wall::time_point> OpenBreakers(Clock::Wall::time_point wall) const;
   // Resume-to-registration latencies seen since the last call (for a histogram).
@@ -224,6 +229,13 @@ class Reconciler {
   std::map<std::string, std::deque<Clock::Wall::time_point>> failures_;  // group -> times
   std::map<std::string, Clock::Wall::time_point> open_until_;            // group -> until
   std::map<std::string, Clock::Steady::time_point> powering_up_since_;
+  bool breaker_reasons_ = false;  // the last Plan saw a breaker's drain reason
+  // During Plan: the world's Kubernetes nodes, owned pods (by Slurm node) and Slurm
+  // nodes by name, pointing into the World being planned.
+  struct ByName {
+    std::map<std::string, const kube::Object*> nodes, pods;
+    std::map<std::string, const SlurmNode*> slurm;
+  } by_name_;
   std::vector<Clock::Steady::duration> resume_latencies_;
 };
 

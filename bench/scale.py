@@ -1,0 +1,227 @@
+#!/usr/bin/python3
+"""The scale run (issue 21): k8sbridge at 1000 and at 10000 nodes. Needs root (the rig).
+
+For each cluster size N (--sizes, default 1000,10000):
+
+  power: the rig's slurmctld with N CLOUD nodes w-[0-N-1] in 10 NodeGroups (one
+    NodeName line and one NodeGroup line per group) and kubesim with N Kubernetes
+    nodes (HTTPS, no scheduler, no kubelet). Beyond the first --resume nodes, the
+    rest of the cluster gets its pods first (one k8sbridge-power resume call, timed
+    too), so the measured calls see a full cluster. Then, as bench/power_bench.py
+    does: `k8sbridge-power resume w-[0-999]` (ONE call; a SLURM_RESUME_FILE puts one
+    job with a feature on them), `suspend w-[0-999]`, and in the same run `kubectl
+    create -f` / `kubectl delete -f` of the same 1000 rendered pods; medians of
+    --repeat rounds and the ratios;
+  sync: bench/sync_bench.py's measure() with N non-CLOUD Slurm nodes and N pods, one
+    per Kubernetes node (N Kubernetes nodes): idle CPU and RSS of k8sbridge-sync,
+    drain latency p50/p99 both ways.
+
+It then prints how each figure grows from the smallest size to the largest.
+
+    /usr/bin/python3 bench/scale.py [--sizes 1000,10000] [--resume 1000] [--groups 10]
+        [--repeat 3] [--samples 100] [--idle 30] [--build-root BUILD]
+
+Goals (issue 21): resume and suspend >= 5x faster than kubectl at both sizes;
+k8sbridge-sync at 10000: idle CPU < 2% of one core, RSS < 200 MB, drain p99 < 1 s
+both ways. Run it on a quiet machine: the two cores serve kubesim, slurmctld and the
+program measured alike. Everything it starts is stopped on exit, SIGTERM included.
+"""
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the harness package
+sys.path.insert(0, str(ROOT / "bench"))  # power_bench, sync_bench
+
+import power_bench  # noqa: E402
+import sync_bench  # noqa: E402
+
+PRODUCT = power_bench.PRODUCT
+LEAF = power_bench.LEAF
+# A cluster's pods before the measured calls: one call, without the per-call limits
+# of the measured ones (they would only stretch the set-up).
+PREFILL_SETTINGS = "QPS=5000 Burst=20000 Concurrency=8"
+
+
+def group_ranges(size, groups):
+    """[(name, first, last)] of `groups` equal node groups over w-[0-size-1]."""
+    if size % groups:
+        raise SystemExit(f"--sizes: {size} is not a multiple of --groups {groups}")
+    per = size // groups
+    return [(f"g{g}", g * per, (g + 1) * per - 1) for g in range(groups)]
+
+
+def write_confs(d, rig, sim, ranges, settings):
+    """k8sbridge.conf for the measured calls and prefill.conf for the set-up."""
+    (d / "worker.yaml").write_text(power_bench.TEMPLATE)
+    groups = "".join(f"NodeGroup={name} Nodes=w-[{a}-{b}] PodTemplate=worker.yaml Gpus=8\n"
+                     for name, a, b in ranges)
+    for file, qps in (("k8sbridge.conf", settings), ("prefill.conf", PREFILL_SETTINGS)):
+        (d / file).write_text(
+            f"ClusterName=hpc1\nKubeconfig={sim.kubeconfig}\nNamespace=default\n"
+            f"MungeSocket={rig.munge_socket}\n{qps}\nRetryDeadline=60\nPlacementLabel={LEAF}\n"
+            f"{groups}Feature=h100 Selector=nvidia.com/gpu.product={PRODUCT}\n")
+
+
+def resume_file(path, job_id, hostlist):
+    path.write_text(json.dumps({"all_nodes_resume": hostlist, "jobs": [
+        {"extra": None, "job_id": job_id, "features": "h100", "nodes_alloc": hostlist,
+         "nodes_resume": hostlist, "oversubscribe": "OK", "partition": "cloud",
+         "reservation": None}]}))
+
+
+def power_at(size, args, settings):
+    """The power figures of one cluster size: {step: (wall, cpu, rss)} medians, the
+    requests per node, and the prefill call's wall time."""
+    from harness.kubesim import KUBECTL, KubeSim
+    from harness.rig import Rig
+    ranges = group_ranges(size, args.groups)
+    n = args.resume
+    hostlist = f"w-[0-{n - 1}]"
+    extra = "".join(f"NodeName=w-[{a}-{b}] State=CLOUD CPUs=1 RealMemory=1000 Feature=h100\n"
+                    for _, a, b in ranges) + f"PartitionName=cloud Nodes=w-[0-{size - 1}]\n"
+    t = time.monotonic()
+    with KubeSim("--fake-nodes", str(size), "--gpus-per-node", "8", "--gpu-product", PRODUCT,
+                 "--ib-leaves", "2") as sim, \
+            Rig(nodes=1, node_prefix="rig-", start_slurmd=False, slurm_conf_extra=extra) as rig, \
+            tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
+        print(f"  power set-up: slurmctld with {size} CLOUD nodes in {len(ranges)} groups and "
+              f"kubesim with {size} nodes up after {time.monotonic() - t:.1f} s", flush=True)
+        d = Path(tmp)
+        write_confs(d, rig, sim, ranges, settings)
+        env = rig.env({"HOME": tmp})
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        power = [str(args.power)]
+        prefill = None
+        if size > n:
+            rest = f"w-[{n}-{size - 1}]"
+            resume_file(d / "prefill.json", 4243, rest)
+            prefill = power_bench.run_measured(
+                rig.host_command(power + ["--config", str(d / "prefill.conf"), "resume", rest]),
+                dict(env, SLURM_RESUME_FILE=str(d / "prefill.json")))
+            print(f"  the rest of the cluster: {size - n} pods in one resume call, "
+                  f"{prefill[0]:.2f} s", flush=True)
+        resume_file(d / "resume.json", power_bench.JOB_ID, hostlist)
+        kubectl = [KUBECTL, "--kubeconfig", sim.kubeconfig]
+        power_bench.run_measured(kubectl + ["get", "pods", "-l", "none=none"], env)  # warm cache
+        names = {f"w-{i}" for i in range(n)}
+        runs = []
+        for r in range(args.repeat):
+            runs.append(power_bench.one_round(
+                power_bench.Meter(sim), n, hostlist,
+                rig.host_command(power + ["--config", str(d / "k8sbridge.conf")]),
+                kubectl, env, d, args.concurrency, names))
+            print("  round {}: resume {:.2f} s, suspend {:.2f} s, kubectl create {:.2f} s, "
+                  "delete {:.2f} s".format(r + 1, *(runs[-1][s][0][0] for s in
+                                                    ("resume", "suspend", "create", "delete"))),
+                  flush=True)
+    steps = ("resume", "suspend", "create", "delete")
+    med = {s: tuple(statistics.median(r[s][0][i] for r in runs) for i in range(3)) for s in steps}
+    counts = {s: max((r[s][1] for r in runs), key=lambda c: sum(c.values())) for s in steps}
+    return {"median": med, "counts": counts, "prefill": prefill[0] if prefill else None}
+
+
+def print_power(size, p, n):
+    med = p["median"]
+    print(f"{size} nodes in the cluster, {n} resumed and suspended in one call each:")
+    for name, step in (("k8sbridge-power resume", "resume"),
+                       ("k8sbridge-power suspend", "suspend"),
+                       ("kubectl create -f (same pods)", "create"), ("kubectl delete -f", "delete")):
+        m = med[step]
+        print(f"  {name:<32} wall {m[0]:6.2f} s  cpu {m[1]:6.2f} s  peak {m[2]:6.1f} MiB  "
+              f"{power_bench.per_node(p['counts'][step], n)}")
+    print(f"  kubectl create / k8sbridge resume: {med['create'][0] / med['resume'][0]:.1f}x; "
+          f"kubectl delete / k8sbridge suspend: {med['delete'][0] / med['suspend'][0]:.1f}x")
+
+
+def print_summary(sizes, power, sync, n):
+    lo, hi = sizes[0], sizes[-1]
+    print("\n=== scale: figures by cluster size ===")
+    print(f"{'':42}" + "".join(f"{s:>12}" for s in sizes) + f"{'growth':>10}")
+
+    def line(what, values, fmt="{:12.2f}"):
+        growth = values[-1] / values[0] if values[0] else float("inf")
+        print(f"{what:<42}" + "".join(fmt.format(v) for v in values) + f"{growth:9.2f}x")
+    for step, what in (("resume", f"resume {n} nodes, k8sbridge s"),
+                       ("create", "  kubectl create -f s"),
+                       ("suspend", f"suspend {n} nodes, k8sbridge s"),
+                       ("delete", "  kubectl delete -f s")):
+        line(what, [power[s]["median"][step][0] for s in sizes])
+    ratio = {s: (power[s]["median"]["create"][0] / power[s]["median"]["resume"][0],
+                 power[s]["median"]["delete"][0] / power[s]["median"]["suspend"][0])
+             for s in sizes}
+    line("ratio kubectl create / resume", [ratio[s][0] for s in sizes], "{:11.1f}x")
+    line("ratio kubectl delete / suspend", [ratio[s][1] for s in sizes], "{:11.1f}x")
+    pct = sync_bench.percentile
+    line("sync idle CPU % of one core", [sync[s]["idle_cpu"] for s in sizes])
+    line("sync RSS MiB", [sync[s]["rss"] for s in sizes], "{:12.1f}")
+    for key, what in (("s2k", "Slurm drain -> pod annotation"),
+                      ("k2s", "Kubernetes cordon -> Slurm drain")):
+        line(f"{what} p50 ms", [pct(sync[s][key], 50) * 1000 for s in sizes], "{:12.0f}")
+        line(f"{what} p99 ms", [pct(sync[s][key], 99) * 1000 for s in sizes], "{:12.0f}")
+    line("scontrol show node (floor) p99 ms",
+         [pct(sync[s]["floor"], 99) * 1000 for s in sizes], "{:12.0f}")
+    fast = all(min(ratio[s]) >= 5 for s in sizes)
+    s_hi = sync[hi]
+    p99 = max(pct(s_hi["s2k"], 99), pct(s_hi["k2s"], 99))
+    print(f"goals: >= 5x kubectl at every size: {'met' if fast else 'NOT met'}; at {hi}: idle "
+          f"CPU < 2%: {'met' if s_hi['idle_cpu'] < 2 else 'NOT met'}, RSS < 200 MB: "
+          f"{'met' if s_hi['rss'] * 1.048576 < 200 else 'NOT met'}, drain p99 < 1 s both ways: "
+          f"{'met' if p99 < 1 else 'NOT met'} (growth from {lo} to {hi} in the last column)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1000,10000", help="cluster sizes, comma-separated")
+    ap.add_argument("--resume", type=int, default=1000, help="nodes per measured call")
+    ap.add_argument("--groups", type=int, default=10, help="node groups (NodeGroup lines)")
+    ap.add_argument("--repeat", type=int, default=3, help="power rounds per size (medians)")
+    ap.add_argument("--qps", type=int, default=500, help="k8sbridge.conf QPS=")
+    ap.add_argument("--burst", type=int, default=2000, help="k8sbridge.conf Burst=")
+    ap.add_argument("--concurrency", type=int, default=8, help="k8sbridge.conf Concurrency=")
+    ap.add_argument("--samples", type=int, default=100, help="drains each way per size")
+    ap.add_argument("--idle", type=float, default=30.0, help="seconds of the idle measurement")
+    ap.add_argument("--skip", choices=("power", "sync"), help="leave one part out")
+    ap.add_argument("--build-root",
+                    default=os.environ.get("K8SBRIDGE_BUILD_ROOT", str(ROOT / "build")))
+    args = ap.parse_args()
+    # A SIGTERM unwinds kubesim, the rigs and the daemons instead of leaving them.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if os.geteuid() != 0:
+        sys.exit("scale: needs root (the rig)")
+    try:
+        sizes = sorted(int(s) for s in args.sizes.split(",") if s)
+    except ValueError:
+        sys.exit(f"--sizes {args.sizes!r}: give node counts separated by commas, e.g. 1000,10000")
+    if not sizes or sizes[0] < args.resume:
+        sys.exit(f"--sizes {args.sizes}: every size must be at least --resume {args.resume}")
+    os.environ["K8SBRIDGE_BUILD_ROOT"] = args.build_root
+    args.power = Path(args.build_root) / "programs" / "power" / "k8sbridge-power"
+    if not args.power.exists():
+        sys.exit(f"{args.power} does not exist: meson compile -C {args.build_root}")
+    settings = f"QPS={args.qps} Burst={args.burst} Concurrency={args.concurrency}"
+    print(f"scale: sizes {sizes}, {args.resume} nodes per call, {args.groups} node groups, "
+          f"k8sbridge.conf {settings}; load average {os.getloadavg()[0]:.2f}", flush=True)
+    power, sync = {}, {}
+    for size in sizes:
+        if args.skip != "power":
+            power[size] = power_at(size, args, settings)
+            print_power(size, power[size], args.resume)
+        if args.skip != "sync":
+            sync[size] = sync_bench.measure(size, 1, args.samples, args.idle, args.build_root)
+            sync_bench.report(sync[size])
+        print(f"  load average after size {size}: {os.getloadavg()[0]:.2f}", flush=True)
+    if not args.skip:
+        print_summary(sizes, power, sync, args.resume)
+
+
+if __name__ == "__main__":
+    main()
