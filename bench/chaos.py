@@ -6,7 +6,7 @@ injected by kind with recovery p50/p99, and every invariant's count; exits 1 if 
 invariant was violated. Needs root and a build (meson compile -C BUILD).
 
     /usr/bin/python3 bench/chaos.py [--seed 7] [--jobs 200] [--repeat 5]
-        [--window SECONDS] [--kinds K1,K2] [--json FILE]
+        [--window SECONDS] [--kinds K1,K2] [--short-faults] [--json FILE]
 
 The window (default: 25 s per fault) is the time over which jobs arrive and faults
 are injected; the run then waits for every job and for the world to be at rest.
@@ -33,6 +33,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=5, help="times each fault kind is injected")
     ap.add_argument("--window", type=float, help="seconds of jobs and faults")
     ap.add_argument("--kinds", help="only these fault kinds, comma-separated (default: all)")
+    ap.add_argument("--short-faults", action="store_true",
+                    help="the CI variant's fault durations (a 15 s outage), not the long ones")
     ap.add_argument("--json", help="also write the report here")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -43,8 +45,10 @@ def main():
         sys.exit(f"bench/chaos.py: --kinds: unknown {unknown}; the kinds are "
                  f"{', '.join(chaos.FAULTS)}")
     window = args.window or 25.0 * args.repeat * len(kinds)
-    plan = chaos.Plan(seed=args.seed, jobs=args.jobs, window=window, long_faults=True,
-                      repeat=args.repeat, settle=600.0, recovery_wait=180.0, kinds=kinds)
+    plan = chaos.Plan(seed=args.seed, jobs=args.jobs, window=window,
+                      long_faults=not args.short_faults,
+                      repeat=args.repeat, settle=600.0, recovery_wait=180.0, kinds=kinds,
+                      ctld_sigkill=True)
     # The rig and kubesim are torn down on SIGTERM too (the harness raises on it).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report = chaos.run(plan)

@@ -298,10 +298,11 @@ FAULTS = {
 class Injector:
     """Injects and clears the faults of FAULTS."""
 
-    def __init__(self, world: World, monitor, rng: random.Random):
+    def __init__(self, world: World, monitor, rng: random.Random, ctld_sigkill=False):
         self.w = world
         self.monitor = monitor
         self.rng = rng
+        self.plan_kill = ctld_sigkill
         self.admin_count = 0
 
     def running_node(self):
@@ -491,8 +492,14 @@ class Injector:
         self.w.start_daemon(leader)  # as its pod would be restarted
 
     def _slurmctld_restart(self, f, _):
-        self.w.rig.restart_slurmctld(self.rng.choice([signal.SIGTERM, signal.SIGKILL]))
+        # SIGTERM is a controller pod's restart (it saves its state); SIGKILL, a crash,
+        # only where the plan asks for it: a node that registered after the last save
+        # stays POWERING_UP until ResumeTimeout (docs/chaos.md, "Open").
+        sig = self.rng.choice([signal.SIGTERM, signal.SIGKILL]) if self.plan_kill \
+            else signal.SIGTERM
+        self.w.rig.restart_slurmctld(sig)
         f.target = "slurmctld"
+        f.note = signal.Signals(sig).name
 
     # ---- admin actions
     def _admin(self, f, node, state):
@@ -562,6 +569,7 @@ class Monitor:
         self.pods = {}  # uid -> (Slurm node, terminating, Kubernetes node)
         self.orphan_age = {}  # uid -> seconds of a working API it has been an orphan
         self.stuck_age = {}  # Slurm node -> calm seconds out of service
+        self.stuck = set()  # nodes counted as stuck, until they come back
         self.samples = 0
         self._expand = {}
         self._lock = threading.Lock()
@@ -700,6 +708,7 @@ class Monitor:
                 name not in self.admin_reasons
             if not out:
                 self.stuck_age.pop(name, None)
+                self.stuck.discard(name)
                 continue
             if calm:
                 self.stuck_age[name] = self.stuck_age.get(name, 0) + dt
@@ -707,12 +716,14 @@ class Monitor:
             if age > STUCK_BOUND and age - dt <= STUCK_BOUND:
                 self.violate("nodes stuck out of service",
                              f"{name}: {state} reason {n.get('Reason', '')!r}")
+                self.stuck.add(name)  # counted: later recoveries do not wait for it
 
     def healthy(self) -> bool:
         """No node out of service but by an admin, no orphan pod."""
         for name, n in self.nodes.items():
             state = n.get("State", "")
-            if name not in self.admin_reasons and flags(state) & OUT_OF_SERVICE:
+            if name not in self.admin_reasons and name not in self.stuck and \
+                    flags(state) & OUT_OF_SERVICE:
                 return False
         return not self.orphan_age
 
@@ -732,6 +743,7 @@ class Plan:
     # (whether a node recovers at all is the stuck-node invariant's, over STUCK_BOUND).
     recovery_wait: float = 45.0
     kinds: tuple = tuple(FAULTS)  # the fault kinds injected (all of FAULTS by default)
+    ctld_sigkill: bool = False  # slurmctld-restart also by SIGKILL (a crash)
 
 
 class Schedule:
@@ -795,7 +807,8 @@ class Driver:
         self.schedule = Schedule(plan, world)
         self.monitor = Monitor(world)
         self.monitor.schedule = self.schedule
-        self.injector = Injector(world, self.monitor, random.Random(plan.seed + 1))
+        self.injector = Injector(world, self.monitor, random.Random(plan.seed + 1),
+                                 plan.ctld_sigkill)
         self.done_faults = []
         self.skipped = []
         self.stopping = False
