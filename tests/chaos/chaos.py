@@ -769,6 +769,7 @@ class Schedule:
         self.faults = [Fault(k, step * (i + 1), FAULTS[k][1][1 if plan.long_faults else 0])
                        for i, k in enumerate(kinds)]
         self.submitted = {}  # job id -> JobSpec
+        self.lost = []  # IDs given twice: the first job was lost
         self._lock = threading.Lock()
 
     def submit_now(self, spec: JobSpec):
@@ -789,6 +790,10 @@ class Schedule:
         else:
             raise RuntimeError("sbatch failed for a minute")
         with self._lock:
+            if job in self.submitted:
+                # slurmctld accepted the earlier job and lost it (a crash before its
+                # state was saved), then gave its ID to this one.
+                self.lost.append(job)
             self.submitted[job] = spec
         return job
 
@@ -895,6 +900,9 @@ class Driver:
             state = m.jobs.get(job_id)
             if state != "COMPLETED":
                 m.violate("jobs not completed", f"job {job_id} ({spec.nodes} nodes): {state}")
+        for job_id in self.schedule.lost:
+            m.violate("jobs not completed", f"job {job_id}: an earlier job of this ID, "
+                      "accepted by sbatch, was lost")
         double = self.w.jobdir / "double"
         if double.exists():
             for line in double.read_text().split("\n"):
