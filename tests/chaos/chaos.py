@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.cluster import PodCluster
+from harness.cluster import SHORT_TOLERATIONS as TOLERATIONS, PodCluster
 from harness.rig import NodeSpec, free_tcp_port, kill_and_wait, wait_for
 from harness.sync import Daemon
 
@@ -51,14 +51,6 @@ GPUS_PER_POD = 2
 SUSPEND_TIME = 15
 ORPHAN_GRACE = 10  # SyncOrphanGrace
 LEASE = 6  # SyncLeaseDuration, seconds
-# A pod on a lost node is evicted after this (the default 300 s would only slow the run).
-TOLERATIONS = """\
-    tolerations:
-    - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute,
-       tolerationSeconds: 2}
-    - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute,
-       tolerationSeconds: 2}
-"""
 GPU_LIMITS = f"      resources: {{limits: {{nvidia.com/gpu: {GPUS_PER_POD}}}}}\n"
 # How long a node may stay out of service, k8sbridge's doing, after the last fault
 # ended (the longest path: a failed pod's node DOWN, POWER_DOWN, SuspendTimeout 10 s,

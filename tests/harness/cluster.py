@@ -41,6 +41,16 @@ LEAF_LABEL = "network.topology.nvidia.com/leaf"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 KUBELETS = (None, "test", "kubesim")
 NO_KUBELET = "test.k8sbridge.io/no-kubelet"  # pods the test's kubelet leaves alone
+# Worker pod template lines (append to PodCluster.template()): a pod on a lost node
+# is evicted after 2 s, not the default 300 s, so whether or not the API server's
+# taint manager evicts it meanwhile, the bridge must act the same.
+SHORT_TOLERATIONS = """\
+    tolerations:
+    - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute,
+       tolerationSeconds: 2}
+    - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute,
+       tolerationSeconds: 2}
+"""
 
 
 def power_program_lines(directory: Path, conf: Path, slurm_conf: Path, prolog=True) -> str:

@@ -26,7 +26,7 @@ import time
 import unittest
 from pathlib import Path
 
-from harness.cluster import PodCluster
+from harness.cluster import SHORT_TOLERATIONS as TOLERATIONS, PodCluster
 from harness.paths import SYNC
 from harness.rig import NodeSpec, free_tcp_port, wait_for
 from harness.sync import Daemon
@@ -36,15 +36,6 @@ FAULT = "kubesim.k8sbridge.io/fault"
 POLL = 0.25  # SyncPollInterval below, in seconds
 NODES = [NodeSpec("w-0"), NodeSpec("w-1")]
 GROUPS = [("w", "w-[0-1]", "")]
-# Tolerations shorter than the loss: whether or not the API server's taint manager
-# evicts the pod meanwhile, the bridge must do the same.
-TOLERATIONS = """\
-    tolerations:
-    - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute,
-       tolerationSeconds: 2}
-    - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute,
-       tolerationSeconds: 2}
-"""
 
 
 def seconds(rfc3339: str) -> int:
