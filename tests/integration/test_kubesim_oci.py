@@ -219,6 +219,12 @@ class OciKubeletTest(unittest.TestCase):
                                           "spec": {"terminationGracePeriodSeconds": 2,
                                                    "containers": [self.container(
                                                        "main", "sleep 3600")]}}}})
+        # kubectl exec deploy/NAME takes the first pod without waiting for it to run, and
+        # a kubelet answers exec into a container that has not started with "container
+        # not found": wait as a user would (kubectl rollout status) for a running pod.
+        wait_for(lambda: any(p["status"].get("phase") == "Running" for p in json.loads(
+            self.sim.kubectl("get", "pods", "-l", "app=login", "-o", "json").stdout)["items"]),
+                 timeout=60, what="the deployment's pod to run")
         r = self.exec_in("deploy/login", "--", "sh", "-c", "echo submitted; echo note >&2")
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "submitted\n", "note\n"))
 
