@@ -121,6 +121,7 @@ class World:
         # opens it, and its nodes must come back within the stuck-node bound.
         sync_keys = (f"SyncPollInterval=250ms SyncLeaseDuration={LEASE}s "
                      f"SyncOrphanGrace={ORPHAN_GRACE}s SyncUnschedulableGrace=10s "
+                     "SyncRegistrationGrace=30s "
                      "SyncCircuitBreakerCooldown=30s")
         self.cluster = PodCluster(
             NODES, GROUPS, fake_nodes=len(K8S_NODES), gpus_per_node=GPUS_PER_NODE,
@@ -486,9 +487,13 @@ class Injector:
     def _slurmctld_restart(self, f, _):
         # SIGTERM is a controller pod's restart (it saves its state); SIGKILL, a crash,
         # only where the plan asks for it: a node that registered after the last save
-        # stays POWERING_UP until ResumeTimeout (docs/chaos.md, "Open").
+        # comes back POWERING_UP and k8sbridge-sync fails it after SyncRegistrationGrace
+        # (its jobs requeue and its pod goes: the crash is aimed at every node).
         sig = self.rng.choice([signal.SIGTERM, signal.SIGKILL]) if self.plan_kill \
             else signal.SIGTERM
+        if sig == signal.SIGKILL:
+            for spec in NODES:
+                self.monitor.expect_pod_loss(spec.name)
         self.w.rig.restart_slurmctld(sig)
         f.target = "slurmctld"
         f.note = signal.Signals(sig).name

@@ -379,6 +379,13 @@ constexpr Key<G> kGlobalKeys[] = {
      .section = Section::kSync,
      .doc = "how long a pod may outlive its node (POWERED_DOWN or unknown), and a node stay "
             "POWERING_UP without a pod"},
+    {.name = "SyncRegistrationGrace",
+     .type = KeyType::kDuration,
+     .field = In<&G::sync, &SyncConf::registration_grace>,
+     .section = Section::kSync,
+     .doc = "how long a node may stay POWERING_UP while its pod is Running and Ready (its "
+            "slurmd's registration was lost, e.g. by a slurmctld crash) before it goes "
+            "DOWN/POWER_DOWN; keep it well under ResumeTimeout"},
     {.name = "SyncCircuitBreakerThreshold",
      .type = KeyType::kInt,
      .field = In<&G::sync, &SyncConf::breaker_threshold>,

@@ -211,6 +211,7 @@ ReconcileOptions ReconcileOptions::From(const conf::BridgeConfig& config,
   o.hardware_reason = config.sync.hardware_reason;
   o.unschedulable_grace = config.sync.unschedulable_grace;
   o.orphan_grace = config.sync.orphan_grace;
+  o.registration_grace = config.sync.registration_grace;
   o.breaker_threshold = config.sync.breaker_threshold;
   o.breaker_cooldown = config.sync.breaker_cooldown;
   o.config = &config;
@@ -745,6 +746,18 @@ void Reconciler::PlanNodePod(const SlurmNode& n, const conf::NodeGroup& group,
     fail(unschedulable, Rule::kUnschedulable);
     CountUnschedulable(group.name);
   }
+  // slurmd registers within seconds of its pod's start and slurmctld never asks a
+  // POWERING_UP node to register (ping_nodes.c skips it): a registration that a
+  // slurmctld crash lost would otherwise wait for ResumeTimeout, then stay down~.
+  if (n.powering_up && !n.reboot_issued && kube::pod::Phase(*pod) == "Running" &&
+      kube::pod::ConditionStatus(*pod, "Ready") == "True" &&
+      Held("unregistered:" + n.name, options_.registration_grace)) {
+    fail(fmt::format(
+             "pod {} Ready for {}s but {} never registered (slurmctld restarted?)", pod->Name(),
+             std::chrono::duration_cast<std::chrono::seconds>(options_.registration_grace).count(),
+             n.name),
+         Rule::kRegistrationLost);
+  }
 }
 
 bool Reconciler::PodRulesApply(const SlurmNode& n) const {
@@ -927,7 +940,8 @@ std::string NotDueOn(const Action& action, const SlurmNode& live, Clock::Wall::t
         return "it is DOWN already";
       if (live.Suspending())
         return "Slurm is powering it down (a suspend, not a failure)";
-      if (action.rule == Rule::kNoPodStarting && !live.powering_up)
+      if ((action.rule == Rule::kNoPodStarting || action.rule == Rule::kRegistrationLost) &&
+          !live.powering_up)
         return "it is no longer POWERING_UP";
       if (action.rule == Rule::kPodLost && live.powering_up)
         return "it is POWERING_UP now (its pod is being made)";

@@ -615,6 +615,41 @@ BOOST_FIXTURE_TEST_CASE(planned_fails_and_drains_name_their_rule, Fixture) {
   BOOST_TEST((Find(start, ActionKind::kFail, "w-1")->rule == ks::Rule::kNoPodStarting));
 }
 
+// slurmctld killed after slurmd's registration but before its state save: the node
+// comes back POWERING_UP beside a Ready pod and nothing asks slurmd again. After
+// SyncRegistrationGrace (120 s) the node is failed (jobs requeue, DOWN+POWER_DOWN,
+// then returned), not left to ResumeTimeout and down~; a pod still starting, or one
+// not Ready, is not a lost registration.
+BOOST_FIXTURE_TEST_CASE(a_registration_lost_by_slurmctld_fails_the_node_after_the_grace, Fixture) {
+  SlurmNode n = Up("w-0");
+  n.powering_up = true;
+  const std::string ready = R"("conditions":[{"type":"Ready","status":"True"}])";
+  const std::string not_ready = R"("conditions":[{"type":"Ready","status":"False"}])";
+  ks::World starting{{n}, {Pod("w-0", "n-0", "Running", "", not_ready)}, {Node("n-0")}};
+  Plan(starting);
+  BOOST_TEST(!Find(Plan(starting, 10min), ActionKind::kFail, "w-0"));
+  ks::World w{{n}, {Pod("w-0", "n-0", "Running", "", ready)}, {Node("n-0")}};
+  BOOST_TEST(!Find(Plan(w), ActionKind::kFail, "w-0"));
+  BOOST_TEST(r->Waiting());  // the grace runs
+  BOOST_TEST(!Find(Plan(w, 119s), ActionKind::kFail, "w-0"));
+  auto actions = Plan(w, 1s);
+  const auto* fail = Find(actions, ActionKind::kFail, "w-0");
+  BOOST_REQUIRE(fail);
+  BOOST_TEST((fail->rule == ks::Rule::kRegistrationLost));
+  BOOST_TEST(fail->uid == "u-w-0");
+  BOOST_TEST(fail->reason ==
+                 "k8sbridge: pod w-0 Ready for 120s but w-0 never registered (slurmctld "
+                 "restarted?)",
+             fail->reason);
+  // Registered in between: the executor's live read keeps the node.
+  const Clock::Wall::time_point wall_now{std::chrono::seconds(1'800'000'000)};
+  BOOST_TEST(!ks::NotDueOn(*fail, Up("w-0"), wall_now).empty());
+  BOOST_TEST(ks::NotDueOn(*fail, n, wall_now).empty());
+  // Once registered, a Ready pod is the normal case.
+  ks::World registered{{Up("w-0")}, {Pod("w-0", "n-0", "Running", "", ready)}, {Node("n-0")}};
+  BOOST_TEST(!Find(Plan(registered, 10min), ActionKind::kFail, "w-0"));
+}
+
 BOOST_AUTO_TEST_CASE(reasons_are_one_short_line) {
   std::string long_text(300, 'x');
   BOOST_TEST(ks::SlurmReason(long_text).size() == ks::kMaxReason);

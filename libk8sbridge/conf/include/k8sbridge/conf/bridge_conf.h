@@ -110,6 +110,9 @@ struct SyncConf {
   // A pod whose Slurm node is POWERED_DOWN or unknown, or a POWERING_UP node
   // without a pod, is acted on after this long.
   std::chrono::milliseconds orphan_grace{60'000};
+  // A POWERING_UP node whose pod has been Running and Ready this long has lost its
+  // slurmd's registration (slurmctld restarted without saving it) and is failed.
+  std::chrono::milliseconds registration_grace{120'000};
   int breaker_threshold = 3;  // unschedulable failures of one group within the cool-down; 0 = off
   std::chrono::milliseconds breaker_cooldown{600'000};
   std::string lease_name;  // "" = k8sbridge-sync-<ClusterName>

@@ -77,14 +77,15 @@ std::string_view ActionKindName(ActionKind kind);  // "mirror_drain", ... (metri
 // read of the Slurm node (and, for kPodLost/kNoPodStarting, of the pod) before it acts.
 enum class Rule {
   kOther,
-  kPodFailed,      // kFail: the pod failed, finished, was deleted, or cannot start
-  kPodLost,        // kFail: no pod while the node is up
-  kNoPodStarting,  // kFail: no pod while the node is POWERING_UP
-  kUnschedulable,  // kFail: the pod stays Unschedulable
-  kNodeTrouble,    // kDrain: the pod's Kubernetes node is NotReady, cordoned, tainted
-  kNodeLost,       // kFail: the pod's Kubernetes node is lost (Ready Unknown) or gone
-  kBreaker,        // kDrain: the node group's circuit breaker is open
-  kReboot,         // kDeletePod: Slurm issued the node's reboot; its pod is the old one
+  kPodFailed,         // kFail: the pod failed, finished, was deleted, or cannot start
+  kPodLost,           // kFail: no pod while the node is up
+  kNoPodStarting,     // kFail: no pod while the node is POWERING_UP
+  kRegistrationLost,  // kFail: POWERING_UP while its pod has long been Running and Ready
+  kUnschedulable,     // kFail: the pod stays Unschedulable
+  kNodeTrouble,       // kDrain: the pod's Kubernetes node is NotReady, cordoned, tainted
+  kNodeLost,          // kFail: the pod's Kubernetes node is lost (Ready Unknown) or gone
+  kBreaker,           // kDrain: the node group's circuit breaker is open
+  kReboot,            // kDeletePod: Slurm issued the node's reboot; its pod is the old one
 };
 
 struct Action {
@@ -120,6 +121,7 @@ struct ReconcileOptions {
   std::string hardware_reason = conf::SyncConf{}.hardware_reason;
   Clock::Steady::duration unschedulable_grace = conf::SyncConf{}.unschedulable_grace;
   Clock::Steady::duration orphan_grace = conf::SyncConf{}.orphan_grace;
+  Clock::Steady::duration registration_grace = conf::SyncConf{}.registration_grace;
   // A pod that vanished while its node was up: confirmed over this long, so a
   // cache that lags slurmctld by a moment is not read as a deletion.
   Clock::Steady::duration pod_lost_grace = std::chrono::seconds(3);
