@@ -6,7 +6,8 @@ injected by kind with recovery p50/p99, and every invariant's count; exits 1 if 
 invariant was violated. Needs root and a build (meson compile -C BUILD).
 
     /usr/bin/python3 bench/chaos.py [--seed 7] [--jobs 200] [--repeat 5]
-        [--window SECONDS] [--kinds K1,K2] [--short-faults] [--json FILE]
+        [--window SECONDS] [--kinds K1,K2] [--short-faults] [--ctld-sigkill]
+        [--json FILE]
 
 The window (default: 25 s per fault) is the time over which jobs arrive and faults
 are injected; the run then waits for every job and for the world to be at rest.
@@ -35,6 +36,9 @@ def main():
     ap.add_argument("--kinds", help="only these fault kinds, comma-separated (default: all)")
     ap.add_argument("--short-faults", action="store_true",
                     help="the CI variant's fault durations (a 15 s outage), not the long ones")
+    ap.add_argument("--ctld-sigkill", action="store_true",
+                    help="slurmctld restarts are also SIGKILLs (crashes: Slurm loses what it "
+                         "had not saved, jobs included), not only SIGTERMs (a pod restart)")
     ap.add_argument("--json", help="also write the report here")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -48,7 +52,7 @@ def main():
     plan = chaos.Plan(seed=args.seed, jobs=args.jobs, window=window,
                       long_faults=not args.short_faults,
                       repeat=args.repeat, settle=600.0, recovery_wait=180.0, kinds=kinds,
-                      ctld_sigkill=True)
+                      ctld_sigkill=args.ctld_sigkill)
     # The rig and kubesim are torn down on SIGTERM too (the harness raises on it).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report = chaos.run(plan)
