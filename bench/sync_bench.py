@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the harness package
 
 SOPERATOR_POLL = 180.0
-POLL_INTERVAL = 0.5  # the daemon's SyncPollInterval (its default)
+POLL_INTERVAL = 0.5  # the daemon's SyncPollInterval (its default; --poll sets it)
 DRAIN_ANNOTATION = "k8sbridge.io/slurm-drain-reason"
 
 
@@ -189,7 +189,8 @@ def start_daemon(rig, sim, sync_bin):
     port = free_tcp_port()
     conf = rig.workdir / "k8sbridge.conf"
     conf.write_text(f"ClusterName=rig\nKubeconfig={sim.kubeconfig}\nNamespace=default\n"
-                    f"SyncMetricsListen=127.0.0.1:{port}\n")
+                    f"SyncMetricsListen=127.0.0.1:{port}\n"
+                    f"SyncPollInterval={round(POLL_INTERVAL * 1000)}ms\n")
     with open(rig.workdir / "sync.log", "wb") as log:
         daemon = subprocess.Popen(rig.host_command([str(sync_bin), "--config", str(conf),
                                                     "--identity", "bench"]),
@@ -313,6 +314,8 @@ def main():
     ap.add_argument("--per-knode", type=int, default=10, help="pods per Kubernetes node")
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--idle", type=float, default=30.0, help="seconds of the idle measurement")
+    ap.add_argument("--poll", type=float, default=POLL_INTERVAL,
+                    help="the daemon's SyncPollInterval, seconds")
     ap.add_argument("--build-root", default=os.environ.get("K8SBRIDGE_BUILD_ROOT",
                                                           str(ROOT / "build")))
     args = ap.parse_args()
@@ -322,6 +325,8 @@ def main():
     if os.geteuid() != 0:
         sys.exit("sync_bench: needs root (the rig)")
     os.environ["K8SBRIDGE_BUILD_ROOT"] = args.build_root
+    global POLL_INTERVAL
+    POLL_INTERVAL = args.poll
     report(measure(args.nodes, args.per_knode, args.samples, args.idle, args.build_root))
 
 

@@ -78,6 +78,7 @@ class ApiSlurm final : public Slurm {
  public:
   explicit ApiSlurm(const SlurmApi& api) : api_(api) {}
   Result<std::vector<Node>> LoadNodes() override;
+  Result<std::optional<std::vector<Node>>> LoadChangedNodes() override;
   Result<Node> LoadNode(std::string_view node) override;
   Status Drain(std::string_view node, std::string_view reason) override;
   Status Undrain(std::string_view node) override;
@@ -144,6 +145,14 @@ Node ApiSlurm::FromInfo(const node_info_t& info) {
 }
 
 Result<std::vector<Node>> ApiSlurm::LoadNodes() {
+  auto changed = LoadChangedNodes();
+  if (!changed.ok())
+    return changed.status();
+  std::lock_guard lock(load_mu_);
+  return changed->has_value() ? std::move(**changed) : nodes_;
+}
+
+Result<std::optional<std::vector<Node>>> ApiSlurm::LoadChangedNodes() {
   Init();
   std::lock_guard lock(load_mu_);
   node_info_msg_t* msg = nullptr;
@@ -151,7 +160,7 @@ Result<std::vector<Node>> ApiSlurm::LoadNodes() {
   // unless a node changed since.
   if (api_.load_node(last_update_, &msg, SHOW_ALL) != SLURM_SUCCESS) {
     if (errno == SLURM_NO_CHANGE_IN_DATA && last_update_ != 0)
-      return nodes_;
+      return std::optional<std::vector<Node>>();
     return Status::Unavailable(fmt::format("slurm_load_node: {}", LastError()));
   }
   if (msg == nullptr)
@@ -165,7 +174,7 @@ Result<std::vector<Node>> ApiSlurm::LoadNodes() {
   last_update_ = msg->last_update;
   api_.free_node_info_msg(msg);
   nodes_ = nodes;
-  return nodes;
+  return std::optional<std::vector<Node>>(std::move(nodes));
 }
 
 Result<Node> ApiSlurm::LoadNode(std::string_view node) {

@@ -236,7 +236,7 @@ bool Wakeup::Wait(Clock::Steady::duration timeout, const std::atomic<bool>& stop
 
 void Daemon::PollSlurm() {
   const auto t0 = clock_.Now();
-  auto loaded = parts_.slurm.LoadNodes();
+  auto loaded = parts_.slurm.LoadChangedNodes();
   const auto took = clock_.Now() - t0;
   if (took > kSlowSlurmLoad)
     parts_.log.Warning("slurm_load_node took {} ms", duration_cast<milliseconds>(took).count());
@@ -246,8 +246,10 @@ void Daemon::PollSlurm() {
   {
     std::lock_guard lock(snapshot_mu_);
     if (loaded.ok()) {
-      changed = !snapshot_.status.ok() || *loaded != snapshot_.nodes;
-      snapshot_.nodes = std::move(*loaded);
+      // No change since the last answer (nullopt): the snapshot stays, only fresher.
+      changed = !snapshot_.status.ok() || (loaded->has_value() && **loaded != snapshot_.nodes);
+      if (loaded->has_value())
+        snapshot_.nodes = std::move(**loaded);
       snapshot_.status = Status::Ok();
       snapshot_.when = clock_.Now();
     } else {

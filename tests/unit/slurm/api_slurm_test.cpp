@@ -166,6 +166,30 @@ BOOST_AUTO_TEST_CASE(load_nodes_keeps_its_copy_when_nothing_changed) {
   BOOST_TEST(unreadable.status().message().find("Unable to contact") != std::string::npos);
 }
 
+// The poller's read: no copy when slurmctld says nothing changed, the nodes when
+// something did (a later update time), and LoadNodes still answers its copy.
+BOOST_AUTO_TEST_CASE(load_changed_nodes_answers_nothing_when_nothing_changed) {
+  Has("w-0", NODE_STATE_IDLE);
+  auto first = slurm->LoadChangedNodes();
+  BOOST_REQUIRE(first.ok());
+  BOOST_REQUIRE(first->has_value());
+  BOOST_TEST((*first)->size() == 1u);
+  auto quiet = slurm->LoadChangedNodes();
+  BOOST_REQUIRE(quiet.ok());
+  BOOST_TEST(!quiet->has_value());
+  auto copy = slurm->LoadNodes();
+  BOOST_REQUIRE(copy.ok());
+  BOOST_TEST(copy->size() == 1u);
+  Has("w-1", NODE_STATE_ALLOCATED);
+  controller.last_update += 1;
+  auto changed = slurm->LoadChangedNodes();
+  BOOST_REQUIRE(changed.ok());
+  BOOST_REQUIRE(changed->has_value());
+  BOOST_TEST((*changed)->size() == 2u);
+  controller.down = true;
+  BOOST_TEST((slurm->LoadChangedNodes().status().code() == Status::Code::kUnavailable));
+}
+
 BOOST_AUTO_TEST_CASE(drain_sends_our_reason_and_no_reason_uid) {
   Has("w-0", NODE_STATE_IDLE);
   BOOST_REQUIRE(slurm->Drain("w-0", "k8sbridge: cordoned").ok());
