@@ -273,6 +273,7 @@ FAULTS = {
     "watch-reset": (False, (5, 10)),
     "watch-410": (False, (5, 10)),
     "api-outage": (False, (15, 60)),
+    "token-rotation": (False, (0, 0)),
     "pod-delete": (True, (0, 0)),
     "worker-kill": (True, (0, 0)),
     "worker-oom": (True, (0, 0)),
@@ -361,6 +362,14 @@ class Injector:
     def _api_outage(self, f, _):
         self._api(f, resource="*", verb="*", type="reset-before", times=0)
         f.note = "every connection reset"
+
+    def _token_rotation(self, f, _):
+        # Every token of the daemons' and programs' ServiceAccount stops working (as
+        # after a signing-key rotation) and a new one is in their tokenFile.
+        self.w.sim.rotate_service_account_token("default", "k8sbridge-controller",
+                                                expiration_seconds=24 * 3600)
+        f.target = "k8sbridge-controller"
+        f.note = "old tokens 401, new one in the tokenFile"
 
     # ---- pod faults
     def _pod(self, f, node):

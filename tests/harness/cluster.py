@@ -240,8 +240,10 @@ class PodCluster:
         # The deployment's RBAC: k8sbridge-power runs as its controller ServiceAccount
         # and the workers' pods name theirs (conf-templates/worker-pod.yaml).
         self.sim.apply_deploy_rbac("default")
+        # Its token in a file, as the controller pod's projected token (the chaos
+        # suite rotates it).
         self.controller_kubeconfig = self.sim.service_account_kubeconfig(
-            "default", "k8sbridge-controller", expiration_seconds=24 * 3600)
+            "default", "k8sbridge-controller", expiration_seconds=24 * 3600, token_file=True)
         extra = self.slurm_conf_extra
         self.rig.config.slurm_conf_extra = (self._power_programs() + "\n" +
                                             (extra(self.rig) if callable(extra) else extra))

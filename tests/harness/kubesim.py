@@ -67,6 +67,15 @@ def remove_oci_kubelet_leftovers(runc_root, state_dir, bridge):
     subprocess.run(["ip", "link", "del", bridge], capture_output=True, check=False)
 
 
+def write_private(path, text):
+    """Replaces `path` by a file of mode 0600 holding `text`, atomically (a reader
+    sees the old content or the new, never a part)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.chmod(0o600)
+    os.replace(tmp, path)
+
+
 class KubeSim:
     """One kubesim process with its own output directory; use as a context manager."""
 
@@ -169,21 +178,43 @@ class KubeSim:
         if status not in (201, 409):
             raise AssertionError(f"create ServiceAccount {namespace}/{name}: {status} {body}")
 
-    def service_account_kubeconfig(self, namespace, name, expiration_seconds=3600):
+    def service_account_kubeconfig(self, namespace, name, expiration_seconds=3600,
+                                   token_file=False):
         """Writes a kubeconfig that acts as the ServiceAccount namespace/name (same
         server and CA, a token of that ServiceAccount, namespace as the default) and
-        returns its path, so a program runs with what its Role grants."""
+        returns its path, so a program runs with what its Role grants. `token_file`:
+        the token is in a file beside it (`tokenFile:`, as a pod's projected token),
+        which rotate_service_account_token replaces."""
         token = self.service_account_token(namespace, name, expiration_seconds)
         path = self.dir / f"kubeconfig-sa-{namespace}-{name}"
         ca = f"    certificate-authority: {self.dir / 'ca.crt'}\n" if self.https else ""
+        if token_file:
+            token_path = path.with_name(path.name + ".token")
+            write_private(token_path, token)
+            user = f"    tokenFile: {token_path}\n"
+        else:
+            user = f"    token: {token}\n"
         path.write_text(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: kubesim\n  cluster:\n"
             f"    server: {self.url}\n{ca}"
             "contexts:\n- name: sa\n  context:\n    cluster: kubesim\n    user: sa\n"
             f"    namespace: {namespace}\ncurrent-context: sa\n"
-            f"users:\n- name: sa\n  user:\n    token: {token}\n")
+            f"users:\n- name: sa\n  user:\n{user}")
         path.chmod(0o600)
         return path
+
+    def rotate_service_account_token(self, namespace, name, expiration_seconds=3600):
+        """Revokes every token of the ServiceAccount (deleted and made again: a token
+        bound to the old uid gets 401, as upstream's legacy and bound token
+        validators do) and writes a new one to the tokenFile of its kubeconfig (made
+        with token_file=True), atomically, as the kubelet updates a projected token."""
+        status, _, body = self.request(
+            "DELETE", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}")
+        if status != 200:
+            raise AssertionError(f"delete ServiceAccount {namespace}/{name}: {status} {body}")
+        self.create_service_account(namespace, name)
+        token = self.service_account_token(namespace, name, expiration_seconds)
+        write_private(self.dir / f"kubeconfig-sa-{namespace}-{name}.token", token)
 
     def apply_deploy_rbac(self, namespace):
         """Applies deploy/base/rbac.yaml (what a platform team applies) for worker pods

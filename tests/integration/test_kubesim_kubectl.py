@@ -12,6 +12,7 @@ import signal
 import subprocess
 import threading
 import unittest
+from pathlib import Path
 
 from harness.kubesim import KUBECTL, KubeSim, wait_for
 
@@ -247,6 +248,26 @@ class KubectlConformance(unittest.TestCase):
         self.sim.proc.send_signal(signal.SIGHUP)
         wait_for(lambda: self.k("get", "nodes", check=False).returncode == 0,
                  what="kubesim to accept the token file after SIGHUP")
+
+    def test_09b_service_account_token_file_rotation(self):
+        # A ServiceAccount made again has another uid: its old tokens get 401 (as
+        # upstream's token validators check the bound uid), and a kubeconfig whose
+        # tokenFile holds the new token works again.
+        self.sim.create_service_account("default", "rotated")
+        self.addCleanup(self.k, "delete", "serviceaccount", "rotated", "--ignore-not-found")
+        self.sim.kubectl("create", "role", "rotated", "--verb=list", "--resource=pods")
+        self.sim.kubectl("create", "rolebinding", "rotated", "--role=rotated",
+                         "--serviceaccount=default:rotated")
+        self.addCleanup(self.k, "delete", "role,rolebinding", "rotated", "--ignore-not-found")
+        kubeconfig = self.sim.service_account_kubeconfig("default", "rotated", token_file=True)
+        token_file = Path(str(kubeconfig) + ".token")
+        old = token_file.read_text()
+        self.assertEqual(self.sim.kubectl("get", "pods", kubeconfig=kubeconfig).returncode, 0)
+        self.sim.rotate_service_account_token("default", "rotated")
+        self.assertNotEqual(token_file.read_text(), old)
+        status, _, _ = self.sim.request("GET", "/api/v1/namespaces/default/pods", token=old)
+        self.assertEqual(status, 401)
+        self.assertEqual(self.sim.kubectl("get", "pods", kubeconfig=kubeconfig).returncode, 0)
 
     def test_10_list_paging_and_discovery(self):
         for i in range(5):
