@@ -309,6 +309,7 @@ def report(r):
 
 
 def main():
+    global POLL_INTERVAL
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=1000, help="Slurm nodes, one pod each")
     ap.add_argument("--per-knode", type=int, default=10, help="pods per Kubernetes node")
@@ -325,7 +326,6 @@ def main():
     if os.geteuid() != 0:
         sys.exit("sync_bench: needs root (the rig)")
     os.environ["K8SBRIDGE_BUILD_ROOT"] = args.build_root
-    global POLL_INTERVAL
     POLL_INTERVAL = args.poll
     report(measure(args.nodes, args.per_knode, args.samples, args.idle, args.build_root))
 
