@@ -45,6 +45,7 @@ NODES = [NodeSpec(f"w-{i}") for i in range(12)] + \
     [NodeSpec(f"w-{i}", features=["gpu"]) for i in range(12, 16)]
 GROUPS = [("cpu", "w-[0-11]", ""), ("gpu", "w-[12-15]", "PodTemplate=gpu.yaml")]
 GPU_NODES = [f"w-{i}" for i in range(12, 16)]
+NODE_NAMES = [spec.name for spec in NODES]
 K8S_NODES = [f"node-{i}" for i in range(4)]
 GPUS_PER_NODE = 8
 GPUS_PER_POD = 2
@@ -279,6 +280,7 @@ FAULTS = {
     "worker-oom": (True, (0, 0)),
     "pod-evict": (True, (0, 0)),
     "gpu-unschedulable": (False, (25, 40)),
+    "image-pull-error": (False, (20, 40)),
     "kubelet-stop": (True, (12, 30)),
     "k8s-cordon": (True, (8, 20)),
     "kubectl-drain": (True, (8, 20)),
@@ -443,10 +445,32 @@ class Injector:
         if target:  # a job that needs a new GPU pod now
             self.monitor.schedule.submit_now(JobSpec(0, 1, 3, True, True, where=target))
 
+    def _image_pull_error(self, f, _):
+        """The registry is out of reach: every Kubernetes node's kubelet fails image
+        pulls (ErrImagePull, ImagePullBackOff), and a job asks for a powered-down node:
+        its new pod cannot start until the pulls work again."""
+        for k8s_node in K8S_NODES:
+            self.w.kubectl("annotate", "--overwrite", "node", k8s_node,
+                           f"{FAULT_ANNOTATION}=ImagePullError")
+
+        def undo():
+            for k8s_node in K8S_NODES:
+                self.w.kubectl("annotate", "node", k8s_node, f"{FAULT_ANNOTATION}-")
+        f.undo = undo
+        target = self.powered_down_node(NODE_NAMES)
+        f.target = target or "-"
+        f.note = "image pulls fail on every Kubernetes node"
+        if target:  # a job that needs a new pod now
+            self.monitor.schedule.submit_now(JobSpec(0, 1, 3, True, target in GPU_NODES,
+                                                     where=target))
+
     def powered_down_gpu_node(self):
+        return self.powered_down_node(GPU_NODES)
+
+    def powered_down_node(self, names):
         deadline = now() + 60  # an idle one powers down after SuspendTime
         while now() < deadline:
-            for name in GPU_NODES:
+            for name in names:
                 if flags(self.monitor.nodes.get(name, {}).get("State", "")) >= {
                         "IDLE", "POWERED_DOWN"}:
                     return name

@@ -296,6 +296,34 @@ class KubeletTest(unittest.TestCase):
                  what=f"{node} Ready=True")
         self.assertFalse(self.sim.kubectl_json("get", "node", node)["spec"].get("taints"))
 
+    def test_image_pull_error_node_fault_and_back(self):
+        # A node whose image pulls fail (its registry unreachable): a pod bound there
+        # waits, ErrImagePull then ImagePullBackOff, Pending and not Ready; once the
+        # fault is gone the kubelet pulls again and the pod runs.
+        node = "node-0"
+        self.sim.kubectl("annotate", "node", node, "kubesim.k8sbridge.io/fault=ImagePullError")
+        self.addCleanup(self.sim.kubectl, "annotate", "node", node,
+                        "kubesim.k8sbridge.io/fault-", check=False)
+        self.addCleanup(self.sim.kubectl, "delete", "pod", "unpulled", "--grace-period=1",
+                        "--ignore-not-found")
+        self.apply(self.pod("unpulled", ["/bin/sh", "-c", "sleep 300"], nodeName=node))
+
+        def waiting(reason):
+            p = self.get("unpulled")
+            w = p and p["status"].get("containerStatuses") and \
+                self.container_state(p).get("waiting")
+            return w and w["reason"] == reason and (p, w)
+        p, w = wait_for(lambda: waiting("ErrImagePull"), timeout=30, interval=0.05,
+                        what="ErrImagePull")
+        self.assertIn('failed to pull and unpack image "python:3-slim"', w["message"])
+        self.assertEqual(p["status"]["phase"], "Pending")
+        p, w = wait_for(lambda: waiting("ImagePullBackOff"), timeout=30, what="ImagePullBackOff")
+        self.assertEqual(w["message"], 'Back-off pulling image "python:3-slim"')
+        ready = {c["type"]: c["status"] for c in p["status"]["conditions"]}["Ready"]
+        self.assertEqual(ready, "False")
+        self.sim.kubectl("annotate", "node", node, "kubesim.k8sbridge.io/fault-")
+        self.wait_phase("unpulled", "Running")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

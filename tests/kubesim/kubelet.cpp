@@ -384,10 +384,13 @@ void Kubelet::TickLocked() {
   const std::set<std::string> mine(options_.nodes.begin(), options_.nodes.end());
 
   // Node-level faults requested through the annotation.
+  std::set<std::string> pulls_fail;
   for (const ObjectPtr& node : store_.List("nodes", "").items) {
     const std::string name = GetString(*node, "metadata.name");
     if (mine.count(name) == 0)
       continue;
+    if (Annotation(*node, kFaultAnnotation) == "ImagePullError")
+      pulls_fail.insert(name);
     const bool want_not_ready = Annotation(*node, kFaultAnnotation) == "NotReady";
     if (want_not_ready && NodeReady(name))
       (void)SetNodeNotReadyLocked(name);
@@ -426,10 +429,16 @@ void Kubelet::TickLocked() {
       if (IsTerminating(*pod)) {
         // Never started here (or a kubesim restart): nothing to stop.
         (void)store_.FinalizePodDeletion(ns, name, uid);
+        pull_failing_.erase(uid);
         continue;
       }
       if (phase == "Succeeded" || phase == "Failed")
         continue;
+      if (pulls_fail.count(node) != 0) {
+        ReportPullFailure(*pod);
+        continue;
+      }
+      pull_failing_.erase(uid);
       StartPod(*pod);
       continue;
     }
@@ -824,6 +833,67 @@ pid_t Kubelet::Spawn(std::vector<std::string> args, const EnvList& env, int out_
   if (null_fd >= 0)
     close(null_fd);
   return pid;
+}
+
+void Kubelet::ReportPullFailure(const rapidjson::Value& pod) {
+  const std::string uid = GetString(pod, "metadata.uid");
+  const auto now = std::chrono::steady_clock::now();
+  auto [it, first] = pull_failing_.emplace(uid, now);
+  // As OCI mode (kubelet_oci.cpp): ErrImagePull for about a kubelet sync, then
+  // ImagePullBackOff while pulls keep failing.
+  const bool backoff = now - it->second >= std::chrono::seconds(1);
+  const rapidjson::Value* containers = Find(pod, "spec.containers");
+  const rapidjson::Value* first_container =
+      containers != nullptr && containers->IsArray() && !containers->Empty() ? &(*containers)[0]
+                                                                             : nullptr;
+  const std::string container = Str(Member(first_container, "name"));
+  const std::string image = Str(Member(first_container, "image"));
+  const std::string reason = backoff ? "ImagePullBackOff" : "ErrImagePull";
+  const std::string message =
+      backoff ? fmt::format("Back-off pulling image \"{}\"", image)
+              : fmt::format("rpc error: code = Unknown desc = failed to pull and unpack image "
+                            "\"{}\": failed to resolve reference \"{}\": dial tcp: i/o timeout",
+                            image, image);
+  if (first) {
+    log_.Warning("kubelet: {}/{} container {}: ErrImagePull (node fault ImagePullError)",
+                 GetString(pod, "metadata.namespace"), GetString(pod, "metadata.name"),
+                 container);
+  }
+  const std::string ns = GetString(pod, "metadata.namespace");
+  const std::string name = GetString(pod, "metadata.name");
+  const std::string stamp = store_.NowTimestamp();
+  const std::string host_ip = HostIP(GetString(pod, "spec.nodeName"));  // not under Mutate
+  (void)store_.Mutate("pods", ns, name, [&](rapidjson::Document& doc) {
+    if (GetString(doc, "metadata.uid") != uid)
+      return Status::Conflict("another pod");
+    const rapidjson::Value* reported = Find(doc, "status.containerStatuses");
+    if (reported != nullptr && reported->IsArray() && !reported->Empty() &&
+        GetString((*reported)[0], "state.waiting.reason") == reason)
+      return Status::AlreadyExists("reported");  // nothing new: no write
+    auto& a = doc.GetAllocator();
+    kubelet_internal::SetPodStatusBasics(doc, "Pending", host_ip, "", "");
+    rapidjson::Value cs(rapidjson::kObjectType);
+    cs.AddMember("name", S(container, a), a);
+    cs.AddMember("image", S(image, a), a);
+    cs.AddMember("imageID", S("", a), a);
+    cs.AddMember("ready", false, a);
+    cs.AddMember("started", false, a);
+    cs.AddMember("restartCount", 0, a);
+    rapidjson::Value w(rapidjson::kObjectType);
+    w.AddMember("reason", S(reason, a), a);
+    w.AddMember("message", S(message, a), a);
+    rapidjson::Value state(rapidjson::kObjectType);
+    state.AddMember("waiting", w, a);
+    cs.AddMember("state", state, a);
+    rapidjson::Value statuses(rapidjson::kArrayType);
+    statuses.PushBack(cs, a);
+    kubelet_internal::SetStatusMember(doc, "containerStatuses", std::move(statuses));
+    const std::string not_ready = fmt::format("containers with unready status: [{}]", container);
+    SetCondition(doc, "Initialized", "True", "", "", stamp);
+    SetCondition(doc, "ContainersReady", "False", "ContainersNotReady", not_ready, stamp);
+    SetCondition(doc, "Ready", "False", "ContainersNotReady", not_ready, stamp);
+    return Status::Ok();
+  });
 }
 
 void Kubelet::FailStart(RunningPod& rp, const std::string& reason, const std::string& message) {

@@ -243,6 +243,9 @@ class Kubelet {
   void TickLocked();
   void StopAllPodsLocked();
   void StartPod(const rapidjson::Value& pod);
+  // The ImagePullError node fault: the pod's container waits, ErrImagePull then
+  // ImagePullBackOff with containerd's message, and is not started.
+  void ReportPullFailure(const rapidjson::Value& pod);
   void FailStart(RunningPod& rp, const std::string& reason, const std::string& message);
   void PollPod(RunningPod& rp);
   void BeginTermination(RunningPod& rp, int64_t grace_seconds);
@@ -306,6 +309,9 @@ class Kubelet {
   std::map<std::string, RunningPod> pods_;  // by uid
   std::set<std::string> not_ready_;
   std::set<std::string> evicting_;  // uids
+  // Pods not started because their node's image pulls fail (the ImagePullError
+  // fault): uid -> when the first pull failed. Started once the fault is gone.
+  std::map<std::string, std::chrono::steady_clock::time_point> pull_failing_;
   std::map<std::string, std::chrono::steady_clock::time_point> last_heartbeat_;
   bool started_ = false;
 
