@@ -71,8 +71,8 @@ int main(int argc, char** argv) {
   std::string text =
       "ClusterName=hpc1\nNamespace=slurm\nFeature=h100 Selector=nvidia.com/gpu.product=H100\n";
   for (int g = 0; g < groups; ++g) {
-    text += fmt::format("NodeGroup=g{} Nodes=w-[{}-{}] PodTemplate=/t.yaml\n", g,
-                        g * (n / groups), (g + 1) * (n / groups) - 1);
+    text += fmt::format("NodeGroup=g{} Nodes=w-[{}-{}] PodTemplate=/t.yaml\n", g, g * (n / groups),
+                        (g + 1) * (n / groups) - 1);
   }
   auto config = conf::ParseBridgeConfig(text, "bench.conf", BuiltinHostlists());
   if (!config.ok()) {
@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
     return std::make_pair(Millis(Clock::Steady::now() - start), actions.size());
   };
   auto [first, first_actions] = timed();
-  std::printf("reconcile_bench: %d nodes, %d groups: first Plan %.1f ms (%zu actions)\n", n,
-              groups, first, first_actions);
+  std::printf("reconcile_bench: %d nodes, %d groups: first Plan %.1f ms (%zu actions)\n", n, groups,
+              first, first_actions);
   for (int round = 0; round < rounds; ++round) {
     auto [quiet, quiet_actions] = timed();
     auto& node = world.slurm[static_cast<size_t>(round * 7919 % n)];

@@ -218,6 +218,75 @@ rapidjson::Value S(const std::string& s, rapidjson::Document::AllocatorType& a) 
   return rapidjson::Value(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
 }
 
+// The host mode's one container as ReportStatus and ReportPullFailure write it.
+struct HostContainer {
+  std::string name, image;
+  pid_t pid = 0;
+  bool running = false, exited = false;
+  int exit_code = 0;
+  std::string reason, message, started_at, finished_at;  // a terminated container
+  std::string waiting_reason = "ContainerCreating", waiting_message;
+};
+
+rapidjson::Value HostContainerState(const HostContainer& c, rapidjson::Document::AllocatorType& a) {
+  rapidjson::Value state(rapidjson::kObjectType);
+  if (c.running) {
+    rapidjson::Value r(rapidjson::kObjectType);
+    r.AddMember("startedAt", S(c.started_at, a), a);
+    state.AddMember("running", r, a);
+  } else if (c.exited) {
+    rapidjson::Value t(rapidjson::kObjectType);
+    t.AddMember("exitCode", c.exit_code, a);
+    t.AddMember("reason", S(c.reason, a), a);
+    if (!c.message.empty())
+      t.AddMember("message", S(c.message, a), a);
+    t.AddMember("startedAt", S(c.started_at, a), a);
+    t.AddMember("finishedAt", S(c.finished_at, a), a);
+    if (c.pid > 0)
+      t.AddMember("containerID", S(fmt::format("kubesim://{}", c.pid), a), a);
+    state.AddMember("terminated", t, a);
+  } else {
+    rapidjson::Value w(rapidjson::kObjectType);
+    w.AddMember("reason", S(c.waiting_reason, a), a);
+    if (!c.waiting_message.empty())
+      w.AddMember("message", S(c.waiting_message, a), a);
+    state.AddMember("waiting", w, a);
+  }
+  return state;
+}
+
+// status.containerStatuses and the Initialized, ContainersReady and Ready conditions
+// that follow from the one container.
+void SetHostContainerStatus(rapidjson::Document& doc, const HostContainer& c,
+                            const std::string& now) {
+  auto& a = doc.GetAllocator();
+  rapidjson::Value cs(rapidjson::kObjectType);
+  cs.AddMember("name", S(c.name, a), a);
+  cs.AddMember("image", S(c.image, a), a);
+  cs.AddMember("imageID", S("", a), a);
+  if (c.pid > 0)
+    cs.AddMember("containerID", S(fmt::format("kubesim://{}", c.pid), a), a);
+  cs.AddMember("ready", c.running, a);
+  cs.AddMember("started", c.running, a);
+  cs.AddMember("restartCount", 0, a);
+  cs.AddMember("state", HostContainerState(c, a), a);
+  rapidjson::Value statuses(rapidjson::kArrayType);
+  statuses.PushBack(cs, a);
+  kubelet_internal::SetStatusMember(doc, "containerStatuses", std::move(statuses));
+  SetCondition(doc, "Initialized", "True", "", "", now);
+  if (c.running) {
+    SetCondition(doc, "ContainersReady", "True", "", "", now);
+    SetCondition(doc, "Ready", "True", "", "", now);
+  } else if (c.exited) {
+    SetCondition(doc, "ContainersReady", "False", "PodCompleted", "", now);
+    SetCondition(doc, "Ready", "False", "PodCompleted", "", now);
+  } else {
+    const std::string not_ready = fmt::format("containers with unready status: [{}]", c.name);
+    SetCondition(doc, "ContainersReady", "False", "ContainersNotReady", not_ready, now);
+    SetCondition(doc, "Ready", "False", "ContainersNotReady", not_ready, now);
+  }
+}
+
 // The signals of the whole process group of a pod (its session leader is the pid).
 void SignalGroup(pid_t pid, int sig) {
   if (pid <= 0)
@@ -851,16 +920,16 @@ void Kubelet::ReportPullFailure(const rapidjson::Value& pod) {
   const std::string reason = backoff ? "ImagePullBackOff" : "ErrImagePull";
   const std::string message =
       backoff ? fmt::format("Back-off pulling image \"{}\"", image)
-              : fmt::format("rpc error: code = Unknown desc = failed to pull and unpack image "
-                            "\"{}\": failed to resolve reference \"{}\": dial tcp: i/o timeout",
-                            image, image);
-  if (first) {
-    log_.Warning("kubelet: {}/{} container {}: ErrImagePull (node fault ImagePullError)",
-                 GetString(pod, "metadata.namespace"), GetString(pod, "metadata.name"),
-                 container);
-  }
+              : fmt::format(
+                    "rpc error: code = Unknown desc = failed to pull and unpack image "
+                    "\"{}\": failed to resolve reference \"{}\": dial tcp: i/o timeout",
+                    image, image);
   const std::string ns = GetString(pod, "metadata.namespace");
   const std::string name = GetString(pod, "metadata.name");
+  if (first) {
+    log_.Warning("kubelet: {}/{} container {}: ErrImagePull (node fault ImagePullError)", ns, name,
+                 container);
+  }
   const std::string stamp = store_.NowTimestamp();
   const std::string host_ip = HostIP(GetString(pod, "spec.nodeName"));  // not under Mutate
   (void)store_.Mutate("pods", ns, name, [&](rapidjson::Document& doc) {
@@ -870,28 +939,13 @@ void Kubelet::ReportPullFailure(const rapidjson::Value& pod) {
     if (reported != nullptr && reported->IsArray() && !reported->Empty() &&
         GetString((*reported)[0], "state.waiting.reason") == reason)
       return Status::AlreadyExists("reported");  // nothing new: no write
-    auto& a = doc.GetAllocator();
     kubelet_internal::SetPodStatusBasics(doc, "Pending", host_ip, "", "");
-    rapidjson::Value cs(rapidjson::kObjectType);
-    cs.AddMember("name", S(container, a), a);
-    cs.AddMember("image", S(image, a), a);
-    cs.AddMember("imageID", S("", a), a);
-    cs.AddMember("ready", false, a);
-    cs.AddMember("started", false, a);
-    cs.AddMember("restartCount", 0, a);
-    rapidjson::Value w(rapidjson::kObjectType);
-    w.AddMember("reason", S(reason, a), a);
-    w.AddMember("message", S(message, a), a);
-    rapidjson::Value state(rapidjson::kObjectType);
-    state.AddMember("waiting", w, a);
-    cs.AddMember("state", state, a);
-    rapidjson::Value statuses(rapidjson::kArrayType);
-    statuses.PushBack(cs, a);
-    kubelet_internal::SetStatusMember(doc, "containerStatuses", std::move(statuses));
-    const std::string not_ready = fmt::format("containers with unready status: [{}]", container);
-    SetCondition(doc, "Initialized", "True", "", "", stamp);
-    SetCondition(doc, "ContainersReady", "False", "ContainersNotReady", not_ready, stamp);
-    SetCondition(doc, "Ready", "False", "ContainersNotReady", not_ready, stamp);
+    HostContainer c;
+    c.name = container;
+    c.image = image;
+    c.waiting_reason = reason;
+    c.waiting_message = message;
+    SetHostContainerStatus(doc, c, stamp);
     return Status::Ok();
   });
 }
@@ -1055,56 +1109,19 @@ void Kubelet::ReportStatus(RunningPod& rp) {
   Result<ObjectPtr> r = store_.Mutate("pods", rp.ns, rp.name, [&](rapidjson::Document& doc) {
     if (GetString(doc, "metadata.uid") != uid)
       return Status::Conflict("another pod");
-    auto& a = doc.GetAllocator();
     kubelet_internal::SetPodStatusBasics(doc, phase, host_ip, pod_ip, rp.started_at);
-
-    rapidjson::Value cs(rapidjson::kObjectType);
-    cs.AddMember("name", S(rp.container, a), a);
-    cs.AddMember("image", S(rp.image, a), a);
-    cs.AddMember("imageID", S("", a), a);
-    if (rp.pid > 0)
-      cs.AddMember("containerID", S(fmt::format("kubesim://{}", rp.pid), a), a);
-    cs.AddMember("ready", running, a);
-    cs.AddMember("started", running, a);
-    cs.AddMember("restartCount", 0, a);
-    rapidjson::Value state(rapidjson::kObjectType);
-    if (running) {
-      rapidjson::Value r(rapidjson::kObjectType);
-      r.AddMember("startedAt", S(rp.started_at, a), a);
-      state.AddMember("running", r, a);
-    } else if (exited) {
-      rapidjson::Value t(rapidjson::kObjectType);
-      t.AddMember("exitCode", rp.exit_code, a);
-      t.AddMember("reason", S(rp.reason, a), a);
-      if (!rp.message.empty())
-        t.AddMember("message", S(rp.message, a), a);
-      t.AddMember("startedAt", S(rp.started_at, a), a);
-      t.AddMember("finishedAt", S(rp.finished_at, a), a);
-      if (rp.pid > 0)
-        t.AddMember("containerID", S(fmt::format("kubesim://{}", rp.pid), a), a);
-      state.AddMember("terminated", t, a);
-    } else {
-      rapidjson::Value w(rapidjson::kObjectType);
-      w.AddMember("reason", "ContainerCreating", a);
-      state.AddMember("waiting", w, a);
-    }
-    cs.AddMember("state", state, a);
-    rapidjson::Value statuses(rapidjson::kArrayType);
-    statuses.PushBack(cs, a);
-    kubelet_internal::SetStatusMember(doc, "containerStatuses", std::move(statuses));
-
-    const std::string not_ready = fmt::format("containers with unready status: [{}]", rp.container);
-    SetCondition(doc, "Initialized", "True", "", "", now);
-    if (running) {
-      SetCondition(doc, "ContainersReady", "True", "", "", now);
-      SetCondition(doc, "Ready", "True", "", "", now);
-    } else if (exited) {
-      SetCondition(doc, "ContainersReady", "False", "PodCompleted", "", now);
-      SetCondition(doc, "Ready", "False", "PodCompleted", "", now);
-    } else {
-      SetCondition(doc, "ContainersReady", "False", "ContainersNotReady", not_ready, now);
-      SetCondition(doc, "Ready", "False", "ContainersNotReady", not_ready, now);
-    }
+    HostContainer c;
+    c.name = rp.container;
+    c.image = rp.image;
+    c.pid = rp.pid;
+    c.running = running;
+    c.exited = exited;
+    c.exit_code = rp.exit_code;
+    c.reason = rp.reason;
+    c.message = rp.message;
+    c.started_at = rp.started_at;
+    c.finished_at = rp.finished_at;
+    SetHostContainerStatus(doc, c, now);
     return Status::Ok();
   });
   if (r.ok())
