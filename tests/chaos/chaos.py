@@ -563,13 +563,11 @@ OUT_OF_SERVICE = {"DOWN", "DRAIN", "FAIL", "NOT_RESPONDING"}
 
 def flags(state: str) -> set:
     """scontrol's State, e.g. IDLE+CLOUD+POWERED_DOWN, as its words (POWERED_DOWN is
-    not DOWN). NOT_RESPONDING on a powered-down node is not a fault: Slurm's resume
-    of a DOWN node asks it to register (node_mgr.c _require_node_reg), which it does
-    at its next power-up; the node is in service meanwhile."""
-    words = set(state.split("+"))
-    if "POWERED_DOWN" in words:
-        words.discard("NOT_RESPONDING")
-    return words
+    not DOWN). NOT_RESPONDING counts on a powered-down node too: Slurm's RESUME of a
+    DOWN node leaves it so (node_mgr.c _require_node_reg), and a restarted slurmctld
+    never makes such a node available (read_config.c): a job that needs it waits for
+    ever (k8sbridge-sync powers it down again, docs/sync.md)."""
+    return set(state.split("+"))
 FINAL_JOB_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
                     "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
 

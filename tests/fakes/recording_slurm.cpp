@@ -103,13 +103,19 @@ Status RecordingSlurm::Fail(std::string_view node, std::string_view reason) {
   });
 }
 
-Status RecordingSlurm::Resume(std::string_view node) {
-  return Apply(fmt::format("resume {}", node), node, [](Node& n) {
+Status RecordingSlurm::ReturnToService(std::string_view node) {
+  return Apply(fmt::format("return {}", node), node, [](Node& n) {
     if (n.Down())
       n.base = Node::Base::kIdle;
     n.drain = n.fail = false;
-    n.reason.clear();
-    n.reason_user.clear();
+  });
+}
+
+Status RecordingSlurm::PowerDown(std::string_view node) {
+  return Apply(fmt::format("power_down {}", node), node, [](Node& n) {
+    n.power_down = true;
+    if (n.powered_down)
+      n.not_responding = false;
   });
 }
 

@@ -3,7 +3,7 @@
 // slurmctld would (roughly), follows the port's reason rule (ReasonPolicyFor), and
 // records the calls in one format:
 //   "drain w-0 <reason>"  "undrain w-0"  "fail w-0 <reason>" ("fail w-0" without one)
-//   "resume w-0"  "features w-0 <available> <active>"  "reboot w-0 <reason>"
+//   "return w-0"  "power_down w-0"  "features w-0 <available> <active>"  "reboot w-0 <reason>"
 // A drain the reason rule refuses is not recorded (nothing reaches Slurm).
 //
 // Which nodes exist: after SetNodes, exactly those (any other name is NotFound, as
@@ -32,7 +32,12 @@ class RecordingSlurm final : public Slurm {
   Status Drain(std::string_view node, std::string_view reason) override;
   Status Undrain(std::string_view node) override;
   Status Fail(std::string_view node, std::string_view reason) override;
-  Status Resume(std::string_view node) override;
+  // Records "return w-0": a DOWN node becomes IDLE, DRAIN and FAIL cleared; the
+  // reason stays, as slurmctld keeps it.
+  Status ReturnToService(std::string_view node) override;
+  // Records "power_down w-0": POWER_DOWN set; a powered-down node is no longer
+  // NOT_RESPONDING (what its power-down cycle ends with).
+  Status PowerDown(std::string_view node) override;
   // Records "reboot w-0 <reason>" and sets reboot_requested and DRAIN, as slurmctld.
   Status Reboot(std::string_view node, std::string_view reason) override;
   Status SetFeatures(std::string_view node, std::string_view available,

@@ -47,6 +47,7 @@ Node Convert(const node_info_t& info) {
   n.powering_up = (state & NODE_STATE_POWERING_UP) != 0;
   n.powering_down = (state & NODE_STATE_POWERING_DOWN) != 0;
   n.power_down = (state & NODE_STATE_POWER_DOWN) != 0;
+  n.power_up = (state & NODE_STATE_POWER_UP) != 0;
   n.not_responding = (state & NODE_STATE_NO_RESPOND) != 0;
   n.fail = (state & NODE_STATE_FAIL) != 0;
   n.reboot_requested = (state & NODE_STATE_REBOOT_REQUESTED) != 0;
@@ -83,7 +84,8 @@ class ApiSlurm final : public Slurm {
   Status Drain(std::string_view node, std::string_view reason) override;
   Status Undrain(std::string_view node) override;
   Status Fail(std::string_view node, std::string_view reason) override;
-  Status Resume(std::string_view node) override;
+  Status ReturnToService(std::string_view node) override;
+  Status PowerDown(std::string_view node) override;
   Status Reboot(std::string_view node, std::string_view reason) override;
   Status SetFeatures(std::string_view node, std::string_view available,
                      std::string_view active) override;
@@ -242,12 +244,19 @@ Status ApiSlurm::Fail(std::string_view node, std::string_view reason) {
   return UpdateState(node, NODE_STATE_POWER_DOWN, sent, "POWER_DOWN");
 }
 
-Status ApiSlurm::Resume(std::string_view node) {
+Status ApiSlurm::ReturnToService(std::string_view node) {
   Init();
   std::lock_guard lock(update_mu_);
-  // On a DOWN node slurmctld makes it IDLE and clears DRAIN and FAIL; the power
-  // flags stay (POWERED_DOWN), so Slurm resumes it when a job needs it.
-  return UpdateState(node, NODE_RESUME, "", "RESUME");
+  // IDLE on a DOWN node clears DRAIN and FAIL and, on a powered-down one, makes it
+  // available at once; the power flags stay (POWERED_DOWN), so Slurm resumes it when
+  // a job needs it. port.h says why not RESUME.
+  return UpdateState(node, NODE_STATE_IDLE, "", "IDLE");
+}
+
+Status ApiSlurm::PowerDown(std::string_view node) {
+  Init();
+  std::lock_guard lock(update_mu_);
+  return UpdateState(node, NODE_STATE_POWER_DOWN, "", "POWER_DOWN");
 }
 
 Status ApiSlurm::Reboot(std::string_view node, std::string_view reason) {

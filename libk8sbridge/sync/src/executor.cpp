@@ -174,6 +174,8 @@ Status Executor::Run(const Action& action) {
       return SetFeatures(action);
     case ActionKind::kResume:
       return ResumeNode(action);
+    case ActionKind::kRenewPowerDown:
+      return RenewPowerDown(action);
     case ActionKind::kReboot:
       return RebootNode(action);
     case ActionKind::kRecreatePod:
@@ -281,7 +283,14 @@ Status Executor::ResumeNode(const Action& action) {
   Status s = CheckNoPodOfOurs(action.target, "a pod of ours still exists (read live)");
   if (!s.ok() || !not_due_.empty())
     return s;
-  return slurm_.Resume(action.target);
+  return slurm_.ReturnToService(action.target);
+}
+
+Status Executor::RenewPowerDown(const Action& action) {
+  auto live = LiveIfDue(action);
+  if (!live.ok() || !not_due_.empty())
+    return live.status();
+  return slurm_.PowerDown(action.target);
 }
 
 Status Executor::RebootNode(const Action& action) {

@@ -187,6 +187,8 @@ std::string_view ActionKindName(ActionKind kind) {
       return "set_features";
     case ActionKind::kResume:
       return "resume";
+    case ActionKind::kRenewPowerDown:
+      return "renew_power_down";
     case ActionKind::kReboot:
       return "reboot";
     case ActionKind::kRecreatePod:
@@ -465,6 +467,7 @@ std::vector<Action> Reconciler::Plan(const World& world, Clock::Steady::time_poi
   PlanBreakers(world, out);
   PlanFeatures(world, out);
   PlanReturns(world, out);
+  PlanFreshPowerDowns(world, out);
   PlanRollouts(world, out);
   // A condition that did not hold this round starts its grace afresh next time.
   for (auto it = since_.begin(); it != since_.end();) {
@@ -844,6 +847,18 @@ void Reconciler::PlanReturns(const World& world, std::vector<Action>& out) {
   }
 }
 
+void Reconciler::PlanFreshPowerDowns(const World& world, std::vector<Action>& out) {
+  if (!options_.config)
+    return;
+  for (const SlurmNode& n : world.slurm) {
+    if (!n.cloud || !NeedsFreshPowerDown(n) || !options_.config->GroupOf(n.name))
+      continue;
+    out.push_back(Action{ActionKind::kRenewPowerDown, n.name,
+                         "idle and powered down but NOT_RESPONDING: a restarted slurmctld "
+                         "would never schedule it; a power-down cycle clears that"});
+  }
+}
+
 namespace {
 // The reboot's key: when Slurm issued it (it sets the reason "reboot issued" then).
 std::string RebootKey(const SlurmNode& n) {
@@ -929,8 +944,17 @@ bool Returnable(const SlurmNode& n, Clock::Wall::time_point wall) {
   return true;
 }
 
+bool NeedsFreshPowerDown(const SlurmNode& n) {
+  return n.base == SlurmNode::Base::kIdle && n.powered_down && n.not_responding && !n.powering_up &&
+         !n.power_up && !n.power_down && !n.powering_down && !n.drain && !n.fail &&
+         !n.reboot_requested && !n.reboot_issued;
+}
+
 std::string NotDueOn(const Action& action, const SlurmNode& live, Clock::Wall::time_point wall) {
   switch (action.kind) {
+    case ActionKind::kRenewPowerDown:
+      return NeedsFreshPowerDown(live) ? ""
+                                       : "it is no longer IDLE, POWERED_DOWN and NOT_RESPONDING";
     case ActionKind::kResume:
       return Returnable(live, wall) ? ""
                                     : "it is no longer DOWN and POWERED_DOWN with a reason of "

@@ -49,7 +49,8 @@ class BootingSlurm final : public slurm::Slurm {
   Status Drain(std::string_view, std::string_view) override { return Unused(); }
   Status Undrain(std::string_view) override { return Unused(); }
   Status Fail(std::string_view, std::string_view) override { return Unused(); }
-  Status Resume(std::string_view) override { return Unused(); }
+  Status ReturnToService(std::string_view) override { return Unused(); }
+  Status PowerDown(std::string_view) override { return Unused(); }
   Status Reboot(std::string_view, std::string_view) override { return Unused(); }
   Status SetFeatures(std::string_view, std::string_view, std::string_view) override {
     return Unused();

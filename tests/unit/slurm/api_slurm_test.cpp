@@ -232,9 +232,22 @@ BOOST_AUTO_TEST_CASE(fail_of_an_unreadable_node_still_sends_our_reason) {
 
 BOOST_AUTO_TEST_CASE(an_error_names_the_call_and_the_node) {
   controller.down = true;
-  Status s = slurm->Resume("w-3");
+  Status s = slurm->ReturnToService("w-3");
   BOOST_TEST((s.code() == Status::Code::kUnavailable));
-  BOOST_TEST(s.message().find("slurm_update_node(NodeName=w-3 State=RESUME)") != std::string::npos);
+  BOOST_TEST(s.message().find("slurm_update_node(NodeName=w-3 State=IDLE)") != std::string::npos);
+}
+
+// The return to service is IDLE, not RESUME (which leaves a powered-down node
+// NOT_RESPONDING, port.h); the renewed power-down is POWER_DOWN. Neither sends a reason.
+BOOST_AUTO_TEST_CASE(return_to_service_is_idle_and_power_down_is_power_down) {
+  Has("w-0", NODE_STATE_DOWN | NODE_STATE_POWERED_DOWN);
+  BOOST_REQUIRE(slurm->ReturnToService("w-0").ok());
+  BOOST_REQUIRE(slurm->PowerDown("w-0").ok());
+  BOOST_REQUIRE_EQUAL(controller.updates.size(), 2u);
+  BOOST_TEST(controller.updates[0].state == static_cast<uint32_t>(NODE_STATE_IDLE));
+  BOOST_TEST(controller.updates[1].state == static_cast<uint32_t>(NODE_STATE_POWER_DOWN));
+  BOOST_TEST(!controller.updates[0].has_reason);
+  BOOST_TEST(!controller.updates[1].has_reason);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

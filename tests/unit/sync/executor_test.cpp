@@ -367,7 +367,7 @@ BOOST_FIXTURE_TEST_CASE(failed_pod_downs_the_node_once, Fixture) {
   BOOST_TEST(slurm.calls().size() == 1u);
   api.Erase(kPodPath);
   BOOST_TEST(Converge(r) == 1);
-  BOOST_TEST(slurm.calls().back() == "resume w-0");
+  BOOST_TEST(slurm.calls().back() == "return w-0");
   BOOST_TEST(!n->Down());
   BOOST_TEST(n->powered_down);
   BOOST_TEST(Converge(r) == 0);  // steady
@@ -398,7 +398,32 @@ BOOST_FIXTURE_TEST_CASE(resume_confirms_no_pod_live_and_fails_closed, Fixture) {
   slurm.Find("w-0")->base = ks::SlurmNode::Base::kDown;
   clock.Advance(10s);
   BOOST_TEST(exec->Execute(a).ok());
-  BOOST_TEST(slurm.calls() == std::vector<std::string>{"resume w-0"});
+  BOOST_TEST(slurm.calls() == std::vector<std::string>{"return w-0"});
+}
+
+// The return is IDLE, not RESUME (which would leave the node NOT_RESPONDING); an
+// idle, powered-down node left NOT_RESPONDING (an admin's RESUME) is powered down
+// again, after a live read shows it still is.
+BOOST_FIXTURE_TEST_CASE(a_not_responding_powered_down_node_is_powered_down_again, Fixture) {
+  ks::SlurmNode n = Up("w-0");
+  n.powered_down = true;
+  n.not_responding = true;
+  slurm.SetNodes({n});
+  api.Erase(kPodPath);
+  ks::Reconciler r(Options());
+  BOOST_TEST(Converge(r) == 1);
+  BOOST_TEST(slurm.calls() == std::vector<std::string>{"power_down w-0"});
+  BOOST_TEST(!slurm.Find("w-0")->not_responding);
+  // Slurm's power-down ends: POWERED_DOWN, no longer asked to: nothing more to do.
+  slurm.Find("w-0")->power_down = false;
+  BOOST_TEST(Converge(r) == 0);
+  // A plan from an old snapshot, read live after Slurm resumed the node: not done.
+  ks::Action a{ActionKind::kRenewPowerDown, "w-0", "stale"};
+  slurm.Find("w-0")->not_responding = true;
+  slurm.Find("w-0")->powered_down = false;
+  slurm.Find("w-0")->powering_up = true;
+  BOOST_TEST(exec->Execute(a).ok());
+  BOOST_TEST(slurm.calls().size() == 1u);
 }
 
 // The snapshot the plan came from said up; slurmctld, read live, says a suspend
@@ -556,7 +581,7 @@ BOOST_FIXTURE_TEST_CASE(resume_ignores_a_pod_stranded_on_a_lost_node, Fixture) {
   api.Erase("/api/v1/namespaces/slurm/pods/w-0.1");
   clock.Advance(10s);
   BOOST_TEST(exec->Execute(a).ok());
-  BOOST_TEST(slurm.calls() == std::vector<std::string>{"resume w-0"});
+  BOOST_TEST(slurm.calls() == std::vector<std::string>{"return w-0"});
 }
 
 // Leadership is asked before every action: lost mid-pass, the rest is not done.

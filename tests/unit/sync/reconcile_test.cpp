@@ -550,6 +550,45 @@ BOOST_FIXTURE_TEST_CASE(failed_powered_down_nodes_of_ours_return_to_service, Fix
   BOOST_TEST(!ks::Returnable(w.slurm[1], wall));
 }
 
+// slurmctld's RESUME of a DOWN, powered-down node (an admin's, or an older return)
+// leaves it IDLE+POWERED_DOWN+NOT_RESPONDING; a restarted slurmctld never makes such
+// a node available again (read_config.c), so it gets a fresh power-down, which
+// clears NOT_RESPONDING. A node being resumed, drained, or already asked to power
+// down or up is left alone, as is one outside the node groups.
+BOOST_FIXTURE_TEST_CASE(an_idle_powered_down_node_left_not_responding_is_powered_down_again,
+                        Fixture) {
+  auto stale = [](const std::string& name) {
+    SlurmNode n = PoweredDown(name);
+    n.not_responding = true;
+    return n;
+  };
+  SlurmNode resuming = stale("w-1");
+  resuming.powered_down = false;
+  resuming.powering_up = true;
+  SlurmNode drained = stale("w-2");
+  drained.drain = true;
+  SlurmNode asked_down = stale("w-3");
+  asked_down.power_down = true;
+  SlurmNode asked_up = stale("w-4");
+  asked_up.power_up = true;
+  SlurmNode down = stale("w-5");
+  down.base = SlurmNode::Base::kDown;
+  ks::World w{{stale("w-0"), resuming, drained, asked_down, asked_up, down, stale("login-1"),
+               PoweredDown("w-6")},
+              {},
+              {}};
+  auto actions = Plan(w);
+  const auto* renew = Find(actions, ActionKind::kRenewPowerDown, "w-0");
+  BOOST_REQUIRE(renew);
+  BOOST_TEST(renew->reason.find("NOT_RESPONDING") != std::string::npos, renew->reason);
+  for (std::string name : {"w-1", "w-2", "w-3", "w-4", "w-5", "w-6", "login-1"})
+    BOOST_TEST(!Find(actions, ActionKind::kRenewPowerDown, name), name);
+  // The executor's live re-check: Slurm resumed it for a job meanwhile.
+  BOOST_TEST(ks::NotDueOn(*renew, stale("w-0"), wall).empty());
+  BOOST_TEST(!ks::NotDueOn(*renew, resuming, wall).empty());
+  BOOST_TEST(!ks::NotDueOn(*renew, PoweredDown("w-0"), wall).empty());
+}
+
 // With ReturnToService=1 a pod whose first registration slurmctld answered late is
 // set DOWN by Slurm as "Node unexpectedly rebooted"; powered down without a pod, it
 // is returned like ours. An admin's reason on such a node stays (Slurm keeps it).

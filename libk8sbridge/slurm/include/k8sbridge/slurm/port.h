@@ -37,6 +37,7 @@ struct Node {
   bool powering_up = false;    // #
   bool powering_down = false;  // %
   bool power_down = false;     // ! (power down requested)
+  bool power_up = false;       // power up requested (`scontrol power up`)
   bool not_responding = false;
   bool fail = false;              // FAIL flag (failing: DOWN once its jobs end)
   bool reboot_requested = false;  // a reboot waits for the node to be idle (@)
@@ -101,9 +102,18 @@ class Slurm {
   // next resume makes a fresh pod). The state changes are always sent; `reason` goes
   // with them unless ReasonPolicyFor keeps the node's own, or `reason` is empty.
   virtual Status Fail(std::string_view node, std::string_view reason) = 0;
-  // RESUME (`scontrol update state=resume`): a DOWN, POWERED_DOWN node becomes
-  // IDLE+POWERED_DOWN, so the next job that needs it resumes it.
-  virtual Status Resume(std::string_view node) = 0;
+  // IDLE (`scontrol update state=idle`): a DOWN, POWERED_DOWN node becomes
+  // IDLE+POWERED_DOWN, so the next job that needs it resumes it. Not RESUME: on a
+  // DOWN node slurmctld's RESUME also marks it NOT_RESPONDING until its slurmd
+  // registers (node_mgr.c, _require_node_reg), and a restarted slurmctld does not
+  // make an idle node that is NOT_RESPONDING available (read_config.c): a powered-down
+  // one then never registers, and every job that needs it waits for ever.
+  virtual Status ReturnToService(std::string_view node) = 0;
+  // POWER_DOWN (`scontrol update state=power_down`): Slurm powers the node down once
+  // it is idle; one already powered down goes through the power-down again (its
+  // SuspendProgram runs, and after SuspendTimeout it is POWERED_DOWN and available,
+  // its NOT_RESPONDING cleared).
+  virtual Status PowerDown(std::string_view node) = 0;
   // `scontrol reboot ASAP nextstate=RESUME reason=<reason> <node>`: Slurm drains the
   // node, waits until its jobs end, issues the reboot (DOWN + REBOOT_ISSUED) and
   // returns it to service when its slurmd registers with a new boot time. libslurm

@@ -76,6 +76,8 @@ class Executor {
   Status Fail(const Action& action);
   Status DrainNode(const Action& action);
   Status ResumeNode(const Action& action);
+  // kRenewPowerDown: the live re-check, then POWER_DOWN.
+  Status RenewPowerDown(const Action& action);
   // kReboot and kRecreatePod: the live re-checks, then Slurm's reboot or the pod.
   Status RebootNode(const Action& action);
   Status RecreatePod(const Action& action);

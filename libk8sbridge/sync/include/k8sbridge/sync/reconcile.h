@@ -58,18 +58,19 @@ struct World {
 };
 
 enum class ActionKind {
-  kMirrorDrain,  // pod: set the kDrain*Annotation annotations (+ Event)
-  kClearDrain,   // pod: remove them (+ Event)
-  kCordon,       // Kubernetes node: our taint, cordon unless already cordoned, drains list
-  kUncordon,     // Kubernetes node: remove our taint, uncordon only if we cordoned
-  kDrain,        // Slurm node: DRAIN with reason
-  kUndrain,      // Slurm node: UNDRAIN (only our drains)
-  kFail,         // Slurm node: DOWN then POWER_DOWN with reason (jobs requeue, fresh pod next)
-  kDeletePod,    // an orphan pod, by uid precondition
-  kSetFeatures,  // Slurm node: features from relabelled Kubernetes node labels; pod: marker
-  kResume,       // Slurm node: RESUME a DOWN, POWERED_DOWN node we failed (back to service)
-  kReboot,       // Slurm node: reboot ASAP, nextstate=RESUME (its pod's template changed)
-  kRecreatePod,  // a node whose reboot Slurm issued, its old pod gone: a pod from the template
+  kMirrorDrain,     // pod: set the kDrain*Annotation annotations (+ Event)
+  kClearDrain,      // pod: remove them (+ Event)
+  kCordon,          // Kubernetes node: our taint, cordon unless already cordoned, drains list
+  kUncordon,        // Kubernetes node: remove our taint, uncordon only if we cordoned
+  kDrain,           // Slurm node: DRAIN with reason
+  kUndrain,         // Slurm node: UNDRAIN (only our drains)
+  kFail,            // Slurm node: DOWN then POWER_DOWN with reason (jobs requeue, fresh pod next)
+  kDeletePod,       // an orphan pod, by uid precondition
+  kSetFeatures,     // Slurm node: features from relabelled Kubernetes node labels; pod: marker
+  kResume,          // Slurm node: IDLE for a DOWN, POWERED_DOWN node we failed (back to service)
+  kRenewPowerDown,  // Slurm node: POWER_DOWN an idle, powered-down node left NOT_RESPONDING
+  kReboot,          // Slurm node: reboot ASAP, nextstate=RESUME (its pod's template changed)
+  kRecreatePod,     // a node whose reboot Slurm issued, its old pod gone: a pod from the template
 };
 std::string_view ActionKindName(ActionKind kind);  // "mirror_drain", ... (metric label)
 
@@ -160,6 +161,13 @@ std::string SlurmReason(std::string_view text);
 // needs it resumes it with a fresh pod. The caller also checks that no pod of
 // ours exists and that the node is a CLOUD node of a NodeGroup.
 bool Returnable(const SlurmNode& n, Clock::Wall::time_point wall);
+// IDLE and POWERED_DOWN, yet NOT_RESPONDING, with no power change asked or under
+// way and no DRAIN, FAIL or reboot: what slurmctld's RESUME of a DOWN, powered-down
+// node leaves (an admin's `scontrol update state=resume` of a down~ node, or an
+// older k8sbridge's return). slurmctld schedules it until it restarts; a restarted
+// slurmctld does not make it available, and every job that needs it waits for ever
+// (ReqNodeNotAvail). A power-down cycle clears NOT_RESPONDING.
+bool NeedsFreshPowerDown(const SlurmNode& n);
 // Why `action` (kFail, kDrain or kResume, planned from a snapshot that may be
 // old) is no longer due on `live`, a fresh read of its Slurm node; "" if it still
 // is. A node being suspended is never failed: that is a normal power-down.
@@ -216,6 +224,7 @@ class Reconciler {
   void PlanBreakers(const World& world, std::vector<Action>& out);
   void PlanFeatures(const World& world, std::vector<Action>& out);
   void PlanReturns(const World& world, std::vector<Action>& out);
+  void PlanFreshPowerDowns(const World& world, std::vector<Action>& out);
   // Rollouts (docs/sync.md, "Rollouts"): a running pod from an old template asks
   // Slurm for a reboot ASAP; once Slurm issues it, the old pod goes and a new one
   // comes from the current template.
