@@ -9,8 +9,10 @@ invariant was violated. Needs root and a build (meson compile -C BUILD).
         [--window SECONDS] [--kinds K1,K2] [--short-faults] [--ctld-sigkill]
         [--json FILE]
 
-The window (default: 25 s per fault) is the time over which jobs arrive and faults
-are injected; the run then waits for every job and for the world to be at rest.
+The window (default: 25 s per fault) is the time over which the schedule's jobs
+arrive and faults are injected; faults that outlast it get more jobs (at least two
+pending or running) until the last one; the run then waits for every job and for the
+world to be at rest.
 """
 
 import argparse

@@ -855,6 +855,7 @@ class Driver:
             for spec in self.schedule.jobs:  # jobs keep coming while a fault lasts
                 time.sleep(max(0.0, start + spec.at - now()))
                 self.schedule.submit_now(spec)
+            self.keep_jobs_coming(faults)
             faults.join()
             self.finish()
         finally:
@@ -862,6 +863,21 @@ class Driver:
             faults.join(timeout=120)
             self.monitor.stop()
         return self.report(now() - start)
+
+    def keep_jobs_coming(self, faults: threading.Thread):
+        """Once the stream's jobs are all in and faults are still due (each waits for
+        the last one to recover, so they can outlast the window), more jobs keep
+        work in progress: a fault aimed at a running job's node finds one at once
+        instead of starting a job of its own and waiting for it."""
+        rng = random.Random(self.plan.seed + 2)
+        while faults.is_alive():
+            states = self.monitor.jobs
+            active = [j for j in self.schedule.submitted
+                      if states.get(j) not in FINAL_JOB_STATES]
+            if len(active) < 2:
+                self.schedule.submit_now(JobSpec(0, rng.randint(1, 4), rng.randint(20, 45),
+                                                 rng.random() < 0.5, False))
+            faults.join(timeout=2)
 
     def inject_all(self, start):
         """The faults, one at a time, each at its time or when the last one ended."""
