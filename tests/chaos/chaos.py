@@ -715,6 +715,10 @@ class Monitor:
                              f"pod of {node} (uid {uid})")
         with self._lock:
             self.pods = seen
+        # A pod gone is no orphan any more (left here, healthy() would stay false, and
+        # every later fault would wait its whole recovery_wait).
+        for uid in [u for u in self.orphan_age if u not in seen]:
+            del self.orphan_age[uid]
         for uid, (node, terminating, _) in seen.items():
             state = nodes.get(node, {}).get("State", "")
             orphan = not terminating and (
@@ -725,7 +729,8 @@ class Monitor:
                 continue
             if not self.api_faulty:
                 self.orphan_age[uid] = self.orphan_age.get(uid, 0) + dt
-            if self.orphan_age[uid] > ORPHAN_BOUND and self.orphan_age[uid] - dt <= ORPHAN_BOUND:
+            age = self.orphan_age.get(uid, 0)  # none yet when first seen in an API fault
+            if age > ORPHAN_BOUND and age - dt <= ORPHAN_BOUND:
                 self.violate("orphan pods past the grace", f"pod of {node} ({state})")
 
     def check_stuck(self, nodes, dt):
