@@ -6,6 +6,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include "k8sbridge/contract.h"
 #include "k8sbridge/kube/api_error.h"
@@ -452,12 +453,13 @@ NodeOutcome DeleteNodePods(const PowerContext& ctx, Steady::time_point deadline,
   return outcome;
 }
 
+using PodsByNode = std::map<std::string, std::vector<kube::Object>, std::less<>>;
+
 // Our pods by the Slurm node of their node label, from one list: all of the
-// cluster's for several nodes, one node's for one. Empty when the list failed (then
-// each node's pod is read by name).
-std::map<std::string, std::vector<kube::Object>, std::less<>> ListNodePods(
-    const PowerContext& ctx, const std::vector<std::string>& nodes) {
-  std::map<std::string, std::vector<kube::Object>, std::less<>> ours;
+// cluster's for several nodes, one node's for one. nullopt when the list failed.
+std::optional<PodsByNode> ListNodePods(const PowerContext& ctx,
+                                       const std::vector<std::string>& nodes) {
+  PodsByNode ours;
   const auto deadline = ctx.client.clock().Now() + ctx.setup.config.kube.retry_deadline;
   const std::string& cluster = ctx.setup.config.cluster_name;
   kube::ListOptions options;
@@ -467,9 +469,9 @@ std::map<std::string, std::vector<kube::Object>, std::less<>> ListNodePods(
     return ctx.client.List(kube::kPods, ctx.setup.config.kube.namespace_, options);
   });
   if (!listed.ok()) {
-    ctx.log.Warning("listing the worker pods failed ({}); reading each node's pod instead",
+    ctx.log.Warning("listing the worker pods of {} failed ({})", fmt::join(nodes, ","),
                     listed.status().message());
-    return ours;
+    return std::nullopt;
   }
   for (auto& pod : listed->items) {
     const std::string node = SlurmNodeOf(pod);
@@ -479,11 +481,23 @@ std::map<std::string, std::vector<kube::Object>, std::less<>> ListNodePods(
   return ours;
 }
 
-// Suspend and ResumeFail: every pod of ours of each node is deleted.
+// Suspend and ResumeFail: every pod of ours of each node is deleted. When the list of
+// them all fails, each node's pods are listed by its node label again: read by name,
+// a replacement pod (another name) would be missed and left running as an orphan.
 PowerReport DeleteEachNodesPods(const PowerContext& ctx, const std::vector<std::string>& nodes,
                                 bool resume_failed) {
-  const auto ours = ListNodePods(ctx, nodes);
+  const auto all = nodes.size() > 1 ? ListNodePods(ctx, nodes) : std::nullopt;
   return ForEachNode(ctx, nodes, [&](Steady::time_point deadline, const std::string& node) {
+    std::optional<PodsByNode> own;
+    if (!all) {
+      own = ListNodePods(ctx, {node});
+      if (!own) {
+        return NodeOutcome{node, NodeAction::kFailed,
+                           Status::Unavailable(fmt::format(
+                               "node {}: its pods could not be listed: none deleted", node))};
+      }
+    }
+    const PodsByNode& ours = all ? *all : *own;
     std::vector<const kube::Object*> pods;
     if (auto it = ours.find(node); it != ours.end()) {
       for (const kube::Object& pod : it->second)
