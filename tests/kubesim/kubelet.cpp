@@ -218,6 +218,20 @@ rapidjson::Value S(const std::string& s, rapidjson::Document::AllocatorType& a) 
   return rapidjson::Value(s.c_str(), static_cast<rapidjson::SizeType>(s.size()), a);
 }
 
+}  // namespace
+
+rapidjson::Value kubelet_internal::WaitingJson(const std::string& reason,
+                                               const std::string& message,
+                                               rapidjson::Document::AllocatorType& a) {
+  rapidjson::Value w(rapidjson::kObjectType);
+  w.AddMember("reason", S(reason, a), a);
+  if (!message.empty())
+    w.AddMember("message", S(message, a), a);
+  return w;
+}
+
+namespace {
+
 // The host mode's one container as ReportStatus and ReportPullFailure write it.
 struct HostContainer {
   std::string name, image;
@@ -246,11 +260,8 @@ rapidjson::Value HostContainerState(const HostContainer& c, rapidjson::Document:
       t.AddMember("containerID", S(fmt::format("kubesim://{}", c.pid), a), a);
     state.AddMember("terminated", t, a);
   } else {
-    rapidjson::Value w(rapidjson::kObjectType);
-    w.AddMember("reason", S(c.waiting_reason, a), a);
-    if (!c.waiting_message.empty())
-      w.AddMember("message", S(c.waiting_message, a), a);
-    state.AddMember("waiting", w, a);
+    state.AddMember("waiting",
+                    kubelet_internal::WaitingJson(c.waiting_reason, c.waiting_message, a), a);
   }
   return state;
 }

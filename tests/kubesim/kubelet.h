@@ -136,6 +136,9 @@ Result<std::string> ClaimHostPath(const Store& store, const std::string& ns,
 std::string ToolPath(const std::string& name);
 // Replaces status.<key> (creating status when missing).
 void SetStatusMember(rapidjson::Document& doc, const char* key, rapidjson::Value value);
+// A container status's state.waiting: its reason, and its message unless empty (both modes).
+rapidjson::Value WaitingJson(const std::string& reason, const std::string& message,
+                             rapidjson::Document::AllocatorType& a);
 // status.phase, hostIP(s), podIP(s) (when pod_ip is not empty) and startTime (once).
 void SetPodStatusBasics(rapidjson::Document& doc, const std::string& phase,
                         const std::string& host_ip, const std::string& pod_ip,

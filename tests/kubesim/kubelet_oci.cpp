@@ -815,11 +815,8 @@ rapidjson::Value ContainerStatusJson(const OciContainer& c, rapidjson::Document:
                                    c.container_id, a),
                     a);
   } else {
-    rapidjson::Value w(rapidjson::kObjectType);
-    w.AddMember("reason", S(c.waiting_reason, a), a);
-    if (!c.waiting_message.empty())
-      w.AddMember("message", S(c.waiting_message, a), a);
-    state.AddMember("waiting", w, a);
+    state.AddMember("waiting",
+                    kubelet_internal::WaitingJson(c.waiting_reason, c.waiting_message, a), a);
   }
   cs.AddMember("state", state, a);
   rapidjson::Value last(rapidjson::kObjectType);
