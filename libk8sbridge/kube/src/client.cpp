@@ -15,6 +15,10 @@ namespace k8sbridge::kube {
 
 namespace {
 
+// How long a wait for the server lasts once another request got an answer (see
+// ServerContact), before its jitter: the server is back, so retry soon.
+constexpr std::chrono::milliseconds kPauseAfterAnswer{200};
+
 std::string Escape(std::string_view in) {
   std::string out;
   for (unsigned char c : in) {
@@ -267,7 +271,10 @@ Client::Client(const Config& config, std::shared_ptr<Transport> transport, Clien
           options.token_file_max_age)),
       limiter_(options.qps, options.burst, *clock_),
       warnings_(*logger_),
-      generator_(std::random_device{}()) {}
+      generator_(std::random_device{}()) {
+  if (!options_.contact)
+    options_.contact = std::make_shared<ServerContact>();
+}
 
 Clock::Steady::duration Client::Jitter(Clock::Steady::duration base, double factor) {
   double r;
@@ -294,17 +301,39 @@ std::string Client::Path(const Resource& r, std::string_view ns, std::string_vie
   return path;
 }
 
-bool Client::SleepCancellable(Clock::Steady::duration d, const CallOptions& call) {
-  // Sleep in slices so that a cancellation is noticed within 100 ms.
+bool ServerDidNotAnswer(const Status& failure) {
+  const auto code = failure.code();
+  return (code == Status::Code::kUnavailable || code == Status::Code::kTimeout) &&
+         HttpCode(failure) != 429;
+}
+
+bool Client::BackOff(Clock::Steady::duration d, const CallOptions& call, bool outage) {
+  return SleepCancellable(d, call, /*until_answer=*/outage);
+}
+
+bool Client::SleepCancellable(Clock::Steady::duration d, const CallOptions& call,
+                              bool until_answer) {
+  // Sleep in slices so that a cancellation (or an answer) is noticed within 100 ms.
   const auto slice = std::chrono::milliseconds(100);
+  const auto began = clock_->Now();
   while (d > Clock::Steady::duration::zero()) {
     if (call.cancel && call.cancel->cancelled())
       return false;
+    if (until_answer && options_.contact->AnsweredAfter(began)) {
+      // The pause spreads the clients that waited on the same outage.
+      d = std::min(d, Jitter(kPauseAfterAnswer, 1.0));
+      until_answer = false;
+    }
     auto step = std::min<Clock::Steady::duration>(d, slice);
     clock_->SleepFor(step);
     d -= step;
   }
   return !(call.cancel && call.cancel->cancelled());
+}
+
+void Client::NoteAnswer(int http_status, Clock::Steady::time_point at) {
+  if (ServerContact::Serves(http_status))
+    options_.contact->Answered(at);
 }
 
 HttpRequest Client::NewRequest(std::string_view method, const std::string& path,
@@ -356,8 +385,9 @@ Result<HttpResponse> Client::Send(std::string_view verb, std::string_view method
     // (a watch resumes from the last resourceVersion it saw, not from its start).
     bool answered = false;
     if (req.on_headers) {
-      req.on_headers = [&answered, &stream](const HttpResponse& head) {
+      req.on_headers = [this, &answered, &stream](const HttpResponse& head) {
         answered = true;
+        NoteAnswer(head.status, clock_->Now());  // a watch's answer lasts minutes
         stream->on_headers(head);
       };
     } else {
@@ -369,6 +399,8 @@ Result<HttpResponse> Client::Send(std::string_view verb, std::string_view method
     const auto latency = clock_->Now() - sent;
     if (options_.metrics)
       options_.metrics->RequestDone(verb, resp.ok() ? resp->status : 0, latency);
+    if (resp.ok())
+      NoteAnswer(resp->status, clock_->Now());
 
     const bool more = attempt < options_.max_retries;
     if (!resp.ok()) {
@@ -378,7 +410,7 @@ Result<HttpResponse> Client::Send(std::string_view verb, std::string_view method
       if (resp.status().code() == Status::Code::kUnavailable && resend && more) {
         logger_->Info("kube: {} {}: {}; retrying in {} ms", method, path, resp.status().message(),
                       conn_backoff.count());
-        if (!SleepCancellable(conn_backoff, call)) {
+        if (!BackOff(conn_backoff, call, /*outage=*/true)) {
           return Status::Cancelled(fmt::format("{} {}: cancelled while waiting to retry after: {}",
                                                method, path, resp.status().message()));
         }

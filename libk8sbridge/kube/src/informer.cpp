@@ -4,6 +4,11 @@
 
 namespace k8sbridge::kube {
 
+namespace {
+// How many outage back-offs in a row may end early (see Reflector::Run).
+constexpr int kMaxEarlyEnds = 3;
+}  // namespace
+
 Reflector::Reflector(Client& client, const Resource& resource, ReflectorOptions options,
                      ReflectorSink& sink, Metrics* metrics)
     : client_(client),
@@ -78,13 +83,18 @@ void Reflector::Run(const CancelToken& cancel) {
   const std::string what(resource_.plural);
 
   // Sleeps the current back-off, jittered (noticing cancellation), and doubles it.
-  auto back_off = [&]() {
-    auto left = client_.Jitter(backoff, options_.jitter);
-    while (left.count() > 0 && !cancel.cancelled()) {
-      auto step = std::min<Clock::Steady::duration>(left, std::chrono::milliseconds(100));
-      clock.SleepFor(step);
-      left -= step;
-    }
+  // After a failure that means the server did not answer (a connection error, a
+  // timeout, a 5xx), the wait ends soon after any request gets an answer again: a
+  // lease renewal shows that the outage is over long before a 30 s back-off would.
+  // A server that answers others but keeps failing this stream gets that shortcut
+  // only kMaxEarlyEnds times before the back-off is whole again.
+  int early_ends = 0;
+  auto back_off = [&](const Status& failure) {
+    const auto wait = client_.Jitter(backoff, options_.jitter);
+    const auto began = clock.Now();
+    client_.BackOff(wait, call, ServerDidNotAnswer(failure) && early_ends < kMaxEarlyEnds);
+    if (clock.Now() - began < wait)
+      ++early_ends;
     backoff = std::min(backoff * 2, options_.max_backoff);
   };
 
@@ -97,10 +107,11 @@ void Reflector::Run(const CancelToken& cancel) {
         log.Warning("kube: list {}: {}; retrying in {} ms", what, listed.ToString(),
                     backoff.count());
         sink_.Healthy(false);
-        back_off();
+        back_off(listed);
         continue;
       }
       need_list = false;
+      early_ends = 0;
     }
 
     const auto started = clock.Now();
@@ -110,6 +121,7 @@ void Reflector::Run(const CancelToken& cancel) {
     if (end.ok()) {
       if (end->events > 0) {
         backoff = options_.initial_backoff;  // progress: start back-off afresh
+        early_ends = 0;
         CountRestart("closed");
         continue;  // resume from the last resourceVersion
       }
@@ -120,7 +132,7 @@ void Reflector::Run(const CancelToken& cancel) {
                  backoff.count());
         CountRestart("empty-stream");
         need_list = true;
-        back_off();
+        back_off(Status::Ok());
         continue;
       }
       CountRestart("closed");
@@ -133,13 +145,13 @@ void Reflector::Run(const CancelToken& cancel) {
       log.Info("kube: watch {} from resourceVersion {}: {}; relisting", what, rv, s.message());
       CountRestart(s.code() == Status::Code::kExpired ? "expired" : "too-large");
       need_list = true;
-      back_off();
+      back_off(s);
       continue;
     }
     log.Warning("kube: watch {}: {}; watching again in {} ms", what, s.ToString(), backoff.count());
     sink_.Healthy(false);
     CountRestart("error");
-    back_off();
+    back_off(s);
   }
 }
 

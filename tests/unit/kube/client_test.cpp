@@ -231,6 +231,40 @@ BOOST_AUTO_TEST_CASE(connection_errors_retry_reads_only) {
   BOOST_TEST(env.metrics.Requests("POST", 0) == 1);
 }
 
+// A read that waits to retry after connection errors stops waiting soon after
+// another client on the same server (the lease's) gets an answer: the outage is over.
+BOOST_AUTO_TEST_CASE(a_read_retried_after_connection_errors_retries_once_another_is_answered) {
+  Env env;
+  Client lease(env.config, env.transport, env.client->options());
+  for (int i = 0; i < 5; ++i)  // waits 0.8, 1.6, 3.2, 6.4 and 12.8 s
+    env.transport->Push(FT::Error(Status::Unavailable("connection refused")));
+  env.transport->Push(FT::Json(200, R"({"kind":"Lease","metadata":{}})"));
+  env.transport->Push(FT::Json(200, PodJson("p", "1")));
+  bool renewed = false;
+  env.clock.SetOnSleep([&](std::chrono::nanoseconds slept) {
+    if (!renewed && slept >= 15s) {  // 2.8 s into the 12.8 s wait
+      renewed = true;
+      BOOST_TEST(lease.Get(kLeases, "k8sbridge", "sync").ok());
+    }
+  });
+  BOOST_TEST(env.client->Get(kPods, "default", "p").ok());
+  BOOST_TEST(renewed);
+  BOOST_TEST((env.clock.total_slept() == 15200ms));  // then a 200 ms pause, not 9.8 s more
+}
+
+// Options copied from a client share its ServerContact; other clients do not.
+BOOST_AUTO_TEST_CASE(clients_made_from_the_same_options_share_their_server_contact) {
+  Env env;
+  Client lease(env.config, env.transport, env.client->options());
+  Env other;
+  BOOST_TEST(lease.options().contact == env.client->options().contact);
+  BOOST_TEST(other.client->options().contact != env.client->options().contact);
+  BOOST_TEST(ServerContact::Serves(404));
+  BOOST_TEST(ServerContact::Serves(401));
+  BOOST_TEST(!ServerContact::Serves(429));
+  BOOST_TEST(!ServerContact::Serves(503));
+}
+
 BOOST_AUTO_TEST_CASE(unauthorized_rereads_token_file_and_retries_once) {
   std::string path = "/tmp/kube-client-token-" + std::to_string(getpid());
   std::ofstream(path) << "old";

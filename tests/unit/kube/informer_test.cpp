@@ -203,6 +203,80 @@ BOOST_AUTO_TEST_CASE(health_follows_lists_and_watch_errors) {
   BOOST_TEST(!informer.IsHealthy());
 }
 
+// Runs a reflector whose first watch fails with `failure` and whose back-off
+// starts at 30 s, while another client on the same server (the lease's) gets an
+// answer 5 s into that back-off. Returns how long the reflector slept.
+std::chrono::milliseconds SleptWhenAnotherRequestIsAnswered(FT::Answer failure) {
+  ReflectorRun t;
+  Client lease(t.env.config, t.env.transport, t.env.client->options());
+  t.env.transport->Push(FT::Json(200, ListJson("10", {})));
+  t.env.transport->Push(std::move(failure));                                  // the watch
+  t.env.transport->Push(FT::Json(200, R"({"kind":"Lease","metadata":{}})"));  // the renewal
+  t.env.transport->Push(FT::Stream({WatchLine("ADDED", PodJson("a", "11"))}));
+  bool renewed = false;
+  t.env.clock.SetOnSleep([&](std::chrono::nanoseconds slept) {
+    if (!renewed && slept >= 5s) {
+      renewed = true;
+      BOOST_TEST(lease.Get(kLeases, "k8sbridge", "sync").ok());
+    }
+  });
+  ReflectorOptions options;
+  options.initial_backoff = 30s;
+  Reflector r(*t.env.client, kPods, options, t.sink, &t.env.metrics);
+  r.Run(t.cancel);
+  BOOST_TEST(renewed);
+  BOOST_TEST(t.sink.log == (std::vector<std::string>{"REPLACE 0 @10", "ADDED a @11"}));
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.env.clock.total_slept());
+}
+
+// After an outage the back-off has grown to 30 s; a lease renewal that gets
+// through shows the server is back, and the cache must not stay stale for the rest
+// of the back-off (the chaos long run: orphans kept 50 s after a 60 s outage).
+BOOST_AUTO_TEST_CASE(an_answer_to_another_request_ends_an_outage_back_off) {
+  // 5 s into the back-off, then the 200 ms pause (the tests' jitter is 0).
+  BOOST_TEST(SleptWhenAnotherRequestIsAnswered(
+                 FT::Json(503, StatusJson(503, "ServiceUnavailable", "down"))) == 5200ms);
+  BOOST_TEST(SleptWhenAnotherRequestIsAnswered(
+                 FT::Json(500, StatusJson(500, "InternalError", "etcd"))) == 5200ms);
+}
+
+// Only a failure that means the server did not answer is cut short: a 429 asks us
+// to wait, and a 403 (RBAC) does not go away because other requests succeed.
+BOOST_AUTO_TEST_CASE(a_back_off_after_an_answer_is_not_cut_short) {
+  BOOST_TEST(SleptWhenAnotherRequestIsAnswered(
+                 FT::Json(429, StatusJson(429, "TooManyRequests", "slow down"))) == 30000ms);
+  BOOST_TEST(SleptWhenAnotherRequestIsAnswered(
+                 FT::Json(403, StatusJson(403, "Forbidden", "no watch"))) == 30000ms);
+}
+
+// A server that answers the lease but keeps failing the watch: the shortcut is
+// taken three times, then the back-off is whole again.
+BOOST_AUTO_TEST_CASE(a_stream_that_keeps_failing_gets_its_whole_back_off_again) {
+  ReflectorRun t;
+  Client lease(t.env.config, t.env.transport, t.env.client->options());
+  t.env.transport->Push(FT::Json(200, ListJson("10", {})));
+  for (int i = 0; i < 4; ++i) {
+    t.env.transport->Push(FT::Json(503, StatusJson(503, "ServiceUnavailable", "down")));
+    t.env.transport->Push(FT::Json(200, R"({"kind":"Lease","metadata":{}})"));
+  }
+  int renewals = 0;
+  t.env.clock.SetOnSleep([&](std::chrono::nanoseconds slept) {
+    if (renewals < 4 && slept >= std::chrono::seconds(renewals + 1)) {  // each second
+      ++renewals;
+      BOOST_TEST(lease.Get(kLeases, "k8sbridge", "sync").ok());
+    }
+  });
+  ReflectorOptions options;
+  options.initial_backoff = 10s;
+  Reflector r(*t.env.client, kPods, options, t.sink, &t.env.metrics);
+  r.Run(t.cancel);
+  BOOST_TEST(renewals == 4);
+  // The first three back-offs (10, 20 and 30 s) end 200 ms after the renewals at
+  // 1, 2 and 3 s; the fourth (30 s) is whole although the lease renewed at 4 s.
+  BOOST_TEST(std::chrono::duration_cast<std::chrono::milliseconds>(t.env.clock.total_slept()) ==
+             3200ms + 30s);
+}
+
 BOOST_AUTO_TEST_CASE(informer_cache_and_handlers) {
   Env env;
   CancelToken stop;

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -97,6 +98,30 @@ class RateLimiter {
   Clock& clock_;
 };
 
+// When the server last answered a request, shared by every client made with the
+// same options (the leader election's client too). A wait that began because the
+// server did not answer (an outage) ends soon after any request gets through, so
+// that caches refill when the server is back, not at the end of a 30 s back-off.
+class ServerContact {
+ public:
+  // An HTTP answer that shows the server serves again: any status below 500 but 429.
+  static bool Serves(int http_status) { return http_status < 500 && http_status != 429; }
+  void Answered(Clock::Steady::time_point at) {
+    last_.store(at.time_since_epoch().count(), std::memory_order_relaxed);
+  }
+  bool AnsweredAfter(Clock::Steady::time_point t) const {
+    return last_.load(std::memory_order_relaxed) > t.time_since_epoch().count();
+  }
+
+ private:
+  std::atomic<Clock::Steady::rep> last_{std::numeric_limits<Clock::Steady::rep>::min()};
+};
+
+// A failure that means the server did not answer: no HTTP answer (connection
+// refused or reset, a timeout) or a 5xx. A 429 is an answer: the server asks us
+// to wait, and nothing should end that wait early.
+bool ServerDidNotAnswer(const Status& failure);
+
 struct ClientOptions {
   Clock* clock = nullptr;           // default RealClock
   Logger* logger = nullptr;         // default NullLogger
@@ -113,6 +138,8 @@ struct ClientOptions {
   // Uniform in [0, 1): spreads back-off delays so that many daemons do not retry in
   // lockstep. Default: a generator per client seeded at random; tests fix it.
   std::function<double()> random;
+  // Default: one per client. Options copied from a client's options() share it.
+  std::shared_ptr<ServerContact> contact;
 };
 
 // Per call: cancellation, a different total timeout, and whether a successful
@@ -204,6 +231,11 @@ class Client {
   Clock::Steady::duration Jitter(Clock::Steady::duration base, double factor);
   Clock& clock() { return *clock_; }
   Logger& logger() { return *logger_; }
+  // Sleeps a back-off `d`, noticing cancellation; false when cancelled. When the
+  // back-off began because the server did not answer (`outage`, see
+  // ServerDidNotAnswer), it ends early, after a short jittered pause, once a
+  // request of any client sharing this one's ServerContact got an answer.
+  bool BackOff(Clock::Steady::duration d, const CallOptions& call, bool outage);
 
   Result<Object> Get(const Resource& r, std::string_view ns, std::string_view name,
                      const CallOptions& call = {});
@@ -259,7 +291,10 @@ class Client {
   Result<Object> ObjectCall(std::string_view verb, std::string_view method, const std::string& path,
                             std::string_view body, std::string_view content_type,
                             const CallOptions& call);
-  bool SleepCancellable(Clock::Steady::duration d, const CallOptions& call);
+  // `until_answer`: see BackOff's `outage`.
+  bool SleepCancellable(Clock::Steady::duration d, const CallOptions& call,
+                        bool until_answer = false);
+  void NoteAnswer(int http_status, Clock::Steady::time_point at);
 
   Config config_;
   std::shared_ptr<Transport> transport_;

@@ -8,6 +8,9 @@
 // with no events. A stream that breaks after events is resumed from the last
 // resourceVersion seen, never replayed. Failures back off from 0.8 s, doubling up
 // to 30 s, each wait jittered; the delay resets after a watch that delivered events.
+// A wait after the server did not answer ends early once any other request sharing
+// the client's ServerContact gets an answer (client-go has no such shortcut; it
+// would keep a cache stale for up to 30 s after an outage).
 #pragma once
 
 #include <atomic>
