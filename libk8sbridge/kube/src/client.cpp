@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <thread>
 
 #include <fmt/format.h>
@@ -498,56 +499,71 @@ Result<ObjectList> Client::List(const Resource& r, std::string_view ns, const Li
   ObjectList out;
   std::string cont;
   for (;;) {
-    std::string path = Path(r, ns);
-    AddQuery(path, "labelSelector", options.label_selector);
-    AddQuery(path, "fieldSelector", options.field_selector);
-    if (options.page_size > 0)
-      AddQuery(path, "limit", std::to_string(options.page_size));
-    if (cont.empty()) {
-      AddQuery(path, "resourceVersion", options.resource_version);
-    } else {
-      AddQuery(path, "continue", cont);
-    }
-    auto resp = Send("LIST", "GET", path, "", "", call);
-    if (!resp.ok())
-      return resp.status();
-    if (resp->status == 410 && !cont.empty() && !restarted) {
+    auto page = ListPage(r, ns, options, cont, call);
+    if (!page.ok() && page.status().code() == Status::Code::kExpired && !cont.empty() &&
+        !restarted) {
       // The continue token expired between pages: start over once (new snapshot).
       restarted = true;
       out = ObjectList();
       cont.clear();
-      logger_->Info("kube: LIST {}: continue token expired; listing again from the start", path);
+      logger_->Info("kube: LIST {}: continue token expired; listing again from the start",
+                    Path(r, ns));
       continue;
     }
-    if (resp->status < 200 || resp->status >= 300)
-      return FailureOf("LIST", path, *resp);
-    rapidjson::Document doc;
-    doc.Parse<rapidjson::kParseIterativeFlag>(resp->body.data(), resp->body.size());
-    if (doc.HasParseError() || !doc.IsObject()) {
-      return Status::Unavailable(fmt::format("LIST {}: answer is not a JSON object", path));
-    }
-    auto items = doc.FindMember("items");
-    if (items != doc.MemberEnd() && items->value.IsArray()) {
-      for (const auto& item : items->value.GetArray()) {
-        if (item.IsObject())
-          out.items.push_back(Object::FromValue(item));
-      }
-    } else if (items != doc.MemberEnd() && !items->value.IsNull()) {
-      return Status::Unavailable(fmt::format("LIST {}: items is not a list", path));
-    }
-    cont.clear();
-    auto meta = doc.FindMember("metadata");
-    if (meta != doc.MemberEnd() && meta->value.IsObject()) {
-      auto rv = meta->value.FindMember("resourceVersion");
-      if (rv != meta->value.MemberEnd() && rv->value.IsString())
-        out.resource_version = rv->value.GetString();
-      auto c = meta->value.FindMember("continue");
-      if (c != meta->value.MemberEnd() && c->value.IsString())
-        cont = c->value.GetString();
-    }
+    if (!page.ok())
+      return page.status();
+    std::move(page->items.begin(), page->items.end(), std::back_inserter(out.items));
+    out.resource_version = std::move(page->resource_version);
+    cont = std::move(page->continue_token);
     if (cont.empty())
       return out;
   }
+}
+
+Result<ObjectList> Client::ListPage(const Resource& r, std::string_view ns,
+                                    const ListOptions& options, std::string_view continue_token,
+                                    const CallOptions& call) {
+  std::string path = Path(r, ns);
+  AddQuery(path, "labelSelector", options.label_selector);
+  AddQuery(path, "fieldSelector", options.field_selector);
+  if (options.page_size > 0)
+    AddQuery(path, "limit", std::to_string(options.page_size));
+  if (continue_token.empty()) {
+    AddQuery(path, "resourceVersion", options.resource_version);
+  } else {
+    AddQuery(path, "continue", continue_token);
+  }
+  auto resp = Send("LIST", "GET", path, "", "", call);
+  if (!resp.ok())
+    return resp.status();
+  if (resp->status < 200 || resp->status >= 300)
+    return FailureOf("LIST", path, *resp);
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseIterativeFlag>(resp->body.data(), resp->body.size());
+  if (doc.HasParseError() || !doc.IsObject()) {
+    return Status::Unavailable(fmt::format("LIST {}: answer is not a JSON object", path));
+  }
+  ObjectList out;
+  auto items = doc.FindMember("items");
+  if (items != doc.MemberEnd() && items->value.IsArray()) {
+    out.items.reserve(items->value.Size());
+    for (const auto& item : items->value.GetArray()) {
+      if (item.IsObject())
+        out.items.push_back(Object::FromValue(item));
+    }
+  } else if (items != doc.MemberEnd() && !items->value.IsNull()) {
+    return Status::Unavailable(fmt::format("LIST {}: items is not a list", path));
+  }
+  auto meta = doc.FindMember("metadata");
+  if (meta != doc.MemberEnd() && meta->value.IsObject()) {
+    auto rv = meta->value.FindMember("resourceVersion");
+    if (rv != meta->value.MemberEnd() && rv->value.IsString())
+      out.resource_version = rv->value.GetString();
+    auto c = meta->value.FindMember("continue");
+    if (c != meta->value.MemberEnd() && c->value.IsString())
+      out.continue_token = c->value.GetString();
+  }
+  return out;
 }
 
 Result<Object> Client::Create(const Resource& r, std::string_view ns, const Object& object,

@@ -140,70 +140,56 @@ std::string PlacementKey(const Value& pod) {
   return std::string(buffer.GetString(), buffer.GetSize());
 }
 
-}  // namespace
-
-PlacementIndex::PlacementIndex(std::string_view gpu_resource,
-                               const std::vector<kube::Object>& nodes,
-                               const std::vector<kube::Object>& pods)
-    : gpu_resource_(gpu_resource) {
-  for (const kube::Object& p : pods) {
-    const std::string phase = kube::pod::Phase(p);
-    std::string bound = kube::pod::NodeName(p);
-    if (bound.empty() || phase == "Succeeded" || phase == "Failed")
+// `exprs` (a nodeSelectorTerm's matchExpressions) in label selector syntax, those a
+// selector can say.
+void AddExpressions(const Value* exprs, std::vector<std::string>& parts) {
+  if (!exprs || !exprs->IsArray())
+    return;
+  for (const Value& e : exprs->GetArray()) {
+    const std::string key = StringOf(Member(&e, "key"));
+    const std::string op = StringOf(Member(&e, "operator"));
+    std::vector<std::string> values;
+    if (const Value* v = Member(&e, "values"); v && v->IsArray()) {
+      for (const Value& value : v->GetArray())
+        values.push_back(StringOf(&value));
+    }
+    if (key.empty())
       continue;
-    const double gpus = GpuRequest(p.json(), gpu_resource_);
-    used_[bound] += gpus;
-    uses_.insert_or_assign(p.Namespace() + "/" + p.Name(), PodUse{std::move(bound), gpus});
-  }
-  nodes_.reserve(nodes.size());
-  for (const kube::Object& n : nodes) {
-    NodeInfo info{n.Name(), n.Labels()};
-    info.schedulable = Ready(n.json()) && !n.Bool("/spec/unschedulable").value_or(false);
-    info.allocatable =
-        Quantity(Member(Member(Member(&n.json(), "status"), "allocatable"), gpu_resource_.c_str()));
-    nodes_.push_back(std::move(info));
+    if ((op == "In" || op == "NotIn") && !values.empty())
+      parts.push_back(
+          fmt::format("{} {} ({})", key, op == "In" ? "in" : "notin", text::Join(values, ",")));
+    else if (op == "Exists")
+      parts.push_back(key);
+    else if (op == "DoesNotExist")
+      parts.push_back("!" + key);
   }
 }
 
-const std::vector<size_t>& PlacementIndex::Matching(const kube::Object& pod) const {
-  const std::string key = PlacementKey(pod.json());
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = matching_.find(key); it != matching_.end())
-      return it->second;
+// A label selector that every node `pod` may go to satisfies, for the server to
+// filter the node list with: its nodeSelector, and the expressions of its required
+// node affinity when there is one term (terms are ORed, which a selector cannot
+// say). What a selector cannot say is left to NodeMatches.
+std::string LabelSelectorOf(const Value& pod) {
+  std::vector<std::string> parts;
+  const Value* spec = Member(&pod, "spec");
+  if (const Value* selector = Member(spec, "nodeSelector"); selector && selector->IsObject()) {
+    for (const auto& m : selector->GetObject()) {
+      if (m.value.IsString())
+        parts.push_back(fmt::format("{}={}", m.name.GetString(), m.value.GetString()));
+    }
   }
-  std::vector<size_t> matching;
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (NodeMatches(pod.json(), nodes_[i].labels))
-      matching.push_back(i);
-  }
-  std::lock_guard lock(mu_);
-  return matching_.try_emplace(key, std::move(matching)).first->second;
+  const Value* terms = Member(Member(Member(Member(spec, "affinity"), "nodeAffinity"),
+                                     "requiredDuringSchedulingIgnoredDuringExecution"),
+                              "nodeSelectorTerms");
+  if (terms && terms->IsArray() && terms->Size() == 1)
+    AddExpressions(Member(&(*terms)[0], "matchExpressions"), parts);
+  return text::Join(parts, ",");
 }
 
-Status PlacementIndex::Check(const kube::Object& pod) const {
-  const double wanted = GpuRequest(pod.json(), gpu_resource_);
-  // The node's own pod, already there: its GPUs are its own.
-  const PodUse* own = nullptr;
-  if (auto it = uses_.find(pod.Namespace() + "/" + pod.Name()); it != uses_.end())
-    own = &it->second;
-  const std::vector<size_t>& matching = Matching(pod);
-  int ready = 0;
-  for (size_t i : matching) {
-    const NodeInfo& n = nodes_[i];
-    if (!n.schedulable)
-      continue;
-    ++ready;
-    if (wanted <= 0)
-      return Status::Ok();
-    double used = 0;
-    if (auto u = used_.find(n.name); u != used_.end())
-      used = u->second - (own && own->node == n.name ? own->gpus : 0);
-    if (n.allocatable - used >= wanted)
-      return Status::Ok();
-  }
+Status NoNodeFor(const kube::Object& pod, size_t labelled, int ready, double wanted,
+                 std::string_view gpu_resource) {
   const std::string features = pod.Annotations()[std::string(contract::kFeaturesAnnotation)];
-  if (matching.empty()) {
+  if (labelled == 0) {
     return Status::Unavailable(
         fmt::format("no Kubernetes node offers features [{}]: none has the labels their Feature= "
                     "selectors ask for",
@@ -213,44 +199,155 @@ Status PlacementIndex::Check(const kube::Object& pod) const {
     return Status::Unavailable(fmt::format(
         "no Kubernetes node offers features [{}]: {} have the labels, none is Ready and "
         "schedulable",
-        features, matching.size()));
+        features, labelled));
   }
   return Status::Unavailable(
       fmt::format("no Kubernetes node offers features [{}]: {} have the labels, none has {} {} "
                   "free",
-                  features, matching.size(), wanted, gpu_resource_));
+                  features, labelled, wanted, gpu_resource));
+}
+
+}  // namespace
+
+PlacementSearch::PlacementSearch(std::string_view gpu_resource, PlacementReads reads)
+    : gpu_resource_(gpu_resource), reads_(std::move(reads)) {}
+
+Status PlacementSearch::Remember(Status failure) {
+  read_failure_ = failure;
+  return failure;
+}
+
+Status PlacementSearch::ReadNodePage(Cursor& cursor, const kube::Object& pod) {
+  auto page = reads_.node_page(cursor.selector, cursor.next);
+  if (!page.ok())
+    return page.status();
+  for (const kube::Object& n : page->items) {
+    auto [it, added] = node_index_.try_emplace(n.Name(), nodes_.size());
+    if (added) {
+      NodeInfo info{n.Name(), n.Labels()};
+      info.schedulable = Ready(n.json()) && !n.Bool("/spec/unschedulable").value_or(false);
+      info.allocatable = Quantity(
+          Member(Member(Member(&n.json(), "status"), "allocatable"), gpu_resource_.c_str()));
+      nodes_.push_back(std::move(info));
+    }
+    if (NodeMatches(pod.json(), nodes_[it->second].labels))
+      cursor.matching.push_back(it->second);
+  }
+  cursor.next = std::move(page->continue_token);
+  cursor.done = cursor.next.empty();
+  return Status::Ok();
+}
+
+Status PlacementSearch::ReadPods(const std::string& node) {
+  auto pods = reads_.pods(node);
+  if (!pods.ok())
+    return pods.status();
+  for (const kube::Object& p : *pods) {
+    const std::string phase = kube::pod::Phase(p);
+    std::string bound = kube::pod::NodeName(p);
+    if (bound.empty() || phase == "Succeeded" || phase == "Failed")
+      continue;
+    if (!node.empty() && bound != node)
+      continue;  // a reader that does not filter
+    uses_[bound].push_back({p.Namespace() + "/" + p.Name(), GpuRequest(p.json(), gpu_resource_)});
+  }
+  if (node.empty())
+    all_pods_read_ = true;
+  else
+    uses_.try_emplace(node);  // read, and empty
+  return Status::Ok();
+}
+
+Result<double> PlacementSearch::UsedOn(const std::string& node, const std::string& own) {
+  if (!all_pods_read_ && uses_.find(node) == uses_.end()) {
+    // A few nodes are read one by one; a search that walks many reads every pod once.
+    const bool one_node = per_node_reads_ < kPerNodePodReads;
+    if (one_node)
+      ++per_node_reads_;
+    else
+      uses_.clear();
+    if (Status s = ReadPods(one_node ? node : ""); !s.ok())
+      return s;
+  }
+  double used = 0;
+  if (auto it = uses_.find(node); it != uses_.end()) {
+    for (const PodUse& use : it->second)
+      used += use.key == own ? 0 : use.gpus;  // the node's own pod: its GPUs are its own
+  }
+  return used;
+}
+
+PlacementVerdict PlacementSearch::Check(const kube::Object& pod) {
+  std::lock_guard lock(mu_);
+  if (!read_failure_.ok())
+    return {Status::Ok(), read_failure_};
+  const double wanted = GpuRequest(pod.json(), gpu_resource_);
+  const std::string own = pod.Namespace() + "/" + pod.Name();
+  auto [cursor_it, added] = cursors_.try_emplace(PlacementKey(pod.json()));
+  Cursor& cursor = cursor_it->second;
+  if (added)
+    cursor.selector = LabelSelectorOf(pod.json());
+  int ready = 0;
+  for (size_t i = 0;;) {
+    if (i == cursor.matching.size()) {
+      if (cursor.done)
+        break;
+      if (Status s = ReadNodePage(cursor, pod); !s.ok())
+        return {Status::Ok(), Remember(s)};
+      continue;
+    }
+    const NodeInfo& n = nodes_[cursor.matching[i++]];
+    if (!n.schedulable)
+      continue;
+    ++ready;
+    if (wanted <= 0)
+      return {};
+    auto used = UsedOn(n.name, own);
+    if (!used.ok())
+      return {Status::Ok(), Remember(used.status())};
+    if (n.allocatable - *used >= wanted)
+      return {};
+  }
+  return {NoNodeFor(pod, cursor.matching.size(), ready, wanted, gpu_resource_), Status::Ok()};
 }
 
 Status FeaturePlacementPossible(std::string_view gpu_resource, const kube::Object& pod,
                                 const std::vector<kube::Object>& nodes,
                                 const std::vector<kube::Object>& pods) {
-  return PlacementIndex(gpu_resource, nodes, pods).Check(pod);
+  PlacementReads reads;
+  reads.node_page = [&](const std::string&, const std::string&) -> Result<kube::ObjectList> {
+    return kube::ObjectList{nodes, "", ""};
+  };
+  reads.pods = [&](const std::string&) -> Result<std::vector<kube::Object>> { return pods; };
+  return PlacementSearch(gpu_resource, std::move(reads)).Check(pod).placement;
 }
 
-const Result<std::shared_ptr<const PlacementIndex>>& PlacementSnapshot::Get(
-    kube::Client& client, std::string_view ns, std::string_view cluster,
-    std::string_view gpu_resource) {
+PlacementSearch& PlacementSnapshot::Get(kube::Client& client, std::string_view ns,
+                                        std::string_view cluster, std::string_view gpu_resource) {
   std::call_once(once_, [&] {
-    auto nodes = client.List(kube::kNodes, "");
-    if (!nodes.ok()) {
-      index_ = nodes.status();
-      return;
-    }
-    // Only this cluster's worker pods, in Namespace=: what the shipped RBAC grants,
-    // and a list that stays small in a large Kubernetes cluster. Other tenants'
-    // GPUs are not seen, so the check can only be too hopeful, never fail a node
-    // that Kubernetes could place (the scheduler still decides).
-    kube::ListOptions options;
-    options.label_selector = OwnedPodsSelector(cluster);
-    auto pods = client.List(kube::kPods, ns, options);
-    if (!pods.ok()) {
-      index_ = pods.status();
-      return;
-    }
-    index_ = std::shared_ptr<const PlacementIndex>(
-        std::make_shared<PlacementIndex>(gpu_resource, nodes->items, pods->items));
+    PlacementReads reads;
+    reads.node_page = [&client](const std::string& selector, const std::string& next) {
+      kube::ListOptions options;
+      options.label_selector = selector;
+      return client.ListPage(kube::kNodes, "", options, next);
+    };
+    // Only this cluster's worker pods, in Namespace=: what the shipped RBAC grants.
+    // Other tenants' GPUs are not seen, so the check can only be too hopeful, never
+    // fail a node that Kubernetes could place (the scheduler still decides).
+    reads.pods = [&client, ns = std::string(ns), owned = OwnedPodsSelector(cluster)](
+                     const std::string& node) -> Result<std::vector<kube::Object>> {
+      kube::ListOptions options;
+      options.label_selector = owned;
+      if (!node.empty())
+        options.field_selector = "spec.nodeName=" + node;
+      auto list = client.List(kube::kPods, ns, options);
+      if (!list.ok())
+        return list.status();
+      return std::move(list->items);
+    };
+    search_ = std::make_unique<PlacementSearch>(gpu_resource, std::move(reads));
   });
-  return index_;
+  return *search_;
 }
 
 Status CheckFeaturePlacement(const PowerContext& ctx, PlacementSnapshot& snapshot,
@@ -258,17 +355,17 @@ Status CheckFeaturePlacement(const PowerContext& ctx, PlacementSnapshot& snapsho
   auto annotations = pod.Annotations();
   if (annotations.find(std::string(contract::kFeaturesAnnotation)) == annotations.end())
     return Status::Ok();
-  const auto& index =
-      snapshot.Get(ctx.client, ctx.setup.config.kube.namespace_, ctx.setup.config.cluster_name,
-                   ctx.setup.config.power.gpu_resource);
-  if (!index.ok()) {
+  auto verdict = snapshot
+                     .Get(ctx.client, ctx.setup.config.kube.namespace_,
+                          ctx.setup.config.cluster_name, ctx.setup.config.power.gpu_resource)
+                     .Check(pod);
+  if (!verdict.read_failure.ok()) {
     ctx.log.Warning(
-        "node {}: cannot list Kubernetes nodes and pods to check the features' placement ({}); "
+        "node {}: cannot read Kubernetes nodes and pods to check the features' placement ({}); "
         "creating the pod and leaving the choice to Kubernetes' scheduler",
-        node, index.status().message());
-    return Status::Ok();
+        node, verdict.read_failure.message());
   }
-  return (*index)->Check(pod);
+  return verdict.placement;
 }
 
 }  // namespace k8sbridge::power

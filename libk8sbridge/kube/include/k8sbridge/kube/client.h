@@ -161,6 +161,7 @@ struct ListOptions {
 struct ObjectList {
   std::vector<Object> items;
   std::string resource_version;
+  std::string continue_token;  // ListPage: the next page's; "" after the last page
 };
 
 enum class PatchType { kMerge, kJson, kStrategicMerge, kApply };
@@ -243,6 +244,11 @@ class Client {
   // list once from the beginning.
   Result<ObjectList> List(const Resource& r, std::string_view ns, const ListOptions& options = {},
                           const CallOptions& call = {});
+  // One page (options.page_size items at most), from `continue_token` ("": the
+  // first page); the answer's continue_token names the next. For a reader that may
+  // stop before the last page. An expired token is the caller's 410 (kExpired).
+  Result<ObjectList> ListPage(const Resource& r, std::string_view ns, const ListOptions& options,
+                              std::string_view continue_token, const CallOptions& call = {});
   Result<Object> Create(const Resource& r, std::string_view ns, const Object& object,
                         const CallOptions& call = {});
   // PUT; the object carries metadata.resourceVersion, so a stale one gets 409 Conflict.

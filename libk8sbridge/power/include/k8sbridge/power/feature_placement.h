@@ -5,6 +5,7 @@
 // requeued and stays pending, and it never runs on other hardware. docs/features.md.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,26 +13,48 @@
 #include <string_view>
 #include <vector>
 
+#include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/object.h"
 #include "k8sbridge/power/power_actions.h"
 #include "k8sbridge/status.h"
 
 namespace k8sbridge::power {
 
-// The Kubernetes nodes and the GPUs pods hold on them, read once from two lists and
-// then asked for every pod of a resume call: each node's labels are parsed once, the
-// GPUs in use are summed once, and the nodes a placement (nodeSelector and required
-// node affinity) matches are found once per distinct placement. A pod's check is
-// then a walk over the nodes its placement matches, not over every node and pod of
-// the cluster: a 1000-node resume in a 10,000-node cluster costs one pass over each
-// list, not ten million. Check may be called from several threads at once.
-class PlacementIndex {
+// How the placement check reads Kubernetes: the same search runs on a client
+// (PlacementSnapshot) and on lists a caller already holds (FeaturePlacementPossible).
+struct PlacementReads {
+  // One page of the Nodes that `label_selector` selects ("" every node), from
+  // `continue_token` ("" the first page). A reader may return more nodes than the
+  // selector selects: every node is matched again against the pod.
+  std::function<Result<kube::ObjectList>(const std::string& label_selector,
+                                         const std::string& continue_token)>
+      node_page;
+  // The pods whose GPUs count as taken that are bound to `node` ("": on every node).
+  std::function<Result<std::vector<kube::Object>>(const std::string& node)> pods;
+};
+
+// What PlacementSearch::Check found.
+struct PlacementVerdict {
+  Status placement;     // OK, or kUnavailable naming the features and what was found
+  Status read_failure;  // not OK: Kubernetes could not be read (`placement` is then OK)
+};
+
+// Is there a Kubernetes node for a pod with features? Asked for every pod of a
+// resume call, it reads only what it needs, once per call: the nodes a placement
+// (nodeSelector and required node affinity) selects, page by page, stopping at the
+// first node that fits; and the GPUs held on each node it looks at, one small read
+// per node, or one read of every pod once it has looked at kPerNodePodReads nodes.
+// A 1000-node resume in a 10,000-node cluster whose first node fits costs one page
+// of nodes and one read of that node's pods, not the whole cluster twice (docs/
+// power.md, "Benchmark: 10,000 nodes"). Check may be called from several threads
+// at once; they take turns.
+class PlacementSearch {
  public:
-  // `nodes`: Node objects; `pods`: the pods whose GPUs count as taken.
-  PlacementIndex(std::string_view gpu_resource, const std::vector<kube::Object>& nodes,
-                 const std::vector<kube::Object>& pods);
-  // As FeaturePlacementPossible below.
-  Status Check(const kube::Object& pod) const;
+  static constexpr int kPerNodePodReads = 16;
+
+  PlacementSearch(std::string_view gpu_resource, PlacementReads reads);
+  // As FeaturePlacementPossible; the first read failure answers every later check.
+  PlacementVerdict Check(const kube::Object& pod);
 
  private:
   struct NodeInfo {
@@ -41,39 +64,46 @@ class PlacementIndex {
     double allocatable = -1;   // of the GPU resource; -1 unreadable
   };
   struct PodUse {
-    std::string node;
+    std::string key;  // "namespace/name"
     double gpus = 0;
   };
-  // The indices of the nodes whose labels satisfy `pod`'s placement.
-  const std::vector<size_t>& Matching(const kube::Object& pod) const;
+  // The nodes of one placement read so far, and where its next page starts.
+  struct Cursor {
+    std::string selector;
+    std::vector<size_t> matching;  // indices into nodes_
+    std::string next;
+    bool done = false;
+  };
+  Status ReadNodePage(Cursor& cursor, const kube::Object& pod);
+  // GPUs the pods on `node` hold, but for the pod `own` ("namespace/name").
+  Result<double> UsedOn(const std::string& node, const std::string& own);
+  Status ReadPods(const std::string& node);
+  Status Remember(Status failure);
 
+  std::mutex mu_;
   std::string gpu_resource_;
+  PlacementReads reads_;
   std::vector<NodeInfo> nodes_;
-  std::map<std::string, double, std::less<>> used_;  // node -> GPUs of its live pods
-  std::map<std::string, PodUse, std::less<>> uses_;  // "namespace/name" -> what it holds
-  mutable std::mutex mu_;
-  // Placement (its JSON) -> Matching's answer; entries are never removed, so a
-  // reference stays valid.
-  mutable std::map<std::string, std::vector<size_t>, std::less<>> matching_;
+  std::map<std::string, size_t, std::less<>> node_index_;         // name -> nodes_
+  std::map<std::string, Cursor, std::less<>> cursors_;            // placement (its JSON) ->
+  std::map<std::string, std::vector<PodUse>, std::less<>> uses_;  // node -> its pods
+  bool all_pods_read_ = false;
+  int per_node_reads_ = 0;
+  Status read_failure_;
 };
 
-// One list of the Kubernetes nodes and of this cluster's worker pods per resume
-// call, taken when the first pod with features needs it and shared by every node of
-// the call: a resume of 1000 nodes makes two list requests, not two thousand. The
-// pods are those in `ns` with OwnedPodsSelector(cluster) (the RBAC of
-// container/rbac.yaml); other pods' GPU use is left to Kubernetes' scheduler.
+// The search of one resume call on the caller's client, made when the first pod
+// with features needs it and shared by every node of the call. The pods are those
+// in `ns` with OwnedPodsSelector(cluster) (the RBAC of container/rbac.yaml); other
+// pods' GPU use is left to Kubernetes' scheduler.
 class PlacementSnapshot {
  public:
-  // The index of the lists, or why they could not be read (the same answer for
-  // every caller).
-  const Result<std::shared_ptr<const PlacementIndex>>& Get(kube::Client& client,
-                                                           std::string_view ns,
-                                                           std::string_view cluster,
-                                                           std::string_view gpu_resource);
+  PlacementSearch& Get(kube::Client& client, std::string_view ns, std::string_view cluster,
+                       std::string_view gpu_resource);
 
  private:
   std::once_flag once_;
-  Result<std::shared_ptr<const PlacementIndex>> index_ = Status::Internal("not read");
+  std::unique_ptr<PlacementSearch> search_;
 };
 
 // OK when `pod` asks for no features (no k8sbridge.io/features annotation), when
@@ -86,7 +116,7 @@ Status CheckFeaturePlacement(const PowerContext& ctx, PlacementSnapshot& snapsho
 
 // The same test on given lists, for tests and for callers that already hold them:
 // `nodes` are Node objects, `pods` the pods whose GPUs count as taken (the resume
-// passes this cluster's worker pods). One check: PlacementIndex for many.
+// reads this cluster's worker pods). One check: PlacementSearch for many.
 Status FeaturePlacementPossible(std::string_view gpu_resource, const kube::Object& pod,
                                 const std::vector<kube::Object>& nodes,
                                 const std::vector<kube::Object>& pods);
