@@ -18,6 +18,8 @@ namespace {
 
 using rapidjson::Value;
 
+constexpr int64_t kFirstNodePage = 50;
+
 const Value* Member(const Value* v, const char* name) {
   if (!v || !v->IsObject())
     return nullptr;
@@ -329,6 +331,8 @@ PlacementSearch& PlacementSnapshot::Get(kube::Client& client, std::string_view n
     reads.node_page = [&client](const std::string& selector, const std::string& next) {
       kube::ListOptions options;
       options.label_selector = selector;
+      // The first node usually fits: a small first page, then pages of the usual size.
+      options.page_size = next.empty() ? kFirstNodePage : options.page_size;
       return client.ListPage(kube::kNodes, "", options, next);
     };
     // Only this cluster's worker pods, in Namespace=: what the shipped RBAC grants.

@@ -363,6 +363,7 @@ BOOST_AUTO_TEST_CASE(a_resume_reads_one_page_of_selected_nodes_and_one_nodes_pod
   BOOST_TEST(created.size() == 8u);
   BOOST_REQUIRE(node_reads.size() == 1u);
   BOOST_TEST(Query(node_reads[0], "labelSelector") == "nvidia.com/gpu.product=" + kH100);
+  BOOST_TEST(Query(node_reads[0], "limit") == "50");  // the first node usually fits
   BOOST_REQUIRE(pod_reads.size() == 1u);
   BOOST_TEST(Query(pod_reads[0], "fieldSelector") == "spec.nodeName=k-0");
 }
