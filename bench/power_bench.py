@@ -131,6 +131,17 @@ class Meter:
         fields = Path(f"/proc/{self.sim.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def settle(self, window=0.2, busy=0.02, limit=10.0):
+        """Waits (up to `limit` s) until kubesim spends under `busy` CPU s in a
+        `window`: what the last step left it to do (deletions, watch fan-out) is done,
+        so that each measured step meets a server at rest."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            before = self.sim_cpu()
+            time.sleep(window)
+            if self.sim_cpu() - before < busy:
+                return
+
     def take(self):
         """({(verb, resource): count}, connections, CPU s); resets the counters. The
         connection of this call's own GET is not counted (each admin request is a
@@ -151,7 +162,7 @@ def per_node(counts, n):
                      for (verb, resource), count in sorted(counts.items())) or "none"
 
 
-def floor_create(sim, pods, concurrency, env, d):
+def floor_create(sim, pods, concurrency, env, d, wrap=list):
     """kubesim's raw create rate, the floor under any client: wrk POSTs each of
     `pods` once (bench/wrk_create.lua) over `concurrency` keep-alive connections,
     one thread each, with the bearer token k8sbridge-power's kubeconfig holds. wrk
@@ -166,7 +177,7 @@ def floor_create(sim, pods, concurrency, env, d):
             "-H", "Accept: application/json", "-H", "User-Agent: wrk/4.1.0",
             "-s", str(WRK_SCRIPT), f"{sim.url}/api/v1/namespaces/default/pods",
             "--", str(bodies), str(concurrency), str(done)]
-    measured = run_measured(argv, env)
+    measured = run_measured(wrap(argv), env)
     codes = {}
     for line in measured[3].splitlines():
         if line.startswith("wrk_create "):
@@ -177,12 +188,16 @@ def floor_create(sim, pods, concurrency, env, d):
     return measured
 
 
-def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency, names=None):
+def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency, names=None,
+              wrap=list):
     """k8sbridge-power resume and suspend, wrk's create of the same pods (the floor),
     then kubectl create and delete of them; returns {step: ((wall, cpu, rss,
     output), {(verb, resource): count}, connections, kubesim's CPU s)}.
-    `names`: the pods of hostlist, when other pods exist beside them (bench/scale.py)."""
+    `names`: the pods of hostlist, when other pods exist beside them (bench/scale.py).
+    `wrap`: what power_argv was run through (bench/scale.py: the rig's mount
+    namespace), for wrk and kubectl too, so that every client pays the same start."""
     sim = meter.sim
+    meter.settle()
     meter.take()
     resume = run_measured(power_argv + ["resume", hostlist],
                           dict(env, SLURM_RESUME_FILE=str(d / "resume.json")))
@@ -202,6 +217,7 @@ def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency, name
     manifest = d / "pods.json"
     manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
 
+    meter.settle()
     meter.take()
     suspend = run_measured(power_argv + ["suspend", hostlist], env)
     suspend_counts = meter.take()
@@ -210,8 +226,9 @@ def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency, name
         raise SystemExit(f"after suspend {left} pods are left")
 
     # The floor right after k8sbridge-power, so that both meet the same load.
+    meter.settle()
     meter.take()
-    floor = floor_create(sim, pods, concurrency, env, d)
+    floor = floor_create(sim, pods, concurrency, env, d, wrap)
     floor_counts = meter.take()
     if len(live_pods(sim, names)) != n:
         raise SystemExit(f"after wrk {len(live_pods(sim, names))} pods exist, expected {n}")
@@ -222,12 +239,15 @@ def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency, name
     if status != 200 or live_pods(sim, names):
         raise SystemExit(f"deleting wrk's pods: {status} {str(body)[:300]}")
 
+    meter.settle()
     meter.take()
-    create = run_measured(kubectl + ["create", "--validate=false", "-f", str(manifest)], env)
+    create = run_measured(wrap(kubectl + ["create", "--validate=false", "-f", str(manifest)]),
+                          env)
     create_counts = meter.take()
     created = len(live_pods(sim, names))
+    meter.settle()
     meter.take()
-    delete = run_measured(kubectl + ["delete", "--wait=false", "-f", str(manifest)], env)
+    delete = run_measured(wrap(kubectl + ["delete", "--wait=false", "-f", str(manifest)]), env)
     delete_counts = meter.take()
     left_kubectl = len(live_pods(sim, names))
     if created != n or left_kubectl != 0:

@@ -167,8 +167,26 @@ class World:
     def close(self):
         for d in self.daemons.values():
             d.stop()
+        self.keep_logs()
         self.cluster.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def keep_logs(self):
+        """The daemons', the power programs' and kubesim's logs go with the rig's daemon
+        logs, which the rig keeps (/tmp/k8sbridge-rig-logs/rig-ID): a violation in a
+        40-minute run must be explained from them afterwards."""
+        rig = getattr(self.cluster, "rig", None)
+        if rig is None or not rig.logdir.exists():
+            return
+        sim = getattr(self.cluster, "sim", None)
+        logs = list(self.dir.glob("sync-*.log")) + [self.cluster.power_log]
+        if sim is not None:
+            logs.append(sim.dir / "kubesim.log")
+        for log in logs:
+            try:
+                shutil.copy2(log, rig.logdir / f"chaos-{log.name}")
+            except OSError:
+                pass  # not written (a world that failed to start)
 
     def start_daemon(self, identity):
         path, port = self.confs[identity]

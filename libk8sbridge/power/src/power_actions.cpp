@@ -1,7 +1,9 @@
 #include "k8sbridge/power/power_actions.h"
 
 #include <algorithm>
+#include <future>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -243,6 +245,10 @@ void NamePod(kube::Object& pod, const std::string& node, int n) {
   pod.SetString("/metadata/name", WorkerPodName(node, n));
   if (n > 0 && !pod.Has("/spec/hostname"))
     pod.SetString("/spec/hostname", node);
+  if (n > 0) {
+    pod.SetString("/metadata/labels/" + kube::PointerEscape(contract::kReplacementLabel),
+                  std::to_string(n));
+  }
 }
 
 // After a 409 for `name`: the pod found there, judged. nullopt: create again under
@@ -316,12 +322,100 @@ CreateResult CreatePod(const PowerContext& ctx, Steady::time_point deadline,
           pod.Name()};
 }
 
+using PodsByNode = std::map<std::string, std::vector<kube::Object>, std::less<>>;
+
+// Our pods that `selector` selects, by the Slurm node of their node label, from one
+// list. nullopt (after a warning naming `what`) when the list failed.
+std::optional<PodsByNode> ListOurPods(const PowerContext& ctx, const std::string& selector,
+                                      std::string_view what) {
+  PodsByNode ours;
+  const auto deadline = ctx.client.clock().Now() + ctx.setup.config.kube.retry_deadline;
+  const std::string& cluster = ctx.setup.config.cluster_name;
+  kube::ListOptions options;
+  options.label_selector = selector;
+  auto listed = WithRetry(ctx, deadline, fmt::format("list {}", what), [&] {
+    return ctx.client.List(kube::kPods, ctx.setup.config.kube.namespace_, options);
+  });
+  if (!listed.ok()) {
+    ctx.log.Warning("listing {} failed ({})", what, listed.status().message());
+    return std::nullopt;
+  }
+  for (auto& pod : listed->items) {
+    const std::string node = SlurmNodeOf(pod);
+    if (IsOwnedWorkerPod(pod, cluster, node))
+      ours[node].push_back(std::move(pod));
+  }
+  return ours;
+}
+
+// Our pods by the Slurm node of their node label, from one list: all of the
+// cluster's for several nodes, one node's for one.
+std::optional<PodsByNode> ListNodePods(const PowerContext& ctx,
+                                       const std::vector<std::string>& nodes) {
+  const std::string& cluster = ctx.setup.config.cluster_name;
+  return ListOurPods(
+      ctx, nodes.size() == 1 ? NodePodsSelector(cluster, nodes[0]) : OwnedPodsSelector(cluster),
+      fmt::format("the worker pods of {}", fmt::join(nodes, ",")));
+}
+
 // What the nodes of one resume call share: read or made once, when first needed.
 struct ResumeCall {
   PlacementSnapshot placement;
   SharedMungeCredential munge;
   std::map<std::string, std::vector<const ResumeJob*>, std::less<>> jobs;  // JobsByNode
+  // This cluster's replacement pods (kReplacementLabel), listed once, beside the
+  // other reads, from the first node that will need it; nullopt when the list failed.
+  std::once_flag replacements_started;
+  std::shared_future<std::optional<PodsByNode>> replacements;
+
+  void StartReadingReplacements(const PowerContext& ctx) {
+    std::call_once(replacements_started, [&] {
+      std::string selector = fmt::format("{},{}", OwnedPodsSelector(ctx.setup.config.cluster_name),
+                                         contract::kReplacementLabel);
+      replacements = std::async(std::launch::async, [&ctx, selector] {
+                       return ListOurPods(ctx, selector, "the replacement pods");
+                     }).share();
+    });
+  }
 };
+
+// A live replacement of `node` (a pod of another name: its first pod was stranded on
+// a lost Kubernetes node) that is still there, for example because a suspend during
+// an API outage could not delete it, is the node's pod: a new pod under the node's
+// own name would be a second slurmd for one Slurm node. Returns the node's result
+// when such a pod decides it; nullopt to create the node's pod as usual.
+std::optional<CreateResult> UseLiveReplacement(const PowerContext& ctx, ResumeCall& call,
+                                               Steady::time_point deadline,
+                                               const std::string& node) {
+  const std::optional<PodsByNode>& replacements = call.replacements.get();
+  if (!replacements)
+    return std::nullopt;  // the list failed (warned): the node's own name is judged alone
+  auto it = replacements->find(node);
+  if (it == replacements->end())
+    return std::nullopt;
+  const std::string& ns = ctx.setup.config.kube.namespace_;
+  for (const kube::Object& pod : it->second) {
+    // The label again: a server that ignored the selector would hand every pod over.
+    if (pod.IsBeingDeleted() || pod.Labels().count(std::string(contract::kReplacementLabel)) == 0)
+      continue;
+    auto lost = LeaveLostNode(ctx, deadline, node, pod);
+    if (!lost.ok())
+      return CreateResult{NodeAction::kFailed, lost.status(), pod.Name()};
+    if (*lost != OnLostNode::kNotLost)
+      continue;  // stranded too: counts as no pod
+    ExistingPodVerdict verdict = JudgeExistingPod(pod, ctx.setup.config.cluster_name, node);
+    if (verdict.action == ExistingPod::kHealthy) {
+      ctx.log.Info("node {}: replacement pod {}/{} is still there ({}): counted as resumed", node,
+                   ns, pod.Name(), verdict.reason);
+      return CreateResult{NodeAction::kExisting, {}, pod.Name()};
+    }
+    ctx.log.Info("node {}: deleting leftover replacement pod {}/{}: {}", node, ns, pod.Name(),
+                 verdict.reason);
+    if (auto deleted = DeleteOwned(ctx, deadline, pod); !deleted.ok())
+      return CreateResult{NodeAction::kFailed, deleted.status(), pod.Name()};
+  }
+  return std::nullopt;
+}
 
 NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_point deadline,
                        const std::string& node, const ResumeRequest& request) {
@@ -338,6 +432,7 @@ NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_p
   if (!found.ok())
     return fail(found.status());
   const auto [group, tmpl] = *found;
+  call.StartReadingReplacements(ctx);
 
   WorkerPodRequest pod_request;
   pod_request.node = node;
@@ -366,7 +461,9 @@ NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_p
   if (Status placeable = CheckFeaturePlacement(ctx, call.placement, node, *pod); !placeable.ok())
     return fail(std::move(placeable));
 
-  CreateResult created = CreatePod(ctx, deadline, node, std::move(*pod));
+  auto replacement = UseLiveReplacement(ctx, call, deadline, node);
+  CreateResult created =
+      replacement ? std::move(*replacement) : CreatePod(ctx, deadline, node, std::move(*pod));
   if (created.action == NodeAction::kFailed)
     return fail(created.status);
   ctx.log.Info("node {}: pod {}/{} {}", node, ctx.setup.config.kube.namespace_, created.name,
@@ -453,34 +550,6 @@ NodeOutcome DeleteNodePods(const PowerContext& ctx, Steady::time_point deadline,
   return outcome;
 }
 
-using PodsByNode = std::map<std::string, std::vector<kube::Object>, std::less<>>;
-
-// Our pods by the Slurm node of their node label, from one list: all of the
-// cluster's for several nodes, one node's for one. nullopt when the list failed.
-std::optional<PodsByNode> ListNodePods(const PowerContext& ctx,
-                                       const std::vector<std::string>& nodes) {
-  PodsByNode ours;
-  const auto deadline = ctx.client.clock().Now() + ctx.setup.config.kube.retry_deadline;
-  const std::string& cluster = ctx.setup.config.cluster_name;
-  kube::ListOptions options;
-  options.label_selector =
-      nodes.size() == 1 ? NodePodsSelector(cluster, nodes[0]) : OwnedPodsSelector(cluster);
-  auto listed = WithRetry(ctx, deadline, "list worker pods", [&] {
-    return ctx.client.List(kube::kPods, ctx.setup.config.kube.namespace_, options);
-  });
-  if (!listed.ok()) {
-    ctx.log.Warning("listing the worker pods of {} failed ({})", fmt::join(nodes, ","),
-                    listed.status().message());
-    return std::nullopt;
-  }
-  for (auto& pod : listed->items) {
-    const std::string node = SlurmNodeOf(pod);
-    if (IsOwnedWorkerPod(pod, cluster, node))
-      ours[node].push_back(std::move(pod));
-  }
-  return ours;
-}
-
 // Suspend and ResumeFail: every pod of ours of each node is deleted. When the list of
 // them all fails, each node's pods are listed by its node label again: read by name,
 // a replacement pod (another name) would be missed and left running as an orphan.
@@ -513,6 +582,7 @@ PowerReport Resume(const PowerContext& ctx, const std::vector<std::string>& node
                    const ResumeRequest& request) {
   ResumeCall call;
   call.jobs = request.JobsByNode();
+
   return ForEachNode(ctx, nodes, [&](Steady::time_point deadline, const std::string& node) {
     return ResumeNode(ctx, call, deadline, node, request);
   });

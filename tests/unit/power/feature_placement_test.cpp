@@ -238,7 +238,8 @@ struct ResumeFixture {
       // The worker pods of this cluster in Namespace= (what the shipped RBAC grants).
       if (r.method == "GET" &&
           r.url.find("/api/v1/namespaces/slurm/pods?labelSelector=") != std::string::npos) {
-        pod_reads.push_back(r.url);
+        if (r.url.find("replacement") == std::string::npos)  // the placement's reads
+          pod_reads.push_back(r.url);
         return lists_fail ? FakeTransport::Error(Status::Unavailable("refused")) : PodList(r.url);
       }
       if (r.method == "POST") {

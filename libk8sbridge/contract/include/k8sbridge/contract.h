@@ -19,6 +19,10 @@ inline constexpr std::string_view kNodeLabel = "k8sbridge.io/node";
 // ---- Worker pods: informational labels and annotations (k8sbridge-power).
 inline constexpr std::string_view kNodeGroupLabel = "k8sbridge.io/node-group";
 inline constexpr std::string_view kJobLabel = "k8sbridge.io/job";  // first job; pod affinity
+// On a replacement pod (w-3.1, w-3.2 ...: its node's pod was stranded on a lost
+// Kubernetes node), its number. A resume finds a node's live replacement by it in one
+// small list per call, not by listing every pod (docs/power.md, "A pod on a lost node").
+inline constexpr std::string_view kReplacementLabel = "k8sbridge.io/replacement";
 inline constexpr std::string_view kJobIdsAnnotation = "k8sbridge.io/job-ids";
 inline constexpr std::string_view kFeaturesAnnotation = "k8sbridge.io/features";
 // The hash of the node group's pod template the pod was rendered from: a pod whose
