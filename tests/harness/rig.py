@@ -42,6 +42,10 @@ from typing import Callable, Iterable, Optional, Sequence, Union
 DEFAULT_SLURM_PREFIX = "/var/cache/k8sbridge/slurm-24.11.5/install"
 RESOURCE_PREFIX = "k8sb"            # bridges k8sb<id>, namespaces k8sb-<id>-<node>
 WORKDIR_PREFIX = "k8sbridge-rig-"   # /tmp/k8sbridge-rig-<id>/
+# Where a rig keeps its daemon logs when it stops (K8SBRIDGE_RIG_LOGDIR overrides).
+# Its name starts like a workdir's, so cleanup() must pass it by: those logs are
+# what explains a failure (or a chaos run) after the rig is gone.
+DEFAULT_LOG_ROOT = Path("/tmp/k8sbridge-rig-logs")
 RIG_ENV = "K8SBRIDGE_RIG_ID"        # set on every process the rig starts
 SUBNET_BASE = ipaddress.ip_network("10.231.0.0/16")  # a rig's /24: 10.231.<slot>.0
 POD_NETWORK_BASE = ipaddress.ip_network("10.232.0.0/16")  # its pods': 10.232.<slot>.0
@@ -338,7 +342,7 @@ class Rig:
         self.etc = self.workdir / "etc"
         self.logdir = self.workdir / "log"
         self.log_root = Path(log_root or os.environ.get("K8SBRIDGE_RIG_LOGDIR",
-                                                        "/tmp/k8sbridge-rig-logs"))
+                                                        str(DEFAULT_LOG_ROOT)))
         self.keep_workdir = keep_workdir
         self.bridge = f"{RESOURCE_PREFIX}{self.id}"
         self.subnet = self.slot.subnet
@@ -1040,6 +1044,8 @@ def cleanup_all() -> dict:
     kill_and_wait(pids)
     _delete_oci_containers()
     for root in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
+        if root == DEFAULT_LOG_ROOT:
+            continue  # kept logs, not a workdir
         _unmount_under(str(root))
         shutil.rmtree(root, ignore_errors=True)
     for ns in before["netns"]:
