@@ -8,7 +8,6 @@
 #include <utility>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include "k8sbridge/contract.h"
 #include "k8sbridge/kube/api_error.h"
@@ -355,7 +354,8 @@ std::optional<PodsByNode> ListNodePods(const PowerContext& ctx,
   const std::string& cluster = ctx.setup.config.cluster_name;
   return ListOurPods(
       ctx, nodes.size() == 1 ? NodePodsSelector(cluster, nodes[0]) : OwnedPodsSelector(cluster),
-      fmt::format("the worker pods of {}", fmt::join(nodes, ",")));
+      nodes.size() == 1 ? fmt::format("the worker pods of {}", nodes[0])
+                        : std::string("this cluster's worker pods"));
 }
 
 // What the nodes of one resume call share: read or made once, when first needed.
