@@ -16,12 +16,8 @@
 // (a PrologSlurmctld's failure would requeue or kill the job).
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <ctime>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +30,7 @@
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/config.h"
 #include "k8sbridge/kube/events.h"
+#include "k8sbridge/log.h"
 #include "k8sbridge/power/await_nodes.h"
 #include "k8sbridge/power/munge_check.h"
 #include "k8sbridge/power/power_actions.h"
@@ -49,43 +46,9 @@ namespace {
 constexpr int kExitFailedNodes = 1;
 constexpr int kExitUsage = 2;
 
-// stderr, and LogFile= once the configuration is read: slurmscriptd discards the
-// programs' stderr, so without a file only a manual run shows the log.
-class ProgramLogger final : public Logger {
- public:
-  explicit ProgramLogger(std::string name) : name_(std::move(name)) {}
-  ~ProgramLogger() override {
-    if (file_)
-      std::fclose(file_);
-  }
-  Status OpenFile(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "ae");
-    if (!f) {
-      return Status::IoError(
-          fmt::format("LogFile={}: cannot open for appending: {}", path, std::strerror(errno)));
-    }
-    std::lock_guard lock(mu_);
-    file_ = f;
-    return Status::Ok();
-  }
-  void Log(LogLevel level, std::string_view message) override {
-    if (level == LogLevel::kDebug)
-      return;
-    std::string line = fmt::format("{} {}[{}]: {}: {}\n", UtcTimestamp(), name_, getpid(),
-                                   LevelName(level), message);
-    std::lock_guard lock(mu_);
-    std::fputs(line.c_str(), stderr);
-    if (file_) {
-      std::fputs(line.c_str(), file_);
-      std::fflush(file_);
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::string name_;
-  std::FILE* file_ = nullptr;
-};
+// The log goes to stderr, and to LogFile= once the configuration is read:
+// slurmscriptd discards the programs' stderr, so without a file only a manual run
+// shows it (ProgramLogger, log.h).
 
 constexpr std::string_view kUsage =
     "usage: k8sbridge-power [--config FILE] resume|suspend|resume-fail HOSTLIST\n"

@@ -1,6 +1,10 @@
 #include "k8sbridge/log.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 namespace k8sbridge {
@@ -36,6 +40,79 @@ void StderrLogger::Log(LogLevel level, std::string_view message) {
   std::fprintf(stderr, "%s %s: %.*s: %.*s\n", stamp.c_str(), prefix_.c_str(),
                static_cast<int>(LevelName(level).size()), LevelName(level).data(),
                static_cast<int>(message.size()), message.data());
+}
+
+ProgramLogger::ProgramLogger(std::string name, std::FILE* out,
+                             std::chrono::milliseconds flush_every)
+    : name_(std::move(name)), out_(out), flush_every_(flush_every) {}
+
+ProgramLogger::~ProgramLogger() {
+  if (flusher_.joinable()) {
+    flusher_.request_stop();
+    flusher_.join();
+  }
+  Flush();
+  if (file_)
+    std::fclose(file_);
+}
+
+Status ProgramLogger::OpenFile(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "ae");
+  if (!f) {
+    return Status::IoError(
+        fmt::format("LogFile={}: cannot open for appending: {}", path, std::strerror(errno)));
+  }
+  std::lock_guard lock(mu_);
+  WriteLocked();
+  if (file_)
+    std::fclose(file_);
+  file_ = f;
+  return Status::Ok();
+}
+
+void ProgramLogger::Log(LogLevel level, std::string_view message) {
+  if (level == LogLevel::kDebug)
+    return;
+  std::string line = fmt::format("{} {}[{}]: {}: {}\n", UtcTimestamp(), name_, getpid(),
+                                 LevelName(level), message);
+  std::lock_guard lock(mu_);
+  const bool first_pending = pending_.empty();
+  pending_ += line;
+  if (level >= LogLevel::kWarning || flush_every_.count() <= 0) {
+    WriteLocked();
+    return;
+  }
+  if (!flusher_.joinable())
+    flusher_ = std::jthread([this](std::stop_token stop) { FlushEvery(stop); });
+  else if (first_pending)
+    pending_or_stop_.notify_one();
+}
+
+void ProgramLogger::Flush() {
+  std::lock_guard lock(mu_);
+  WriteLocked();
+}
+
+void ProgramLogger::WriteLocked() {
+  if (pending_.empty())
+    return;
+  std::fwrite(pending_.data(), 1, pending_.size(), out_);
+  std::fflush(out_);
+  if (file_) {
+    std::fwrite(pending_.data(), 1, pending_.size(), file_);
+    std::fflush(file_);
+  }
+  pending_.clear();
+}
+
+// The flusher thread: once a line waits, lets more join it for flush_every_, then
+// writes them all.
+void ProgramLogger::FlushEvery(std::stop_token stop) {
+  std::unique_lock lock(mu_);
+  while (pending_or_stop_.wait(lock, stop, [&] { return !pending_.empty(); })) {
+    pending_or_stop_.wait_for(lock, stop, flush_every_, [] { return false; });
+    WriteLocked();
+  }
 }
 
 }  // namespace k8sbridge

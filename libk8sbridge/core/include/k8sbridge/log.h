@@ -4,9 +4,16 @@
 // file, tests a RecordingLogger they can assert on.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <string_view>
+#include <thread>
+
+#include "k8sbridge/status.h"
 
 #include <fmt/format.h>
 
@@ -51,6 +58,42 @@ class StderrLogger final : public Logger {
   std::mutex mu_;
   std::string prefix_;
   LogLevel min_level_;
+};
+
+// A short-lived program's log (k8sbridge-power): "<time> <name>[<pid>]: <level>:
+// <message>" lines to `out` (stderr) and, once OpenFile succeeded, to a file too.
+// Info lines are written in batches, each at most `flush_every` after it was
+// logged: a resume of 1,000 nodes logs a line per node, and a write per line (each
+// waking whoever reads the pipe, on the same cores) cost a tenth of the call's
+// time (docs/power.md, "Scale"). A warning or an error is written at once, with
+// every line before it, and so is what is left when the logger is destroyed.
+class ProgramLogger final : public Logger {
+ public:
+  static constexpr std::chrono::milliseconds kFlushEvery{100};
+  explicit ProgramLogger(std::string name, std::FILE* out = stderr,
+                         std::chrono::milliseconds flush_every = kFlushEvery);
+  ~ProgramLogger() override;
+  ProgramLogger(const ProgramLogger&) = delete;
+  ProgramLogger& operator=(const ProgramLogger&) = delete;
+
+  // Appends to `path` from now on (the lines before it are written out first).
+  Status OpenFile(const std::string& path);
+  void Log(LogLevel level, std::string_view message) override;
+  // Writes every pending line now.
+  void Flush();
+
+ private:
+  void WriteLocked();
+  void FlushEvery(std::stop_token stop);
+
+  std::mutex mu_;
+  std::condition_variable_any pending_or_stop_;
+  std::string name_;
+  std::FILE* out_;
+  std::FILE* file_ = nullptr;
+  std::chrono::milliseconds flush_every_;
+  std::string pending_;
+  std::jthread flusher_;  // started by the first line that waits
 };
 
 // Discards everything.
