@@ -1031,7 +1031,9 @@ ApiResponse Api::List(const ApiRequest& request, const Route& route) {
   }
   // The page starts after the token's key, found in the store's order (one walk
   // over a large list for all its pages, as etcd serves them).
-  const ListPage window = PageAfter(after_key, limit);
+  ListPage window = PageAfter(after_key, limit);
+  if (route.resource == "pods")
+    window.pods_on_node = selectors->fields.RequiredValue("spec.nodeName");
   auto matches = [&](const rapidjson::Value& v) { return selectors->Matches(v); };
   ListResult result = store_.List(route.resource, route.ns, matches, window);
   if (list_rv == 0)

@@ -305,6 +305,14 @@ bool FieldSelector::Matches(const rapidjson::Value& object) const {
   return true;
 }
 
+std::optional<std::string> FieldSelector::RequiredValue(std::string_view path) const {
+  for (const auto& term : terms_) {
+    if (term.equals && term.path == path)
+      return term.value;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> LabelSelectorText(const rapidjson::Value* selector) {
   if (selector == nullptr || !selector->IsObject())
     return std::nullopt;

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <rapidjson/document.h>
@@ -39,6 +40,9 @@ class FieldSelector {
  public:
   static Result<FieldSelector> Parse(const std::string& resource, const std::string& text);
   bool Matches(const rapidjson::Value& object) const;
+  // The value an `=` (or `==`) term requires at `path` (a stored object's path, for
+  // example "spec.nodeName"); nullopt when no term does.
+  std::optional<std::string> RequiredValue(std::string_view path) const;
 
  private:
   struct Term {

@@ -254,10 +254,30 @@ Result<ObjectPtr> Store::Get(const std::string& resource, const std::string& ns,
   return it->second;
 }
 
+namespace {
+
+// Adds `object` to the page when `filter` passes it; false once the page is full
+// (`result.more` set: another object matches).
+bool AddToPage(ListResult& result, const ObjectPtr& object,
+               const std::function<bool(const rapidjson::Value&)>& filter, size_t limit) {
+  if (filter && !filter(*object))
+    return true;
+  if (limit != 0 && result.items.size() == limit) {
+    result.more = true;
+    return false;
+  }
+  result.items.push_back(object);
+  return true;
+}
+
+}  // namespace
+
 ListResult Store::List(const std::string& resource, const std::string& ns,
                        const std::function<bool(const rapidjson::Value&)>& filter,
                        const ListPage& page) const {
   std::lock_guard lock(mu_);
+  if (resource == "pods" && page.pods_on_node)
+    return ListPodsOnNodeLocked(ns, filter, page);
   ListResult result;
   result.resource_version = resource_version_;
   auto it = page.after ? objects_.upper_bound(Key{resource, page.after_ns, page.after_name})
@@ -265,15 +285,46 @@ ListResult Store::List(const std::string& resource, const std::string& ns,
   for (; it != objects_.end() && std::get<0>(it->first) == resource; ++it) {
     if (!ns.empty() && std::get<1>(it->first) != ns)
       break;
-    if (filter && !filter(*it->second))
-      continue;
-    if (page.limit != 0 && result.items.size() == page.limit) {
-      result.more = true;
+    if (!AddToPage(result, it->second, filter, page.limit))
       break;
-    }
-    result.items.push_back(it->second);
   }
   return result;
+}
+
+ListResult Store::ListPodsOnNodeLocked(const std::string& ns,
+                                       const std::function<bool(const rapidjson::Value&)>& filter,
+                                       const ListPage& page) const {
+  ListResult result;
+  result.resource_version = resource_version_;
+  auto node = pods_by_node_.find(*page.pods_on_node);
+  if (node == pods_by_node_.end())
+    return result;
+  const std::set<Key>& keys = node->second;
+  auto it = page.after ? keys.upper_bound(Key{"pods", page.after_ns, page.after_name})
+                       : keys.lower_bound(Key{"pods", ns, ""});
+  for (; it != keys.end(); ++it) {
+    if (!ns.empty() && std::get<1>(*it) != ns)
+      break;
+    if (!AddToPage(result, objects_.at(*it), filter, page.limit))
+      break;
+  }
+  return result;
+}
+
+void Store::IndexPodLocked(const Key& key, const rapidjson::Value* before,
+                           const rapidjson::Value* after) {
+  if (std::get<0>(key) != "pods")
+    return;
+  if (before != nullptr) {
+    auto node = pods_by_node_.find(GetString(*before, "spec.nodeName"));
+    if (node != pods_by_node_.end()) {
+      node->second.erase(key);
+      if (node->second.empty())
+        pods_by_node_.erase(node);
+    }
+  }
+  if (after != nullptr)
+    pods_by_node_[GetString(*after, "spec.nodeName")].insert(key);
 }
 
 Result<ObjectPtr> Store::CommitLocked(ChangeType type, const Key& key, ObjectPtr previous,
@@ -290,6 +341,7 @@ Result<ObjectPtr> Store::CommitLocked(ChangeType type, const Key& key, ObjectPtr
   uint64_t rv = ++resource_version_;
   SetString(*next, "metadata.resourceVersion", std::to_string(rv));
   ObjectPtr committed(next.release());
+  IndexPodLocked(key, previous.get(), committed.get());
   objects_[key] = committed;
   history_.push_back(Change{type, std::get<0>(key), std::get<1>(key), std::get<2>(key), rv,
                             committed, std::move(previous)});
@@ -307,6 +359,7 @@ void Store::RemoveLocked(const Key& key, ObjectPtr previous) {
   uint64_t rv = ++resource_version_;
   auto last = Clone(*previous);
   SetString(*last, "metadata.resourceVersion", std::to_string(rv));
+  IndexPodLocked(key, previous.get(), nullptr);
   objects_.erase(key);
   history_.push_back(Change{ChangeType::kDeleted, std::get<0>(key), std::get<1>(key),
                             std::get<2>(key), rv, ObjectPtr(last.release()), std::move(previous)});

@@ -95,6 +95,11 @@ struct ListPage {
   std::string after_ns, after_name;  // the last object of the previous page; "" = first page
   bool after = false;                // whether after_ns/after_name are set
   size_t limit = 0;                  // 0 = no limit
+  // Pods only: just those whose spec.nodeName is this, read from the store's index of
+  // them, as the API server's watch cache does for a list with the field selector
+  // spec.nodeName=X (pkg/registry/core/pod/strategy.go, Indexers). The same items in
+  // the same order as a filter on the field; only the scan of every pod is saved.
+  std::optional<std::string> pods_on_node;
 };
 
 // While one lives on a thread, that thread's writes to any Store are computed (checks,
@@ -240,6 +245,12 @@ class Store {
   Result<ObjectPtr> CommitLocked(ChangeType type, const Key& key, ObjectPtr previous,
                                  std::unique_ptr<rapidjson::Document> next);
   void RemoveLocked(const Key& key, ObjectPtr previous);
+  // Moves `key` in pods_by_node_ from `before`'s node to `after`'s (either may be null).
+  void IndexPodLocked(const Key& key, const rapidjson::Value* before,
+                      const rapidjson::Value* after);
+  ListResult ListPodsOnNodeLocked(const std::string& ns,
+                                  const std::function<bool(const rapidjson::Value&)>& filter,
+                                  const ListPage& page) const;
   // Finalizers (finalizers.h): an update that may empty them, a delete they hold, and a
   // terminated pod they keep.
   Result<ObjectPtr> CommitUpdateLocked(const Key& key, ObjectPtr stored,
@@ -258,6 +269,8 @@ class Store {
   uint64_t resource_version_ = 1;
   uint64_t uid_counter_ = 0;
   std::map<Key, ObjectPtr> objects_;
+  // spec.nodeName ("" unbound) -> the keys of those pods, kept by IndexPodLocked.
+  std::map<std::string, std::set<Key>, std::less<>> pods_by_node_;
   std::deque<Change> history_;  // ascending resource_version
   uint64_t history_floor_ = 1;  // watches from RVs below this are expired
   std::set<std::string> kubelet_nodes_;

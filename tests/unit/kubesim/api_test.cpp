@@ -215,6 +215,54 @@ BOOST_AUTO_TEST_CASE(patch_types) {
   BOOST_TEST(GetString(Body(status_patch), "spec.nodeName") == "");
 }
 
+// A list by spec.nodeName is served from an index of the pods by node (as the API
+// server's watch cache serves it): the same pods, in order and in pages, as it follows
+// creates, bindings and deletes, in one namespace and in all.
+BOOST_AUTO_TEST_CASE(pods_by_node_name_follow_bindings_and_deletes) {
+  Call("POST", "/api/v1/namespaces", R"({"metadata":{"name":"other"}})");
+  auto names = [&](const std::string& target) {
+    auto body = Body(Call("GET", target));
+    std::string out;
+    for (const auto& item : body["items"].GetArray())
+      out += GetString(item, "metadata.namespace") + "/" + GetString(item, "metadata.name") + " ";
+    return out;
+  };
+  auto pod = [&](const std::string& ns, const std::string& name, const std::string& node) {
+    BOOST_TEST(Call("POST", "/api/v1/namespaces/" + ns + "/pods",
+                    ToJson(PodJson(name, R"(,"labels":{"app":"a"})", node)))
+                   .code == 201);
+  };
+  pod("default", "b", "node-1");
+  pod("default", "a", "node-1");
+  pod("other", "c", "node-1");
+  pod("default", "d", "node-2");
+  pod("default", "unbound", "");
+  const std::string all = "/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-1";
+  BOOST_TEST(names(all) == "default/a default/b other/c ");
+  BOOST_TEST(names("/api/v1/namespaces/default/pods?fieldSelector=spec.nodeName%3Dnode-1") ==
+             "default/a default/b ");
+  BOOST_TEST(names("/api/v1/pods?fieldSelector=spec.nodeName%3D") == "default/unbound ");
+  BOOST_TEST(names(all + "&labelSelector=app%3Dnone").empty());
+  BOOST_TEST(names("/api/v1/pods?fieldSelector=spec.nodeName%3Dnode-9").empty());
+
+  auto first = Body(Call("GET", all + "&limit=2"));
+  BOOST_TEST(first["items"].Size() == 2u);
+  const std::string token = GetString(first, "metadata.continue");
+  BOOST_REQUIRE(!token.empty());
+  BOOST_TEST(names(all + "&limit=2&continue=" + token) == "other/c ");
+
+  BOOST_TEST(Call("POST", "/api/v1/namespaces/default/pods/unbound/binding",
+                  R"({"apiVersion":"v1","kind":"Binding","metadata":{"name":"unbound"},)"
+                  R"("target":{"kind":"Node","name":"node-1"}})")
+                 .code == 201);
+  BOOST_TEST(names("/api/v1/pods?fieldSelector=spec.nodeName%3D").empty());
+  BOOST_TEST(Call("DELETE", "/api/v1/namespaces/default/pods/a?gracePeriodSeconds=0").code == 200);
+  BOOST_TEST(names(all) == "default/b default/unbound other/c ");
+  BOOST_TEST(names("/api/v1/pods?fieldSelector=spec.nodeName!%3Dnode-1") == "default/d ");
+  BOOST_TEST(Call("DELETE", "/api/v1/namespaces/other").code == 200);
+  BOOST_TEST(names(all) == "default/b default/unbound ");
+}
+
 BOOST_AUTO_TEST_CASE(binding_and_delete_codes) {
   Call("POST", "/api/v1/namespaces/default/pods", kPod);
   auto bound = Call(
