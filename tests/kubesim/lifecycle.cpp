@@ -173,14 +173,10 @@ void Controllers::Stop() {
 }
 
 void Controllers::Loop() {
-  std::unique_ptr<Watcher> watcher;
-  while (!stop_) {
-    RunOnce();
-    // Wake on the next change to what the controllers read, or at the resync.
-    WaitForChange(
-        store_, watcher, std::chrono::steady_clock::now() + options_.resync, stop_,
-        [](const std::string& resource) { return resource != "events" && resource != "leases"; });
-  }
+  RunControllerLoop(
+      store_, stop_, options_.resync,
+      [](const std::string& resource) { return resource != "events" && resource != "leases"; },
+      [this] { RunOnce(); });
 }
 
 void Controllers::RunOnce() {

@@ -983,12 +983,17 @@ Status Server::Start() {
   SyncNamespaceDefaults(s.store, s.options.admission.root_ca_pem);
   s.threads.emplace_back([&s]() {
     while (!s.stopping) {
+      const auto start = std::chrono::steady_clock::now();
       s.store.ReapExpired();
-      CollectGarbage(s.store);
+      CollectGarbage(s.store);  // reads every object: spaced as controller passes are
       SyncNamespaceDefaults(s.store, s.options.admission.root_ca_pem);
       AggregateClusterRoles(s.store);
+      const auto took = std::chrono::steady_clock::now() - start;
       std::unique_lock lock(s.mu);
-      s.sessions_done.wait_for(lock, s.options.reap_interval, [&] { return s.stopping.load(); });
+      s.sessions_done.wait_for(lock,
+                               std::max<std::chrono::steady_clock::duration>(
+                                   s.options.reap_interval, took * kPassSpacing),
+                               [&] { return s.stopping.load(); });
     }
   });
   return Status::Ok();

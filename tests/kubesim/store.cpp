@@ -855,4 +855,23 @@ void WaitForChange(Store& store, std::unique_ptr<Watcher>& watcher,
   }
 }
 
+void RunControllerLoop(Store& store, const std::atomic<bool>& stop,
+                       std::chrono::milliseconds resync,
+                       const std::function<bool(const std::string& resource)>& wakes,
+                       const std::function<void()>& pass) {
+  using Steady = std::chrono::steady_clock;
+  std::unique_ptr<Watcher> watcher;
+  while (!stop) {
+    const Steady::time_point start = Steady::now();
+    pass();
+    const Steady::time_point earliest = start + (Steady::now() - start) * kPassSpacing;
+    WaitForChange(store, watcher, std::max(Steady::now() + resync, earliest), stop, wakes);
+    // The changes of the wait that remains are read by the next pass, not lost.
+    while (!stop && Steady::now() < earliest) {
+      std::this_thread::sleep_for(
+          std::min<Steady::duration>(earliest - Steady::now(), std::chrono::milliseconds(200)));
+    }
+  }
+}
+
 }  // namespace kubesim

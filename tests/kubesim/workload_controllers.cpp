@@ -32,14 +32,12 @@ void WorkloadControllers::Stop() {
 }
 
 void WorkloadControllers::Loop() {
-  std::unique_ptr<Watcher> watcher;
-  while (!stop_) {
-    RunOnce();
-    WaitForChange(store_, watcher, std::chrono::steady_clock::now() + options_.resync, stop_,
-                  [](const std::string& resource) {
-                    return resource != "events" && resource != "leases" && resource != "endpoints";
-                  });
-  }
+  RunControllerLoop(
+      store_, stop_, options_.resync,
+      [](const std::string& resource) {
+        return resource != "events" && resource != "leases" && resource != "endpoints";
+      },
+      [this] { RunOnce(); });
 }
 
 void WorkloadControllers::RunOnce() {
