@@ -547,6 +547,10 @@ void Kubelet::TickLocked() {
       ForceKill(rp);
     }
     if (rp.state == RunningPod::State::kExited && (rp.term_sent || rp.object_gone)) {
+      // The pod's mounts and directory go before its object: the kubelet's status
+      // manager deletes a pod only once podResourcesAreReclaimed (volumes unmounted),
+      // so whoever saw the object go finds them gone too (idempotent on a retry).
+      RemovePodDir(rp.uid);
       if (!rp.object_gone) {
         Status s = store_.FinalizePodDeletion(rp.ns, rp.name, rp.uid);
         if (!s.ok() && s.code() != Status::Code::kNotFound) {
@@ -556,7 +560,6 @@ void Kubelet::TickLocked() {
         }
         log_.Info("kubelet: {}/{} deleted", rp.ns, rp.name);
       }
-      RemovePodDir(rp.uid);
       evicting_.erase(rp.uid);
       it = pods_.erase(it);
       continue;
