@@ -250,7 +250,43 @@ void NamePod(kube::Object& pod, const std::string& node, int n) {
   }
 }
 
-// After a 409 for `name`: the pod found there, judged. nullopt: create again under
+// What a pod of ours that is already there for a node came to (SettleOurPod).
+struct SettledPod {
+  OnLostNode lost = OnLostNode::kNotLost;  // not lost: kept, or deleted
+  bool kept = false;                       // healthy: it is the node's pod
+};
+
+// A pod already there for `node` (`what`: "pod", "replacement pod"), settled the one
+// way for a create's conflict and for a live replacement: not ours fails the node;
+// on a lost Kubernetes node it is left to Kubernetes (LeaveLostNode); healthy it is
+// kept as the node's pod; a leftover (failed, stale template...) is deleted.
+Result<SettledPod> SettleOurPod(const PowerContext& ctx, Steady::time_point deadline,
+                                const std::string& node, const kube::Object& pod,
+                                std::string_view what) {
+  const std::string& ns = ctx.setup.config.kube.namespace_;
+  ExistingPodVerdict verdict = JudgeExistingPod(pod, ctx.setup.config.cluster_name, node);
+  if (verdict.action == ExistingPod::kNotOurs)
+    return Status::AlreadyExists(verdict.reason);
+  auto lost = LeaveLostNode(ctx, deadline, node, pod);
+  if (!lost.ok())
+    return lost.status();
+  if (*lost != OnLostNode::kNotLost)
+    return SettledPod{*lost, false};
+  if (verdict.action == ExistingPod::kHealthy) {
+    ctx.log.Info("node {}: {} {}/{} is still there ({}): counted as resumed", node, what, ns,
+                 pod.Name(), verdict.reason);
+    return SettledPod{OnLostNode::kNotLost, true};
+  }
+  ctx.log.Info("node {}: deleting leftover {} {}/{}: {}", node, what, ns, pod.Name(),
+               verdict.reason);
+  if (!pod.IsBeingDeleted()) {
+    if (auto deleted = DeleteOwned(ctx, deadline, pod); !deleted.ok())
+      return deleted.status();
+  }
+  return SettledPod{};
+}
+
+// After a 409 for `name`: the pod found there, settled. nullopt: create again under
 // `n` (which may have moved on to the next name); else the result for the node.
 std::optional<CreateResult> OnConflict(const PowerContext& ctx, Steady::time_point deadline,
                                        const std::string& node, const std::string& name, int& n,
@@ -263,31 +299,18 @@ std::optional<CreateResult> OnConflict(const PowerContext& ctx, Steady::time_poi
       return std::nullopt;  // gone in between: create again
     return CreateResult{NodeAction::kFailed, existing.status(), name};
   }
-  ExistingPodVerdict verdict = JudgeExistingPod(*existing, ctx.setup.config.cluster_name, node);
-  if (verdict.action == ExistingPod::kNotOurs)
-    return CreateResult{NodeAction::kFailed, Status::AlreadyExists(verdict.reason), name};
-  auto lost = LeaveLostNode(ctx, deadline, node, *existing);
-  if (!lost.ok())
-    return CreateResult{NodeAction::kFailed, lost.status(), name};
-  if (*lost != OnLostNode::kNotLost) {
-    replaced = true;
-    n += *lost == OnLostNode::kLeftBehind ? 1 : 0;
-    return std::nullopt;
-  }
-  if (verdict.action == ExistingPod::kHealthy) {
-    ctx.log.Info("node {}: pod {}/{} already exists ({}): counted as resumed", node, ns, name,
-                 verdict.reason);
+  auto settled = SettleOurPod(ctx, deadline, node, *existing, "pod");
+  if (!settled.ok())
+    return CreateResult{NodeAction::kFailed, settled.status(), name};
+  if (settled->kept)
     return CreateResult{NodeAction::kExisting, {}, name};
-  }
-  ctx.log.Info("node {}: replacing leftover pod {}/{}: {}", node, ns, name, verdict.reason);
-  if (!existing->IsBeingDeleted()) {
-    auto deleted = DeleteOwned(ctx, deadline, *existing);
-    if (!deleted.ok())
-      return CreateResult{NodeAction::kFailed, deleted.status(), name};
+  replaced = true;
+  if (settled->lost != OnLostNode::kNotLost) {
+    n += settled->lost == OnLostNode::kLeftBehind ? 1 : 0;
+    return std::nullopt;
   }
   if (Status gone = WaitGone(ctx, deadline, name); !gone.ok())
     return CreateResult{NodeAction::kFailed, gone, name};
-  replaced = true;
   return std::nullopt;
 }
 
@@ -393,26 +416,16 @@ std::optional<CreateResult> UseLiveReplacement(const PowerContext& ctx, ResumeCa
   auto it = replacements->find(node);
   if (it == replacements->end())
     return std::nullopt;
-  const std::string& ns = ctx.setup.config.kube.namespace_;
   for (const kube::Object& pod : it->second) {
     // The label again: a server that ignored the selector would hand every pod over.
     if (pod.IsBeingDeleted() || pod.Labels().count(std::string(contract::kReplacementLabel)) == 0)
       continue;
-    auto lost = LeaveLostNode(ctx, deadline, node, pod);
-    if (!lost.ok())
-      return CreateResult{NodeAction::kFailed, lost.status(), pod.Name()};
-    if (*lost != OnLostNode::kNotLost)
-      continue;  // stranded too: counts as no pod
-    ExistingPodVerdict verdict = JudgeExistingPod(pod, ctx.setup.config.cluster_name, node);
-    if (verdict.action == ExistingPod::kHealthy) {
-      ctx.log.Info("node {}: replacement pod {}/{} is still there ({}): counted as resumed", node,
-                   ns, pod.Name(), verdict.reason);
+    auto settled = SettleOurPod(ctx, deadline, node, pod, "replacement pod");
+    if (!settled.ok())
+      return CreateResult{NodeAction::kFailed, settled.status(), pod.Name()};
+    if (settled->kept)
       return CreateResult{NodeAction::kExisting, {}, pod.Name()};
-    }
-    ctx.log.Info("node {}: deleting leftover replacement pod {}/{}: {}", node, ns, pod.Name(),
-                 verdict.reason);
-    if (auto deleted = DeleteOwned(ctx, deadline, pod); !deleted.ok())
-      return CreateResult{NodeAction::kFailed, deleted.status(), pod.Name()};
+    // Stranded too, or a leftover now deleted: counts as no pod.
   }
   return std::nullopt;
 }
