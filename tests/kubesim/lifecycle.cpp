@@ -144,8 +144,9 @@ Status ReconcileNodeConditionTaints(Store& store, const std::string& node) {
 
 void MarkPodsNotReady(Store& store, const std::string& node) {
   const std::string now = store.NowTimestamp();
-  auto on_node = [&](const rapidjson::Value& p) { return GetString(p, "spec.nodeName") == node; };
-  for (const ObjectPtr& pod : store.List("pods", "", on_node).items) {
+  ListPage on_node;  // from the store's index of pods by node, not a scan of every pod
+  on_node.pods_on_node = node;
+  for (const ObjectPtr& pod : store.List("pods", "", {}, on_node).items) {
     (void)store.Mutate("pods", GetString(*pod, "metadata.namespace"),
                        GetString(*pod, "metadata.name"), [&](rapidjson::Document& doc) {
                          SetCondition(doc, "Ready", "False", "", "", now);
