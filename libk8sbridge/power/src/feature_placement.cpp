@@ -1,5 +1,6 @@
 #include "k8sbridge/power/feature_placement.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -240,11 +241,8 @@ Status PlacementSearch::ReadNodePage(Cursor& cursor, const kube::Object& pod) {
   return Status::Ok();
 }
 
-Status PlacementSearch::ReadPods(const std::string& node) {
-  auto pods = reads_.pods(node);
-  if (!pods.ok())
-    return pods.status();
-  for (const kube::Object& p : *pods) {
+void PlacementSearch::AddPods(const std::vector<kube::Object>& pods, const std::string& node) {
+  for (const kube::Object& p : pods) {
     const std::string phase = kube::pod::Phase(p);
     std::string bound = kube::pod::NodeName(p);
     if (bound.empty() || phase == "Succeeded" || phase == "Failed")
@@ -257,18 +255,56 @@ Status PlacementSearch::ReadPods(const std::string& node) {
     all_pods_read_ = true;
   else
     uses_.try_emplace(node);  // read, and empty
+}
+
+std::vector<std::string> PlacementSearch::UnreadFrom(const Cursor& cursor, size_t at) const {
+  const int budget = kPerNodePodReads - per_node_reads_;
+  const size_t wanted =
+      static_cast<size_t>(std::min(per_node_reads_ == 0 ? 1 : kPodReadBatch, budget));
+  std::vector<std::string> batch;
+  for (size_t j = at; j < cursor.matching.size() && batch.size() < wanted; ++j) {
+    const NodeInfo& n = nodes_[cursor.matching[j]];
+    if (n.schedulable && uses_.find(n.name) == uses_.end())
+      batch.push_back(n.name);
+  }
+  return batch;
+}
+
+Status PlacementSearch::ReadPodsOf(const std::vector<std::string>& nodes) {
+  std::vector<std::vector<kube::Object>> pods(nodes.size());
+  // Side by side: a busy cluster's nodes are mostly taken, and each read waits a round trip.
+  std::vector<Status> read = kube::ForEachBounded(nodes.size(), nodes.size(), [&](size_t i) {
+    auto listed = reads_.pods(nodes[i]);
+    if (!listed.ok())
+      return listed.status();
+    pods[i] = std::move(*listed);
+    return Status::Ok();
+  });
+  per_node_reads_ += static_cast<int>(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!read[i].ok())
+      return read[i];
+    AddPods(pods[i], nodes[i]);
+  }
   return Status::Ok();
 }
 
-Result<double> PlacementSearch::UsedOn(const std::string& node, const std::string& own) {
+Status PlacementSearch::ReadAllPods() {
+  auto pods = reads_.pods("");
+  if (!pods.ok())
+    return pods.status();
+  uses_.clear();
+  AddPods(*pods, "");
+  return Status::Ok();
+}
+
+Result<double> PlacementSearch::UsedOn(const Cursor& cursor, size_t at, const std::string& own) {
+  const std::string& node = nodes_[cursor.matching[at]].name;
   if (!all_pods_read_ && uses_.find(node) == uses_.end()) {
-    // A few nodes are read one by one; a search that walks many reads every pod once.
-    const bool one_node = per_node_reads_ < kPerNodePodReads;
-    if (one_node)
-      ++per_node_reads_;
-    else
-      uses_.clear();
-    if (Status s = ReadPods(one_node ? node : ""); !s.ok())
+    // A few nodes are read by name; a search that walks many reads every pod once.
+    Status s =
+        per_node_reads_ < kPerNodePodReads ? ReadPodsOf(UnreadFrom(cursor, at)) : ReadAllPods();
+    if (!s.ok())
       return s;
   }
   double used = 0;
@@ -298,13 +334,14 @@ PlacementVerdict PlacementSearch::Check(const kube::Object& pod) {
         return {Status::Ok(), Remember(s)};
       continue;
     }
-    const NodeInfo& n = nodes_[cursor.matching[i++]];
+    const size_t at = i++;
+    const NodeInfo& n = nodes_[cursor.matching[at]];
     if (!n.schedulable)
       continue;
     ++ready;
     if (wanted <= 0)
       return {};
-    auto used = UsedOn(n.name, own);
+    auto used = UsedOn(cursor, at, own);
     if (!used.ok())
       return {Status::Ok(), Remember(used.status())};
     if (n.allocatable - *used >= wanted)

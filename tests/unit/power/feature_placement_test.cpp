@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "../kube/testing.h"
@@ -381,6 +382,29 @@ BOOST_AUTO_TEST_CASE(the_search_reads_further_pages_until_a_node_fits) {
   BOOST_TEST(node_reads.size() == 2u);  // k-0, then k-1 (k-2 is an A100: not selected)
   BOOST_REQUIRE(pod_reads.size() == 2u);
   BOOST_TEST(Query(pod_reads[1], "fieldSelector") == "spec.nodeName=k-1");
+}
+
+// The first node is taken: the next kPodReadBatch nodes' pods are read side by
+// side (each read is a round trip, and in a busy cluster most nodes are taken),
+// and the search stops at the first of them that fits.
+BOOST_AUTO_TEST_CASE(after_the_first_node_the_search_reads_nodes_in_batches) {
+  nodes.clear();
+  pods.clear();
+  for (int i = 0; i < 40; ++i)
+    nodes.push_back(Node("k-" + std::to_string(i), kH100, 1));
+  for (int i = 0; i < 4; ++i)  // k-4 is the first free node
+    pods.push_back(Pod("other-" + std::to_string(i), "k-" + std::to_string(i), 1));
+  power::PowerContext ctx{setup, *client, slurm, log};
+  auto report = power::Resume(ctx, {"w-3"}, Job("w-3", "h100"));
+  BOOST_TEST(report.Failed() == 0u);
+  BOOST_TEST(created.size() == 1u);
+  BOOST_REQUIRE(pod_reads.size() == 1u + power::PlacementSearch::kPodReadBatch);
+  std::set<std::string> read;
+  for (const std::string& url : pod_reads)
+    read.insert(Query(url, "fieldSelector"));
+  BOOST_TEST(read.size() == pod_reads.size());  // no node read twice
+  BOOST_TEST(read.count("spec.nodeName=k-0") == 1u);
+  BOOST_TEST(read.count("spec.nodeName=k-8") == 1u);
 }
 
 // Every H100 node is taken: the node fails with the count of all of them, and

@@ -43,7 +43,8 @@ struct PlacementVerdict {
 // resume call, it reads only what it needs, once per call: the nodes a placement
 // (nodeSelector and required node affinity) selects, page by page, stopping at the
 // first node that fits; and the GPUs held on each node it looks at, one small read
-// per node, or one read of every pod once it has looked at kPerNodePodReads nodes.
+// per node (the first node alone, then kPodReadBatch of the next nodes side by side),
+// or one read of every pod once it has read kPerNodePodReads nodes.
 // A 1000-node resume in a 10,000-node cluster whose first node fits costs one page
 // of nodes and one read of that node's pods, not the whole cluster twice (docs/
 // power.md, "Benchmark: 10,000 nodes"). Check may be called from several threads
@@ -51,6 +52,7 @@ struct PlacementVerdict {
 class PlacementSearch {
  public:
   static constexpr int kPerNodePodReads = 16;
+  static constexpr int kPodReadBatch = 8;
 
   PlacementSearch(std::string_view gpu_resource, PlacementReads reads);
   // As FeaturePlacementPossible; the first read failure answers every later check.
@@ -75,9 +77,17 @@ class PlacementSearch {
     bool done = false;
   };
   Status ReadNodePage(Cursor& cursor, const kube::Object& pod);
-  // GPUs the pods on `node` hold, but for the pod `own` ("namespace/name").
-  Result<double> UsedOn(const std::string& node, const std::string& own);
-  Status ReadPods(const std::string& node);
+  // GPUs the pods on the node cursor.matching[at] hold, but for the pod `own`
+  // ("namespace/name"); reads them first when needed.
+  Result<double> UsedOn(const Cursor& cursor, size_t at, const std::string& own);
+  // The schedulable nodes of `cursor` from `at` on whose pods are unread: one for
+  // the search's first read (the first node usually fits), else up to kPodReadBatch,
+  // within kPerNodePodReads.
+  std::vector<std::string> UnreadFrom(const Cursor& cursor, size_t at) const;
+  Status ReadPodsOf(const std::vector<std::string>& nodes);
+  Status ReadAllPods();
+  // Records the GPUs `pods` hold (those on `node`; "": every node's).
+  void AddPods(const std::vector<kube::Object>& pods, const std::string& node);
   Status Remember(Status failure);
 
   std::mutex mu_;
