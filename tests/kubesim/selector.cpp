@@ -3,6 +3,7 @@
 #include <cctype>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
@@ -153,7 +154,9 @@ bool LabelSelector::Matches(const rapidjson::Value& object) const {
       if (it != labels->MemberEnd())
         v = &it->value;
     }
-    std::string value = (v != nullptr && v->IsString()) ? v->GetString() : "";
+    const std::string_view value = (v != nullptr && v->IsString())
+                                       ? std::string_view(v->GetString(), v->GetStringLength())
+                                       : std::string_view();
     bool in = false;
     for (const auto& want : req.values)
       in = in || (v != nullptr && value == want);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -29,22 +30,23 @@ const char* ChangeTypeName(ChangeType type) {
 // ---- helpers -------------------------------------------------------------------------
 
 const rapidjson::Value* Find(const rapidjson::Value& object, const char* dotted_path) {
+  // No copy of the path's parts: every list filter and controller pass calls this
+  // for each object it looks at.
   const rapidjson::Value* cur = &object;
-  std::string path(dotted_path);
-  size_t start = 0;
+  std::string_view path(dotted_path);
   while (true) {
-    size_t dot = path.find('.', start);
-    std::string part =
-        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const size_t dot = path.find('.');
+    const std::string_view part = path.substr(0, dot);
     if (!cur->IsObject())
       return nullptr;
-    auto it = cur->FindMember(part.c_str());
+    const rapidjson::Value key(rapidjson::StringRef(part.data(), part.size()));
+    auto it = cur->FindMember(key);
     if (it == cur->MemberEnd())
       return nullptr;
     cur = &it->value;
-    if (dot == std::string::npos)
+    if (dot == std::string_view::npos)
       return cur;
-    start = dot + 1;
+    path.remove_prefix(dot + 1);
   }
 }
 
