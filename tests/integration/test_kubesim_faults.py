@@ -4,6 +4,7 @@ client, or a plain HTTP connection where the fault is at the connection level.""
 import http.client
 import json
 import socket
+import time
 import unittest
 import urllib.parse
 
@@ -68,14 +69,21 @@ class Faults(PythonClientTestCase):
         self.sim.add_fault(resource="configmaps", verb="create", type="status", code=503, times=1)
         with self.assertRaises(client.ApiException):
             self.v1.create_namespaced_config_map("default", CM)
+        started = time.monotonic()
         for i in range(5):
             self.v1.create_namespaced_config_map(
                 "default", dict(CM, metadata={"name": f"cm-{i}"}))
+        creating = time.monotonic() - started
         for i in range(5):
             self.v1.delete_namespaced_config_map(f"cm-{i}", "default")
         self.raw("GET", "/api/v1/namespaces/default/configmaps/none")
         stats = self.sim.admin("GET", "stats")
         rows = {(r["verb"], r["resource"], r["code"]): r["count"] for r in stats["requests"]}
+        # seconds: from the first answer of a row to its last, within what the client saw
+        seconds = {(r["verb"], r["code"]): r["seconds"] for r in stats["requests"]}
+        self.assertGreater(seconds[("create", 201)], 0)
+        self.assertLessEqual(seconds[("create", 201)], creating)
+        self.assertEqual(seconds[("get", 404)], 0)
         self.assertEqual(rows, {("create", "configmaps", 503): 1,
                                 ("create", "configmaps", 201): 5,
                                 ("delete", "configmaps", 200): 5,
@@ -233,6 +241,74 @@ class Faults(PythonClientTestCase):
         self.assertEqual(status, 401)
         self.assertEqual((body["kind"], body["reason"], body["code"]),
                          ("Status", "Unauthorized", 401))
+
+    def answers(self):
+        try:
+            return self.raw("GET", "/api/v1/namespaces/default/configmaps", timeout=2)[0] == 200
+        except OSError:
+            return False
+
+    def refused(self):
+        try:
+            self.raw("GET", "/version", timeout=2)
+        except ConnectionRefusedError:
+            return True
+        except OSError:
+            pass
+        return False
+
+    def test_api_server_restart_keeps_the_store_and_starts_a_new_watch_cache(self):
+        self.v1.create_namespaced_config_map("default", CM)
+        before = self.v1.list_namespaced_config_map("default").metadata.resource_version
+        self.v1.create_namespaced_config_map("default", dict(CM, metadata={"name": "cm-2"}))
+        # A watch open across the restart.
+        conn = self.connection(timeout=30)
+        conn.request("GET", f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={before}",
+                     headers={"Authorization": f"Bearer {self.sim.token}"})
+        resp = conn.getresponse()
+        self.assertEqual(resp.status, 200)
+        first = json.loads(resp.readline())
+        self.assertEqual((first["type"], first["object"]["metadata"]["name"]), ("ADDED", "cm-2"))
+        status, _, body = self.sim.request("POST", "/kubesim/restart", {"downSeconds": 3})
+        self.assertEqual((status, body), (202, {"downSeconds": 3}))
+        try:
+            status, _, body = self.sim.request("POST", "/kubesim/restart", {"downSeconds": 3})
+            self.assertEqual(status, 409)
+            # Down: the listener is gone (refused, as a process that exited), and the
+            # open watch ends.
+            wait_for(self.refused, timeout=10, what="connections refused")
+            # The stream is cut, not ended: no last chunk, as from a process that died.
+            with self.assertRaises(http.client.IncompleteRead):
+                resp.read()
+        finally:
+            conn.close()
+            wait_for(self.answers, timeout=30, what="the API server back")
+        # The store survived: the objects, and resourceVersions going on from there.
+        names = {c.metadata.name for c in self.v1.list_namespaced_config_map("default").items}
+        self.assertLessEqual({"cm", "cm-2"}, names)
+        cm = self.v1.create_namespaced_config_map("default", dict(CM, metadata={"name": "cm-3"}))
+        self.assertGreater(int(cm.metadata.resource_version), int(before))
+        # A new watch cache: resuming from before the restart is 410; a relist's RV works.
+        with self.assertRaises(client.ApiException) as caught:
+            for _ in watch.Watch().stream(self.v1.list_namespaced_config_map, "default",
+                                          resource_version=before, timeout_seconds=5):
+                pass
+        self.assertEqual(caught.exception.status, 410)
+        relisted = self.v1.list_namespaced_config_map("default").metadata.resource_version
+        self.v1.delete_namespaced_config_map("cm-3", "default")
+        w, seen = watch.Watch(), []
+        for ev in w.stream(self.v1.list_namespaced_config_map, "default",
+                           resource_version=relisted, timeout_seconds=30):
+            if ev["object"].metadata.name == "cm-3":  # (the root CA's ConfigMap may come back)
+                seen.append(ev["type"])
+                w.stop()
+        self.assertEqual(seen, ["DELETED"])
+
+    def test_restart_rejects_a_bad_down_time(self):
+        for body in ({}, {"downSeconds": -1}, {"downSeconds": 601}, {"downSeconds": "5"}):
+            status, _, answer = self.sim.request("POST", "/kubesim/restart", body)
+            self.assertEqual(status, 400, body)
+            self.assertIn("downSeconds", answer["message"])
 
     def test_fault_admin_rejects_bad_input(self):
         status, _, body = self.sim.request("POST", "/kubesim/faults", {"type": "explode"})

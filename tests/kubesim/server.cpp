@@ -83,6 +83,9 @@ Result<Fault> ParseFault(const std::string& json) {
 
 namespace {
 
+// How long after its answer POST /kubesim/restart takes the server down.
+constexpr auto kRestartDelay = std::chrono::milliseconds(500);
+
 const char* ReasonFor(int code) {
   switch (code) {
     case 400:
@@ -212,8 +215,20 @@ struct Server::Impl {
   // Counts of every request since start or the last DELETE /kubesim/stats, keyed by
   // (verb, resource, code): request_log keeps only the last 2000, too few for a bulk
   // benchmark. connections counts accepted TCP connections (TLS handshakes).
-  std::map<std::tuple<std::string, std::string, int>, uint64_t> request_counts;
+  struct RequestCount {
+    uint64_t count = 0;
+    // When the first and the last of them were answered (a client's rate, as the
+    // server saw it, without the client's own start).
+    std::chrono::steady_clock::time_point first, last;
+  };
+  std::map<std::tuple<std::string, std::string, int>, RequestCount> request_counts;
   uint64_t connections = 0;
+  // POST /kubesim/restart: the API server part is down (listeners closed, every
+  // connection cut) while the store, the controllers and the kubelet go on, as etcd,
+  // kube-controller-manager and the kubelets do while a kube-apiserver restarts.
+  bool restarting = false;
+  size_t accepts_paused = 0;  // accept loops waiting for the restart to end
+  std::thread restart_thread;
 
   // Binds and listens on "HOST:PORT"; the caller starts the accept thread.
   Result<uint16_t> Bind(const std::string& spec) {
@@ -307,7 +322,10 @@ struct Server::Impl {
     d.AddMember("code", code, a);
     d.AddMember("fault", rapidjson::Value(fault.c_str(), a), a);
     std::lock_guard lock(mu);
-    ++request_counts[{route.verb, route.resource, code}];
+    RequestCount& counted = request_counts[{route.verb, route.resource, code}];
+    counted.last = std::chrono::steady_clock::now();
+    if (counted.count++ == 0)
+      counted.first = counted.last;
     request_log.push_back(ToJson(d));
     while (request_log.size() > 2000)
       request_log.pop_front();
@@ -365,6 +383,8 @@ struct Server::Impl {
       log.Info("bearer token rotated");
       return ok_json("{}");
     }
+    if (sub == "restart" && req.method == "POST")
+      return AdminRestart(req);
     if (sub == "compact" && req.method == "POST") {
       store.CompactHistory();
       return ok_json(fmt::format(R"({{"resourceVersion":"{}"}})", store.CurrentResourceVersion()));
@@ -396,9 +416,10 @@ struct Server::Impl {
         item.AddMember("verb", rapidjson::Value(verb.c_str(), a), a);
         item.AddMember("resource", rapidjson::Value(resource.c_str(), a), a);
         item.AddMember("code", code, a);
-        item.AddMember("count", n, a);
+        item.AddMember("count", n.count, a);
+        item.AddMember("seconds", std::chrono::duration<double>(n.last - n.first).count(), a);
         counts.PushBack(item, a);
-        total += n;
+        total += n.count;
       }
       d.AddMember("requests", counts, a);
       d.AddMember("total", total, a);
@@ -429,6 +450,98 @@ struct Server::Impl {
   // POST /kubesim/serviceaccount-token {"namespace","name","expirationSeconds"}: a token
   // for test harnesses, of any lifetime (>= 1 s; the TokenRequest API's 10-minute
   // minimum does not apply).
+  // {"downSeconds": N}: 202 at once; the server goes down kRestartDelay later (so
+  // that this answer gets out) and comes back N seconds after that.
+  ApiResponse AdminRestart(const ApiRequest& req) {
+    auto d = ParseJson(req.body);
+    const rapidjson::Value* down = d.ok() ? Find(**d, "downSeconds") : nullptr;
+    if (down == nullptr || !down->IsInt() || down->GetInt() < 0 || down->GetInt() > 600) {
+      return StatusResponse(400, "BadRequest",
+                            "body must be {\"downSeconds\": N} with N whole seconds, 0 to 600");
+    }
+    std::lock_guard lock(mu);
+    if (restarting || stopping)
+      return StatusResponse(409, "Conflict", "the API server is already restarting or stopping");
+    restarting = true;
+    if (restart_thread.joinable())
+      restart_thread.join();  // the last restart's, finished
+    restart_thread = std::thread(&Impl::Restart, this, std::chrono::seconds(down->GetInt()));
+    ApiResponse r;
+    r.code = 202;
+    r.body = fmt::format(R"({{"downSeconds":{}}})", down->GetInt());
+    return r;
+  }
+
+  // Waits (under `lock`) for `ready`, or until Stop; false when stopping.
+  bool WaitForRestartStep(std::unique_lock<std::mutex>& lock, const std::function<bool()>& ready,
+                          std::chrono::steady_clock::duration limit) {
+    return sessions_done.wait_for(lock, limit, [&] { return stopping || ready(); }) && !stopping;
+  }
+
+  void Restart(std::chrono::seconds down) {
+    std::this_thread::sleep_for(kRestartDelay);
+    log.Info("restart: the API server goes down for {} s (the store is kept, as etcd's)",
+             down.count());
+    for (auto& a : acceptors)
+      ::shutdown(a->native_handle(), SHUT_RDWR);
+    std::unique_lock lock(mu);
+    if (!WaitForRestartStep(
+            lock, [&] { return accepts_paused == acceptors.size(); }, std::chrono::hours(1)))
+      return;
+    std::vector<tcp::endpoint> where;
+    for (auto& a : acceptors) {
+      beast::error_code ec;
+      where.push_back(a->local_endpoint(ec));
+      a->close(ec);  // connections are refused now
+    }
+    for (int fd : session_fds)
+      ::shutdown(fd, SHUT_RDWR);  // every request in flight and every watch ends
+    if (WaitForRestartStep(
+            lock, [] { return false; }, down))
+      return;
+    // A new API server's watch cache starts at etcd's current revision: a watch from
+    // an older resourceVersion answers 410 (the cacher's "too old resource version").
+    store.CompactHistory();
+    for (size_t i = 0; i < acceptors.size(); ++i)
+      Reopen(*acceptors[i], where[i]);
+    restarting = false;
+    sessions_done.notify_all();
+    log.Info("restart: the API server is back");
+  }
+
+  void Reopen(tcp::acceptor& acceptor, const tcp::endpoint& where) {
+    for (;;) {
+      beast::error_code ec;
+      acceptor.open(where.protocol(), ec);
+      if (!ec)
+        acceptor.set_option(net::socket_base::reuse_address(true), ec);
+      if (!ec)
+        acceptor.bind(where, ec);
+      if (!ec)
+        acceptor.listen(net::socket_base::max_listen_connections, ec);
+      if (!ec || stopping)
+        return;
+      log.Warning("restart: cannot listen on port {} again ({}); retrying", where.port(),
+                  ec.message());
+      beast::error_code ignored;
+      acceptor.close(ignored);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  // An accept loop whose listener a restart shut down waits here until it is open
+  // again; false when no restart is going on.
+  bool WaitOutRestart() {
+    std::unique_lock lock(mu);
+    if (!restarting)
+      return false;
+    ++accepts_paused;
+    sessions_done.notify_all();
+    sessions_done.wait(lock, [&] { return !restarting || stopping; });
+    --accepts_paused;
+    return true;
+  }
+
   ApiResponse AdminServiceAccountToken(const ApiRequest& req) {
     auto doc = ParseJson(req.body);
     if (!doc.ok() || !(*doc)->IsObject()) {
@@ -906,6 +1019,8 @@ struct Server::Impl {
       if (ec) {
         if (stopping)
           return;
+        if (WaitOutRestart())
+          continue;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
         continue;
       }
@@ -1014,6 +1129,13 @@ void Server::Stop() {
   for (auto& t : s.threads)
     t.join();
   s.threads.clear();
+  std::thread restart;
+  {
+    std::lock_guard lock(s.mu);
+    restart = std::move(s.restart_thread);
+  }
+  if (restart.joinable())
+    restart.join();
   std::unique_lock lock(s.mu);
   // Sessions accepted while stopping may register late: shut those down too.
   while (!s.sessions_done.wait_for(lock, std::chrono::milliseconds(50), [&] {
