@@ -292,6 +292,7 @@ FAULTS = {
     "watch-reset": (False, (5, 10)),
     "watch-410": (False, (5, 10)),
     "api-outage": (False, (15, 60)),
+    "api-restart": (False, (8, 30)),
     "token-rotation": (False, (0, 0)),
     "pod-delete": (True, (0, 0)),
     "worker-kill": (True, (0, 0)),
@@ -382,6 +383,12 @@ class Injector:
     def _api_outage(self, f, _):
         self._api(f, resource="*", verb="*", type="reset-before", times=0)
         f.note = "every connection reset"
+
+    def _api_restart(self, f, _):
+        # kube-apiserver restarts over etcd: refused while down, every watch cut, and
+        # resumed watches 410; kubesim comes back by itself after the hold.
+        self.w.sim.admin("POST", "restart", {"downSeconds": int(f.hold)})
+        f.note = "connections refused, then a new watch cache"
 
     def _token_rotation(self, f, _):
         # Every token of the daemons' and programs' ServiceAccount stops working (as
