@@ -7,6 +7,52 @@ namespace k8sbridge::kube {
 namespace {
 // How many outage back-offs in a row may end early (see Reflector::Run).
 constexpr int kMaxEarlyEnds = 3;
+
+// The reflector's wait before it lists or watches again after a failure: doubled
+// each time up to max_backoff, jittered, noticing cancellation. After a failure
+// that means the server did not answer (a connection error, a timeout, a 5xx), the
+// wait ends soon after any request gets an answer again: a lease renewal shows that
+// the outage is over long before a 30 s back-off would. A server that answers
+// others but keeps failing this stream gets that shortcut only kMaxEarlyEnds times
+// before the back-off is whole again.
+class Pacing {
+ public:
+  Pacing(Client& client, const ReflectorOptions& options, const CallOptions& call)
+      : client_(client), options_(options), call_(call), backoff_(options.initial_backoff) {}
+
+  void BackOff(const Status& failure) {
+    in_outage_ = ServerDidNotAnswer(failure);
+    const auto wait = client_.Jitter(backoff_, options_.jitter);
+    const auto began = client_.clock().Now();
+    client_.BackOff(wait, call_, in_outage_ && early_ends_ < kMaxEarlyEnds);
+    if (client_.clock().Now() - began < wait)
+      ++early_ends_;
+    backoff_ = std::min(backoff_ * 2, options_.max_backoff);
+  }
+  // Progress: the next failure starts the back-off afresh.
+  void Progressed() {
+    backoff_ = options_.initial_backoff;
+    early_ends_ = 0;
+  }
+  void Listed() { early_ends_ = 0; }
+  // The server answered after an outage (an API server that restarted answers the
+  // first watch with a 410: its new watch cache starts at the current revision):
+  // the outage is over, and the back-off it grew (up to 30 s) would keep the cache
+  // stale.
+  void AnsweredAfterOutage() {
+    if (in_outage_)
+      backoff_ = options_.initial_backoff;
+  }
+  std::chrono::milliseconds current() const { return backoff_; }
+
+ private:
+  Client& client_;
+  const ReflectorOptions& options_;
+  const CallOptions& call_;
+  std::chrono::milliseconds backoff_;
+  int early_ends_ = 0;
+  bool in_outage_ = false;  // the last back-off was for a server that did not answer
+};
 }  // namespace
 
 Reflector::Reflector(Client& client, const Resource& resource, ReflectorOptions options,
@@ -74,29 +120,12 @@ void Reflector::CountRestart(std::string_view reason) {
 }
 
 void Reflector::Run(const CancelToken& cancel) {
-  Clock& clock = client_.clock();
   Logger& log = client_.logger();
   CallOptions call{&cancel, std::nullopt};
-  auto backoff = options_.initial_backoff;
+  Pacing pacing(client_, options_, call);
   bool need_list = true;
   std::string rv;
   const std::string what(resource_.plural);
-
-  // Sleeps the current back-off, jittered (noticing cancellation), and doubles it.
-  // After a failure that means the server did not answer (a connection error, a
-  // timeout, a 5xx), the wait ends soon after any request gets an answer again: a
-  // lease renewal shows that the outage is over long before a 30 s back-off would.
-  // A server that answers others but keeps failing this stream gets that shortcut
-  // only kMaxEarlyEnds times before the back-off is whole again.
-  int early_ends = 0;
-  auto back_off = [&](const Status& failure) {
-    const auto wait = client_.Jitter(backoff, options_.jitter);
-    const auto began = clock.Now();
-    client_.BackOff(wait, call, ServerDidNotAnswer(failure) && early_ends < kMaxEarlyEnds);
-    if (clock.Now() - began < wait)
-      ++early_ends;
-    backoff = std::min(backoff * 2, options_.max_backoff);
-  };
 
   while (!cancel.cancelled()) {
     if (need_list) {
@@ -105,34 +134,33 @@ void Reflector::Run(const CancelToken& cancel) {
         if (cancel.cancelled())
           break;
         log.Warning("kube: list {}: {}; retrying in {} ms", what, listed.ToString(),
-                    backoff.count());
+                    pacing.current().count());
         sink_.Healthy(false);
-        back_off(listed);
+        pacing.BackOff(listed);
         continue;
       }
       need_list = false;
-      early_ends = 0;
+      pacing.Listed();
     }
 
-    const auto started = clock.Now();
+    const auto started = client_.clock().Now();
     auto end = WatchFrom(rv, cancel, call);
     if (cancel.cancelled())
       break;
     if (end.ok()) {
       if (end->events > 0) {
-        backoff = options_.initial_backoff;  // progress: start back-off afresh
-        early_ends = 0;
+        pacing.Progressed();
         CountRestart("closed");
         continue;  // resume from the last resourceVersion
       }
-      if (clock.Now() - started < options_.instant_close) {
+      if (client_.clock().Now() - started < options_.instant_close) {
         // A stream that closes at once with nothing in it: the server may have lost
         // our resourceVersion without saying 410. Relist.
         log.Info("kube: watch {} closed at once with no events; relisting in {} ms", what,
-                 backoff.count());
+                 pacing.current().count());
         CountRestart("empty-stream");
         need_list = true;
-        back_off(Status::Ok());
+        pacing.BackOff(Status::Ok());
         continue;
       }
       CountRestart("closed");
@@ -145,13 +173,15 @@ void Reflector::Run(const CancelToken& cancel) {
       log.Info("kube: watch {} from resourceVersion {}: {}; relisting", what, rv, s.message());
       CountRestart(s.code() == Status::Code::kExpired ? "expired" : "too-large");
       need_list = true;
-      back_off(s);
+      pacing.AnsweredAfterOutage();
+      pacing.BackOff(s);
       continue;
     }
-    log.Warning("kube: watch {}: {}; watching again in {} ms", what, s.ToString(), backoff.count());
+    log.Warning("kube: watch {}: {}; watching again in {} ms", what, s.ToString(),
+                pacing.current().count());
     sink_.Healthy(false);
     CountRestart("error");
-    back_off(s);
+    pacing.BackOff(s);
   }
 }
 

@@ -124,6 +124,41 @@ BOOST_AUTO_TEST_CASE(gone_as_http_status_relists) {
   BOOST_TEST((t.env.clock.total_slept() == 800ms));
 }
 
+// An API server restart: the watch fails while it is down (the back-off grows),
+// then the new server's watch cache answers 410. The relist comes after the first
+// back-off step, not the grown one (the chaos suite's api-restart: orphans were
+// kept 50 s after the API came back).
+BOOST_AUTO_TEST_CASE(gone_after_an_outage_relists_without_the_grown_back_off) {
+  ReflectorRun t;
+  t.env.transport->Push(FT::Json(200, ListJson("10", {})));
+  for (int i = 0; i < 4; ++i)
+    t.env.transport->Push(FT::Json(503, StatusJson(503, "ServiceUnavailable", "down")));
+  t.env.transport->Push(
+      FT::Json(410, StatusJson(410, "Expired", "too old resource version: 10 (20)")));
+  t.env.transport->Push(FT::Json(200, ListJson("20", {PodJson("a", "19")})));
+  t.env.transport->Push(FT::Stream({WatchLine("ADDED", PodJson("b", "21"))}));
+  t.Run();
+  BOOST_TEST(t.sink.log ==
+             (std::vector<std::string>{"REPLACE 0 @10", "REPLACE 1 @20", "ADDED b @21"}));
+  // 0.8 + 1.6 + 3.2 + 6.4 for the 503s, then 0.8 (not 12.8) before the relist.
+  BOOST_TEST(
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.env.clock.total_slept()).count() ==
+      12800);
+}
+
+// A 410 with no outage before it keeps doubling: a server that expires every watch
+// at once must not be relisted in a tight loop.
+BOOST_AUTO_TEST_CASE(gone_again_and_again_backs_off_more_each_time) {
+  ReflectorRun t;
+  for (int i = 0; i < 3; ++i) {
+    t.env.transport->Push(FT::Json(200, ListJson("10", {})));
+    t.env.transport->Push(FT::Json(410, StatusJson(410, "Expired", "too old resource version")));
+  }
+  t.Run();
+  BOOST_TEST(t.env.metrics.WatchRestarts("expired") == 3);
+  BOOST_TEST((t.env.clock.total_slept() == 800ms + 1600ms + 3200ms));
+}
+
 BOOST_AUTO_TEST_CASE(gone_mid_stream_relists) {
   ReflectorRun t;
   t.env.transport->Push(FT::Json(200, ListJson("10", {})));
