@@ -128,10 +128,12 @@ def power_at(size, args, settings):
                 power_bench.Meter(sim), n, hostlist,
                 rig.host_command(power + ["--config", str(d / "k8sbridge.conf")]),
                 kubectl, env, d, args.concurrency, names, wrap=rig.host_command))
-            print("  round {}: resume {:.2f} s, suspend {:.2f} s, kubectl create {:.2f} s, "
-                  "delete {:.2f} s, wrk create (the floor) {:.2f} s".format(
-                      r + 1, *(runs[-1][s][0][0] for s in
-                               ("resume", "suspend", "create", "delete", "floor"))),
+            last = runs[-1]
+            print("  round {}: resume {:.2f} s (its creates {:.2f} s), suspend {:.2f} s, kubectl "
+                  "create {:.2f} s, delete {:.2f} s, wrk create (the floor) {:.2f} s (its creates "
+                  "{:.2f} s)".format(r + 1, last["resume"][0][0], last["resume"][4],
+                                     last["suspend"][0][0], last["create"][0][0],
+                                     last["delete"][0][0], last["floor"][0][0], last["floor"][4]),
                   flush=True)
     steps = ("resume", "suspend", "create", "delete", "floor")
     med = {s: tuple(statistics.median(r[s][0][i] for r in runs) for i in range(3)) for s in steps}

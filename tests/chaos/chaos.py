@@ -517,6 +517,7 @@ class Injector:
         host = pod["spec"].get("nodeName") if pod else None
         f.target = host or ""
         if host:
+            self.monitor.expect_host_loss(host)
             for n in self.monitor.slurm_nodes_on(host):
                 self.monitor.expect_pod_loss(n)
         return host
@@ -623,6 +624,9 @@ class Monitor:
         self.violations = {name: [] for name in INVARIANTS}
         self.admin_reasons = {}  # Slurm node -> the reason the driver's admin set
         self.expected_loss = {}  # Slurm node -> when a fault was aimed at its pod
+        # Kubernetes node -> when a node fault hit it: every pod there may go, also
+        # one bound after the last sample the fault's aim was taken from.
+        self.expected_host_loss = {}
         self.faults_active = 0  # faults injected and not cleared
         self.api_faulty = False  # an API fault is on
         self.jobs = {}  # job id -> last state seen
@@ -653,6 +657,9 @@ class Monitor:
     # ---- what the injector asks
     def expect_pod_loss(self, node):
         self.expected_loss[node] = now()
+
+    def expect_host_loss(self, host):
+        self.expected_host_loss[host] = now()
 
     def running_nodes(self) -> set:
         with self._lock:
@@ -741,9 +748,10 @@ class Monitor:
         for node, names in live.items():
             if len(names) > 1:
                 self.violate("Slurm nodes with two live pods", f"{node}: {names}")
-        for uid, (node, terminating, _) in self.pods.items():
+        for uid, (node, terminating, host) in self.pods.items():
             gone = uid not in seen or (seen[uid][1] and not terminating)
-            expected = now() - self.expected_loss.get(node, -1e9) < 180
+            expected = now() - max(self.expected_loss.get(node, -1e9),
+                                   self.expected_host_loss.get(host, -1e9)) < 180
             if gone and node in previous_running and not expected:
                 self.violate("pods deleted under a running job without a fault",
                              f"pod of {node} (uid {uid})")
