@@ -230,6 +230,17 @@ struct Server::Impl {
   size_t accepts_paused = 0;  // accept loops waiting for the restart to end
   std::thread restart_thread;
 
+  // Opens `acceptor` on `where` and listens (Bind's, and a restart's reopening).
+  static void ListenOn(tcp::acceptor& acceptor, const tcp::endpoint& where, beast::error_code& ec) {
+    acceptor.open(where.protocol(), ec);
+    if (!ec)
+      acceptor.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec)
+      acceptor.bind(where, ec);
+    if (!ec)
+      acceptor.listen(net::socket_base::max_listen_connections, ec);
+  }
+
   // Binds and listens on "HOST:PORT"; the caller starts the accept thread.
   Result<uint16_t> Bind(const std::string& spec) {
     size_t colon = spec.rfind(':');
@@ -249,14 +260,7 @@ struct Server::Impl {
     }
     int port = std::atoi(spec.substr(colon + 1).c_str());
     auto acceptor = std::make_unique<tcp::acceptor>(io);
-    tcp::endpoint ep(address, static_cast<uint16_t>(port));
-    acceptor->open(ep.protocol(), ec);
-    if (!ec)
-      acceptor->set_option(net::socket_base::reuse_address(true), ec);
-    if (!ec)
-      acceptor->bind(ep, ec);
-    if (!ec)
-      acceptor->listen(net::socket_base::max_listen_connections, ec);
+    ListenOn(*acceptor, tcp::endpoint(address, static_cast<uint16_t>(port)), ec);
     if (ec) {
       return Status::Unavailable(fmt::format("cannot listen on {}: {}", spec, ec.message()));
     }
@@ -447,11 +451,8 @@ struct Server::Impl {
     return StatusResponse(404, "NotFound", fmt::format("no admin endpoint {}", req.path));
   }
 
-  // POST /kubesim/serviceaccount-token {"namespace","name","expirationSeconds"}: a token
-  // for test harnesses, of any lifetime (>= 1 s; the TokenRequest API's 10-minute
-  // minimum does not apply).
-  // {"downSeconds": N}: 202 at once; the server goes down kRestartDelay later (so
-  // that this answer gets out) and comes back N seconds after that.
+  // POST /kubesim/restart {"downSeconds": N}: 202 at once; the server goes down kRestartDelay later
+  // (so that this answer gets out) and comes back N seconds after that.
   ApiResponse AdminRestart(const ApiRequest& req) {
     auto d = ParseJson(req.body);
     const rapidjson::Value* down = d.ok() ? Find(**d, "downSeconds") : nullptr;
@@ -512,13 +513,7 @@ struct Server::Impl {
   void Reopen(tcp::acceptor& acceptor, const tcp::endpoint& where) {
     for (;;) {
       beast::error_code ec;
-      acceptor.open(where.protocol(), ec);
-      if (!ec)
-        acceptor.set_option(net::socket_base::reuse_address(true), ec);
-      if (!ec)
-        acceptor.bind(where, ec);
-      if (!ec)
-        acceptor.listen(net::socket_base::max_listen_connections, ec);
+      ListenOn(acceptor, where, ec);
       if (!ec || stopping)
         return;
       log.Warning("restart: cannot listen on port {} again ({}); retrying", where.port(),
@@ -542,6 +537,9 @@ struct Server::Impl {
     return true;
   }
 
+  // POST /kubesim/serviceaccount-token {"namespace","name","expirationSeconds"}: a token
+  // for test harnesses, of any lifetime (>= 1 s; the TokenRequest API's 10-minute
+  // minimum does not apply).
   ApiResponse AdminServiceAccountToken(const ApiRequest& req) {
     auto doc = ParseJson(req.body);
     if (!doc.ok() || !(*doc)->IsObject()) {
