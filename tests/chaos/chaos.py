@@ -390,14 +390,9 @@ class Injector:
         self.w.sim.admin("POST", "restart", {"downSeconds": int(f.hold)})
         f.note = "connections refused, then a new watch cache"
 
-        def back():  # the fault ends when the new server answers
-            def answers():
-                try:
-                    return self.w.sim.request("GET", "/version", timeout=2)[0] == 200
-                except OSError:
-                    return False
-            wait_for(answers, timeout=60, interval=0.2, what="kubesim's API server back")
-        f.undo = back
+        # The fault ends when the new server answers.
+        f.undo = lambda: wait_for(self.w.sim.answers, timeout=60, interval=0.2,
+                                  what="kubesim's API server back")
 
     def _token_rotation(self, f, _):
         # Every token of the daemons' and programs' ServiceAccount stops working (as

@@ -135,6 +135,14 @@ class KubeSim:
         except ValueError:
             return status, headers, raw.decode(errors="replace")
 
+    def answers(self, timeout=2):
+        """True when the API server answers (GET /version: 200); False while it
+        refuses or resets connections (POST /kubesim/restart, an outage)."""
+        try:
+            return self.request("GET", "/version", timeout=timeout)[0] == 200
+        except OSError:
+            return False
+
     def admin(self, method, what, body=None):
         status, _, parsed = self.request(method, "/kubesim/" + what, body)
         if not 200 <= status < 300:
