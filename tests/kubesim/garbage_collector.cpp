@@ -44,13 +44,11 @@ const char* const kCollectedResources[] = {"pods",
 
 Graph Snapshot(Store& store) {
   Graph graph;
+  // Only owners being deleted and dependents matter: the store's index of them.
+  ListPage relevant;
+  relevant.owned_or_deleting = true;
   for (const char* resource : kCollectedResources) {
-    // Only owners being deleted and dependents matter; the rest is skipped cheaply.
-    auto relevant = [](const rapidjson::Value& o) {
-      return Find(o, "metadata.ownerReferences") != nullptr ||
-             Find(o, "metadata.deletionTimestamp") != nullptr;
-    };
-    for (auto& object : store.List(resource, "", relevant).items) {
+    for (auto& object : store.List(resource, "", {}, relevant).items) {
       graph.items.push_back(Item{resource, GetString(*object, "metadata.namespace"),
                                  GetString(*object, "metadata.name"), object});
       const rapidjson::Value* refs = Find(*object, "metadata.ownerReferences");

@@ -241,16 +241,23 @@ void Controllers::ApiSideNodeFault(const rapidjson::Value& node) {
 }
 
 void Controllers::TaintEvictionPass() {
-  std::map<std::string, ObjectPtr> nodes;
-  for (const ObjectPtr& node : store_.List("nodes", "").items)
-    nodes[GetString(*node, "metadata.name")] = node;
+  // Only the pods of NoExecute-tainted nodes, read by node as the taint manager
+  // handles a node's pods on its taint's change (taint_eviction.go): a pod anywhere
+  // else has nothing to wait for, and its first-seen time is dropped below.
   std::set<std::string> seen;
-  for (const ObjectPtr& pod : store_.List("pods", "").items) {
-    auto node = nodes.find(GetString(*pod, "spec.nodeName"));
-    if (node == nodes.end() || IsTerminating(*pod))
+  for (const ObjectPtr& node : store_.List("nodes", "").items) {
+    const std::vector<Taint> taints = NodeTaints(*node);
+    if (std::none_of(taints.begin(), taints.end(),
+                     [](const Taint& t) { return t.effect == "NoExecute"; }))
       continue;
-    seen.insert(GetString(*pod, "metadata.uid"));
-    EvictForTaint(*pod, *node->second);
+    ListPage on_node;
+    on_node.pods_on_node = GetString(*node, "metadata.name");
+    for (const ObjectPtr& pod : store_.List("pods", "", {}, on_node).items) {
+      if (IsTerminating(*pod))
+        continue;
+      seen.insert(GetString(*pod, "metadata.uid"));
+      EvictForTaint(*pod, *node);
+    }
   }
   std::erase_if(noexecute_seen_, [&](const auto& entry) { return seen.count(entry.first) == 0; });
 }

@@ -277,44 +277,69 @@ bool AddToPage(ListResult& result, const ObjectPtr& object,
 ListResult Store::List(const std::string& resource, const std::string& ns,
                        const std::function<bool(const rapidjson::Value&)>& filter,
                        const ListPage& page) const {
-  std::lock_guard lock(mu_);
-  if (resource == "pods" && page.pods_on_node)
-    return ListPodsOnNodeLocked(ns, filter, page);
+  // The lock covers only taking the candidates, one consistent snapshot (objects are
+  // immutable once stored); the filter runs after it is released, as the API server's
+  // cacher filters a list outside its watch cache's lock (storage/cacher, GetList).
+  // Filtered under the lock, a label selector over 10,000 pods held every write
+  // (a pod create included) for 15 ms.
   ListResult result;
-  result.resource_version = resource_version_;
+  std::vector<ObjectPtr> candidates;
+  {
+    std::lock_guard lock(mu_);
+    result.resource_version = resource_version_;
+    // Unfiltered, the page and one more (to know whether more follow) are enough.
+    const size_t enough = filter || page.limit == 0 ? 0 : page.limit + 1;
+    candidates = CandidatesLocked(resource, ns, page, enough);
+  }
+  for (const ObjectPtr& object : candidates) {
+    if (!AddToPage(result, object, filter, page.limit))
+      break;
+  }
+  return result;
+}
+
+std::vector<ObjectPtr> Store::CandidatesLocked(const std::string& resource, const std::string& ns,
+                                               const ListPage& page, size_t enough) const {
+  std::vector<ObjectPtr> out;
+  const std::set<Key>* index = nullptr;
+  if (page.owned_or_deleting) {
+    index = &owned_or_deleting_;
+  } else if (resource == "pods" && page.pods_on_node) {
+    auto node = pods_by_node_.find(*page.pods_on_node);
+    if (node == pods_by_node_.end())
+      return out;
+    index = &node->second;
+  }
+  auto full = [&] { return enough != 0 && out.size() == enough; };
+  if (index != nullptr) {
+    auto it = page.after ? index->upper_bound(Key{resource, page.after_ns, page.after_name})
+                         : index->lower_bound(Key{resource, ns, ""});
+    for (; it != index->end() && std::get<0>(*it) == resource && !full(); ++it) {
+      if (!ns.empty() && std::get<1>(*it) != ns)
+        break;
+      out.push_back(objects_.at(*it));
+    }
+    return out;
+  }
   auto it = page.after ? objects_.upper_bound(Key{resource, page.after_ns, page.after_name})
                        : objects_.lower_bound(Key{resource, ns, ""});
-  for (; it != objects_.end() && std::get<0>(it->first) == resource; ++it) {
+  for (; it != objects_.end() && std::get<0>(it->first) == resource && !full(); ++it) {
     if (!ns.empty() && std::get<1>(it->first) != ns)
       break;
-    if (!AddToPage(result, it->second, filter, page.limit))
-      break;
+    out.push_back(it->second);
   }
-  return result;
+  return out;
 }
 
-ListResult Store::ListPodsOnNodeLocked(const std::string& ns,
-                                       const std::function<bool(const rapidjson::Value&)>& filter,
-                                       const ListPage& page) const {
-  ListResult result;
-  result.resource_version = resource_version_;
-  auto node = pods_by_node_.find(*page.pods_on_node);
-  if (node == pods_by_node_.end())
-    return result;
-  const std::set<Key>& keys = node->second;
-  auto it = page.after ? keys.upper_bound(Key{"pods", page.after_ns, page.after_name})
-                       : keys.lower_bound(Key{"pods", ns, ""});
-  for (; it != keys.end(); ++it) {
-    if (!ns.empty() && std::get<1>(*it) != ns)
-      break;
-    if (!AddToPage(result, objects_.at(*it), filter, page.limit))
-      break;
-  }
-  return result;
-}
-
-void Store::IndexPodLocked(const Key& key, const rapidjson::Value* before,
-                           const rapidjson::Value* after) {
+void Store::IndexLocked(const Key& key, const rapidjson::Value* before,
+                        const rapidjson::Value* after) {
+  auto deleting = [](const rapidjson::Value& object) {
+    return Find(object, "metadata.deletionTimestamp") != nullptr;
+  };
+  if (before != nullptr)
+    owned_or_deleting_.erase(key);
+  if (after != nullptr && (deleting(*after) || Find(*after, "metadata.ownerReferences") != nullptr))
+    owned_or_deleting_.insert(key);
   if (std::get<0>(key) != "pods")
     return;
   if (before != nullptr) {
@@ -324,9 +349,13 @@ void Store::IndexPodLocked(const Key& key, const rapidjson::Value* before,
       if (node->second.empty())
         pods_by_node_.erase(node);
     }
+    terminating_pods_.erase(key);
   }
-  if (after != nullptr)
+  if (after != nullptr) {
     pods_by_node_[GetString(*after, "spec.nodeName")].insert(key);
+    if (deleting(*after))
+      terminating_pods_.insert(key);
+  }
 }
 
 Result<ObjectPtr> Store::CommitLocked(ChangeType type, const Key& key, ObjectPtr previous,
@@ -343,7 +372,7 @@ Result<ObjectPtr> Store::CommitLocked(ChangeType type, const Key& key, ObjectPtr
   uint64_t rv = ++resource_version_;
   SetString(*next, "metadata.resourceVersion", std::to_string(rv));
   ObjectPtr committed(next.release());
-  IndexPodLocked(key, previous.get(), committed.get());
+  IndexLocked(key, previous.get(), committed.get());
   objects_[key] = committed;
   history_.push_back(Change{type, std::get<0>(key), std::get<1>(key), std::get<2>(key), rv,
                             committed, std::move(previous)});
@@ -361,7 +390,7 @@ void Store::RemoveLocked(const Key& key, ObjectPtr previous) {
   uint64_t rv = ++resource_version_;
   auto last = Clone(*previous);
   SetString(*last, "metadata.resourceVersion", std::to_string(rv));
-  IndexPodLocked(key, previous.get(), nullptr);
+  IndexLocked(key, previous.get(), nullptr);
   objects_.erase(key);
   history_.push_back(Change{ChangeType::kDeleted, std::get<0>(key), std::get<1>(key),
                             std::get<2>(key), rv, ObjectPtr(last.release()), std::move(previous)});
@@ -731,14 +760,13 @@ void Store::ReapExpired() {
   std::lock_guard lock(mu_);
   auto now = clock_.WallNow();
   std::vector<std::pair<Key, ObjectPtr>> doomed;
-  auto it = objects_.lower_bound(Key{"pods", "", ""});
-  for (; it != objects_.end() && std::get<0>(it->first) == "pods"; ++it) {
-    std::string ts = GetString(*it->second, "metadata.deletionTimestamp");
-    if (ts.empty() || !StandInKubeletMayFinalizeLocked(*it->second))
+  for (const Key& key : terminating_pods_) {
+    const ObjectPtr& pod = objects_.at(key);
+    if (!StandInKubeletMayFinalizeLocked(*pod))
       continue;
-    auto deadline = ParseTime(ts);
+    auto deadline = ParseTime(GetString(*pod, "metadata.deletionTimestamp"));
     if (!deadline || *deadline <= now)
-      doomed.emplace_back(it->first, it->second);
+      doomed.emplace_back(key, pod);
   }
   for (auto& [k, v] : doomed) {
     if (!HeldByFinalizersLocked(k, v))

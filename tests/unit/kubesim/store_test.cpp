@@ -1,8 +1,10 @@
+#include <future>
 #include <thread>
 
 #include <boost/test/unit_test.hpp>
 
 #include "fake_clock.h"
+#include "finalizers.h"
 #include "k8sbridge/clock.h"
 #include "store.h"
 #include "test_util.h"
@@ -134,6 +136,83 @@ BOOST_AUTO_TEST_CASE(graceful_pod_delete_marks_then_reaper_removes) {
   store.ReapExpired();
   BOOST_TEST((store.Get("pods", "default", "a").status().code() == Status::Code::kNotFound));
   BOOST_TEST(store.Get("pods", "default", "lost").ok());
+}
+
+BOOST_AUTO_TEST_CASE(a_terminating_pod_is_reaped_after_later_writes_and_a_removed_one_is_not) {
+  BOOST_REQUIRE(store.Create("nodes", "", Json(R"({"metadata":{"name":"node-1"}})")).ok());
+  store.Create("pods", "default", PodJson("a", "", "node-1"));
+  store.Create("pods", "default", PodJson("b", "", "node-1"));
+  DeleteOptions grace;
+  grace.grace_period_seconds = 10;
+  BOOST_REQUIRE(store.Delete("pods", "default", "a", grace).ok());
+  BOOST_REQUIRE(store.Delete("pods", "default", "b", grace).ok());
+  // A status write while terminating keeps the pod among those the reaper watches.
+  auto written = store.Mutate("pods", "default", "a", [](rapidjson::Document& pod) {
+    SetMember(pod, "status.phase", rapidjson::Value("Running"));
+    return Status::Ok();
+  });
+  BOOST_REQUIRE(written.ok());
+  DeleteOptions now;
+  now.grace_period_seconds = 0;
+  BOOST_REQUIRE(store.Delete("pods", "default", "b", now).ok());  // gone before its grace ends
+  clock.Advance(std::chrono::seconds(30));
+  store.ReapExpired();
+  BOOST_TEST((store.Get("pods", "default", "a").status().code() == Status::Code::kNotFound));
+  BOOST_TEST(store.List("pods", "").items.empty());
+}
+
+BOOST_AUTO_TEST_CASE(the_garbage_collectors_index_follows_owner_references_and_deletion) {
+  const char* owned = R"(,"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet",)"
+                      R"("name":"rs","uid":"u1"}])";
+  store.Create("pods", "default", PodJson("plain"));
+  store.Create("pods", "default", PodJson("dependent", owned));
+  store.Create("configmaps", "default", Json(R"({"metadata":{"name":"c","finalizers":["x/y"]}})"));
+  BOOST_REQUIRE(store.Delete("configmaps", "default", "c", {}).ok());  // held: being deleted
+  ListPage relevant;
+  relevant.owned_or_deleting = true;
+  auto names = [&](const char* resource) {
+    std::vector<std::string> out;
+    for (const ObjectPtr& o : store.List(resource, "", {}, relevant).items)
+      out.push_back(GetString(*o, "metadata.name"));
+    return out;
+  };
+  BOOST_TEST(names("pods") == std::vector<std::string>{"dependent"});
+  BOOST_TEST(names("configmaps") == std::vector<std::string>{"c"});
+  BOOST_REQUIRE(store
+                    .Mutate("pods", "default", "dependent",
+                            [](rapidjson::Document& pod) {
+                              pod["metadata"].RemoveMember("ownerReferences");  // orphaned
+                              return Status::Ok();
+                            })
+                    .ok());
+  BOOST_TEST(names("pods").empty());
+  RemoveFinalizer(store, "configmaps", "default", "c", "x/y");
+  BOOST_TEST(!store.Get("configmaps", "default", "c").ok());
+  BOOST_TEST(names("configmaps").empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_list_filters_one_snapshot_while_writes_go_on) {
+  store.Create("pods", "default", PodJson("a"));
+  store.Create("pods", "default", PodJson("b"));
+  std::future<Result<ObjectPtr>> write;
+  bool written_meanwhile = false;
+  auto listed = store.List("pods", "", [&](const rapidjson::Value&) {
+    if (!write.valid()) {
+      // Another client's create, while this list is being filtered: it must not wait
+      // for the list to end (before, it waited for the lock the filter ran under).
+      write = std::async(std::launch::async,
+                         [&] { return store.Create("pods", "default", PodJson("c")); });
+      written_meanwhile = write.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+    }
+    return true;
+  });
+  BOOST_TEST(written_meanwhile);
+  BOOST_REQUIRE(write.get().ok());
+  // The list is the snapshot it started from: a and b, at their resourceVersion.
+  BOOST_REQUIRE(listed.items.size() == 2u);
+  BOOST_TEST(GetString(*listed.items[1], "metadata.name") == "b");
+  BOOST_TEST(listed.resource_version < store.CurrentResourceVersion());
+  BOOST_TEST(store.List("pods", "").items.size() == 3u);
 }
 
 BOOST_AUTO_TEST_CASE(kubelet_managed_pods_wait_for_finalize) {
