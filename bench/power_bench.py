@@ -14,7 +14,8 @@ rendered pods from one file (the peer). Prints:
   - the floor: kubesim's raw pod-create rate, the same pod bodies POSTed by wrk (a
     load generator, bench/wrk_create.lua) over as many keep-alive connections as
     Concurrency, with the same bearer token, and each client's create rate as a
-    fraction of it;
+    fraction of it; from the second round on wrk also runs right before the resume
+    (with the last round's pods), and the round's floor is the mean of the two;
   - TCP connections (TLS handshakes) each step opened (kubesim's /kubesim/stats).
 
     /usr/bin/python3 bench/power_bench.py [--nodes 1000] [--qps 500] [--burst 2000]
@@ -162,11 +163,24 @@ class Meter:
         return counts, stats["connections"] - 1, cpu - before, creating
 
 
+def floor_of(run, pick):
+    """`pick` of the round's floor: the mean of the floor measured right after the
+    client and, from the second round on, the one right before it (the same load
+    on either side; a load that grows or shrinks through the round cancels)."""
+    floors = [run[k] for k in ("floor", "floor_before") if run.get(k)]
+    return statistics.fmean(pick(f) for f in floors)
+
+
 def create_rate_fraction(run, step):
     """`step`'s pod create rate in one round as a fraction of the floor's (wrk's),
     both from kubesim's window of their creates: what the issue's floor compares.
     The wall-clock fraction beside it also counts each program's start and reads."""
-    return run["floor"][4] / run[step][4]
+    return floor_of(run, lambda f: f[4]) / run[step][4]
+
+
+def wall_fraction(run, step):
+    """The same from the wall clock: 1000 / wall, each program's start included."""
+    return floor_of(run, lambda f: f[0][0]) / run[step][0][0]
 
 
 def per_node(counts, n):
@@ -201,14 +215,17 @@ def floor_create(sim, pods, concurrency, env, d, wrap=list):
 
 
 def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency, names=None,
-              wrap=list):
+              wrap=list, floor_pods=None):
     """k8sbridge-power resume and suspend, wrk's create of the same pods (the floor),
     then kubectl create and delete of them; returns {step: ((wall, cpu, rss,
-    output), {(verb, resource): count}, connections, kubesim's CPU s)}.
+    output), {(verb, resource): count}, connections, kubesim's CPU s)}, and "pods",
+    the rendered pods. `floor_pods` (the last round's "pods"): wrk creates them before
+    the resume too ("floor_before"; floor_of averages the two).
     `names`: the pods of hostlist, when other pods exist beside them (bench/scale.py).
     `wrap`: what power_argv was run through (bench/scale.py: the rig's mount
     namespace), for wrk and kubectl too, so that every client pays the same start."""
     sim = meter.sim
+    before = floor_step(meter, floor_pods, concurrency, env, d, wrap, names, n) if floor_pods else None
     meter.settle()
     meter.take()
     resume = run_measured(power_argv + ["resume", hostlist],
@@ -237,19 +254,9 @@ def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency, name
     if left != 0:
         raise SystemExit(f"after suspend {left} pods are left")
 
-    # The floor right after k8sbridge-power, so that both meet the same load.
-    meter.settle()
-    meter.take()
-    floor = floor_create(sim, pods, concurrency, env, d, wrap)
-    floor_counts = meter.take()
-    if len(live_pods(sim, names)) != n:
-        raise SystemExit(f"after wrk {len(live_pods(sim, names))} pods exist, expected {n}")
-    # Only the measured job's pods (bench/scale.py keeps a full cluster beside them).
-    status, _, body = sim.request(
-        "DELETE", f"/api/v1/namespaces/default/pods?labelSelector=k8sbridge.io/job%3D{JOB_ID}",
-        timeout=120)
-    if status != 200 or live_pods(sim, names):
-        raise SystemExit(f"deleting wrk's pods: {status} {str(body)[:300]}")
+    # The floor right after k8sbridge-power (and before it, above), so that both meet
+    # the same load.
+    after = floor_step(meter, pods, concurrency, env, d, wrap, names, n)
 
     meter.settle()
     meter.take()
@@ -267,7 +274,26 @@ def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency, name
 
     return {"resume": (resume, *resume_counts), "suspend": (suspend, *suspend_counts),
             "create": (create, *create_counts), "delete": (delete, *delete_counts),
-            "floor": (floor, *floor_counts)}
+            "floor": after, "floor_before": before, "pods": pods}
+
+
+def floor_step(meter, pods, concurrency, env, d, wrap, names, n):
+    """wrk's creates of `pods` at a kubesim at rest, checked, then deleted again:
+    (run_measured's tuple, *Meter.take())."""
+    sim = meter.sim
+    meter.settle()
+    meter.take()
+    floor = floor_create(sim, pods, concurrency, env, d, wrap)
+    counts = meter.take()
+    if len(live_pods(sim, names)) != n:
+        raise SystemExit(f"after wrk {len(live_pods(sim, names))} pods exist, expected {n}")
+    # Only the measured job's pods (bench/scale.py keeps a full cluster beside them).
+    status, _, body = sim.request(
+        "DELETE", f"/api/v1/namespaces/default/pods?labelSelector=k8sbridge.io/job%3D{JOB_ID}",
+        timeout=120)
+    if status != 200 or live_pods(sim, names):
+        raise SystemExit(f"deleting wrk's pods: {status} {str(body)[:300]}")
+    return (floor, *counts)
 
 
 def start_munged(d: Path) -> Path:
@@ -349,9 +375,11 @@ def main():
         kubectl = [KUBECTL, "--kubeconfig", sim.kubeconfig]
         run_measured(kubectl + ["get", "pods"], env)  # warms kubectl's discovery cache
         try:
-            runs = [one_round(Meter(sim), n, hostlist, power_argv, kubectl, env, d,
-                              args.concurrency)
-                    for _ in range(args.repeat)]
+            runs = []
+            for _ in range(args.repeat):
+                runs.append(one_round(Meter(sim), n, hostlist, power_argv, kubectl, env, d,
+                                      args.concurrency,
+                                      floor_pods=runs[-1]["pods"] if runs else None))
         finally:
             stop_munged(d)
 
@@ -392,7 +420,7 @@ def report(runs, n, settings, repeat, concurrency):
           f"cpu {delete[1] / suspend[1]:.1f}x, peak memory {delete[2] / suspend[2]:.1f}x")
     # The floor: what kubesim itself sustains for these creates over as many
     # connections; a client's rate over it is the share of the server it gets.
-    fraction = {step: " ".join(f"{r['floor'][0][0] / r[step][0][0]:.2f}" for r in runs)
+    fraction = {step: " ".join(f"{wall_fraction(r, step):.2f}" for r in runs)
                 for step in ("resume", "create")}
     rate = {step: [create_rate_fraction(r, step) for r in runs] for step in ("resume", "create")}
     print(f"floor: wrk creates the {n} pods in {floor[0]:.2f} s over {concurrency} connections, "

@@ -127,20 +127,24 @@ def power_at(size, args, settings):
             runs.append(power_bench.one_round(
                 power_bench.Meter(sim), n, hostlist,
                 rig.host_command(power + ["--config", str(d / "k8sbridge.conf")]),
-                kubectl, env, d, args.concurrency, names, wrap=rig.host_command))
+                kubectl, env, d, args.concurrency, names, wrap=rig.host_command,
+                floor_pods=runs[-1]["pods"] if runs else None))
             last = runs[-1]
+            before = last["floor_before"]
             print("  round {}: resume {:.2f} s (its creates {:.2f} s), suspend {:.2f} s, kubectl "
-                  "create {:.2f} s, delete {:.2f} s, wrk create (the floor) {:.2f} s (its creates "
-                  "{:.2f} s)".format(r + 1, last["resume"][0][0], last["resume"][4],
-                                     last["suspend"][0][0], last["create"][0][0],
-                                     last["delete"][0][0], last["floor"][0][0], last["floor"][4]),
+                  "create {:.2f} s, delete {:.2f} s, wrk create (the floor) {}{:.2f} s (its "
+                  "creates {}{:.2f} s)".format(
+                      r + 1, last["resume"][0][0], last["resume"][4], last["suspend"][0][0],
+                      last["create"][0][0], last["delete"][0][0],
+                      f"{before[0][0]:.2f} before, " if before else "", last["floor"][0][0],
+                      f"{before[4]:.2f} and " if before else "", last["floor"][4]),
                   flush=True)
     steps = ("resume", "suspend", "create", "delete", "floor")
     med = {s: tuple(statistics.median(r[s][0][i] for r in runs) for i in range(3)) for s in steps}
     counts = {s: max((r[s][1] for r in runs), key=lambda c: sum(c.values())) for s in steps}
     # Each round's resume as a fraction of that round's floor (wrk's creates of the same
     # pods seconds later: the same load), the fairer figure on a busy machine.
-    fractions = [r["floor"][0][0] / r["resume"][0][0] for r in runs]
+    fractions = [power_bench.wall_fraction(r, "resume") for r in runs]
     rates = [power_bench.create_rate_fraction(r, "resume") for r in runs]
     return {"median": med, "counts": counts, "prefill": prefill[0] if prefill else None,
             "floor_fractions": fractions, "rate_fractions": rates}
