@@ -21,6 +21,11 @@ struct Fixture {
   Fixture() { CreateNamespace(store, "default"); }
 };
 
+// rapidjson offers the allocator of a non-const document only; nothing is changed.
+size_t AllocatorCapacity(const ObjectPtr& o) {
+  return const_cast<rapidjson::Document&>(*o).GetAllocator().Capacity();
+}
+
 uint64_t Rv(const ObjectPtr& o) {
   return std::stoull(GetString(*o, "metadata.resourceVersion"));
 }
@@ -189,6 +194,24 @@ BOOST_AUTO_TEST_CASE(the_garbage_collectors_index_follows_owner_references_and_d
   RemoveFinalizer(store, "configmaps", "default", "c", "x/y");
   BOOST_TEST(!store.Get("configmaps", "default", "c").ok());
   BOOST_TEST(names("configmaps").empty());
+}
+
+BOOST_AUTO_TEST_CASE(stored_objects_and_their_history_hold_only_what_they_need) {
+  // A parsed document's allocator starts with a 64 KiB chunk; the store keeps a copy
+  // in chunks sized to the object, the version a watch replays after a delete too.
+  rapidjson::Document parsed = PodJson("a");
+  BOOST_TEST(parsed.GetAllocator().Capacity() >= 64u * 1024);
+  auto created = store.Create("pods", "default", std::move(parsed));
+  BOOST_REQUIRE(created.ok());
+  BOOST_TEST(AllocatorCapacity(*created) <= 8u * 1024);
+  BOOST_TEST(GetString(**created, "metadata.name") == "a");
+  auto watcher = store.Watch("pods", "", store.CurrentResourceVersion());
+  BOOST_REQUIRE(watcher.ok());
+  BOOST_REQUIRE(store.Delete("pods", "default", "a", {}).ok());
+  auto deleted = (*watcher)->Next(std::chrono::milliseconds(0));
+  BOOST_REQUIRE(deleted.ok() && deleted->has_value());
+  BOOST_TEST(((*deleted)->type == ChangeType::kDeleted));
+  BOOST_TEST(AllocatorCapacity((*deleted)->object) <= 8u * 1024);
 }
 
 BOOST_AUTO_TEST_CASE(a_list_filters_one_snapshot_while_writes_go_on) {
