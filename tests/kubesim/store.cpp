@@ -781,9 +781,11 @@ void Store::ReapExpired() {
   std::vector<std::pair<Key, ObjectPtr>> doomed;
   for (const Key& key : terminating_pods_) {
     const ObjectPtr& pod = objects_.at(key);
-    if (!StandInKubeletMayFinalizeLocked(*pod))
+    // Indexed by the member; only a timestamp's passing lets the pod go (not a null).
+    const std::string ts = GetString(*pod, "metadata.deletionTimestamp");
+    if (ts.empty() || !StandInKubeletMayFinalizeLocked(*pod))
       continue;
-    auto deadline = ParseTime(GetString(*pod, "metadata.deletionTimestamp"));
+    auto deadline = ParseTime(ts);
     if (!deadline || *deadline <= now)
       doomed.emplace_back(key, pod);
   }

@@ -160,10 +160,21 @@ BOOST_AUTO_TEST_CASE(a_terminating_pod_is_reaped_after_later_writes_and_a_remove
   DeleteOptions now;
   now.grace_period_seconds = 0;
   BOOST_REQUIRE(store.Delete("pods", "default", "b", now).ok());  // gone before its grace ends
+  // A null deletionTimestamp is no deletion: the reaper leaves that pod alone.
+  store.Create("pods", "default", PodJson("c", "", "node-1"));
+  BOOST_REQUIRE(store
+                    .Mutate("pods", "default", "c",
+                            [](rapidjson::Document& pod) {
+                              SetMember(pod, "metadata.deletionTimestamp",
+                                        rapidjson::Value(rapidjson::kNullType));
+                              return Status::Ok();
+                            })
+                    .ok());
   clock.Advance(std::chrono::seconds(30));
   store.ReapExpired();
   BOOST_TEST((store.Get("pods", "default", "a").status().code() == Status::Code::kNotFound));
-  BOOST_TEST(store.List("pods", "").items.empty());
+  BOOST_TEST(store.List("pods", "").items.size() == 1u);
+  BOOST_TEST(store.Get("pods", "default", "c").ok());
 }
 
 BOOST_AUTO_TEST_CASE(the_garbage_collectors_index_follows_owner_references_and_deletion) {
