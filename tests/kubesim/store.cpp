@@ -333,12 +333,10 @@ std::vector<ObjectPtr> Store::CandidatesLocked(const std::string& resource, cons
 
 void Store::IndexLocked(const Key& key, const rapidjson::Value* before,
                         const rapidjson::Value* after) {
-  auto deleting = [](const rapidjson::Value& object) {
-    return Find(object, "metadata.deletionTimestamp") != nullptr;
-  };
   if (before != nullptr)
     owned_or_deleting_.erase(key);
-  if (after != nullptr && (deleting(*after) || Find(*after, "metadata.ownerReferences") != nullptr))
+  if (after != nullptr && (Find(*after, "metadata.deletionTimestamp") != nullptr ||
+                           Find(*after, "metadata.ownerReferences") != nullptr))
     owned_or_deleting_.insert(key);
   if (std::get<0>(key) != "pods")
     return;
@@ -349,13 +347,9 @@ void Store::IndexLocked(const Key& key, const rapidjson::Value* before,
       if (node->second.empty())
         pods_by_node_.erase(node);
     }
-    terminating_pods_.erase(key);
   }
-  if (after != nullptr) {
+  if (after != nullptr)
     pods_by_node_[GetString(*after, "spec.nodeName")].insert(key);
-    if (deleting(*after))
-      terminating_pods_.insert(key);
-  }
 }
 
 namespace {
@@ -779,9 +773,12 @@ void Store::ReapExpired() {
   std::lock_guard lock(mu_);
   auto now = clock_.WallNow();
   std::vector<std::pair<Key, ObjectPtr>> doomed;
-  for (const Key& key : terminating_pods_) {
+  // The pods being deleted are among those the garbage collector's index holds.
+  auto it = owned_or_deleting_.lower_bound(Key{"pods", "", ""});
+  for (; it != owned_or_deleting_.end() && std::get<0>(*it) == "pods"; ++it) {
+    const Key& key = *it;
     const ObjectPtr& pod = objects_.at(key);
-    // Indexed by the member; only a timestamp's passing lets the pod go (not a null).
+    // Only a deletionTimestamp's passing lets the pod go (not a null, not an owner).
     const std::string ts = GetString(*pod, "metadata.deletionTimestamp");
     if (ts.empty() || !StandInKubeletMayFinalizeLocked(*pod))
       continue;

@@ -251,7 +251,7 @@ class Store {
                                  std::unique_ptr<rapidjson::Document> next);
   void RemoveLocked(const Key& key, ObjectPtr previous);
   // Moves `key` in pods_by_node_ from `before`'s node to `after`'s (either may be null),
-  // and keeps terminating_pods_ and owned_or_deleting_.
+  // and keeps owned_or_deleting_.
   void IndexLocked(const Key& key, const rapidjson::Value* before, const rapidjson::Value* after);
   // List's candidates: the objects of `resource` in `ns` from `page`'s start (from
   // the index page.pods_on_node or page.owned_or_deleting names), at most `enough` of
@@ -278,12 +278,11 @@ class Store {
   std::map<Key, ObjectPtr> objects_;
   // spec.nodeName ("" unbound) -> the keys of those pods, kept by IndexLocked.
   std::map<std::string, std::set<Key>, std::less<>> pods_by_node_;
-  // The pods with a deletionTimestamp, the only ones ReapExpired looks at (a scan of
-  // every pod held the lock, and every write, for milliseconds at 10,000 pods).
-  std::set<Key> terminating_pods_;
-  std::set<Key> owned_or_deleting_;  // ListPage::owned_or_deleting
-  std::deque<Change> history_;       // ascending resource_version
-  uint64_t history_floor_ = 1;       // watches from RVs below this are expired
+  // ListPage::owned_or_deleting; ReapExpired reads its pods too (a scan of every pod
+  // held the lock, and every write, for milliseconds at 10,000 pods).
+  std::set<Key> owned_or_deleting_;
+  std::deque<Change> history_;  // ascending resource_version
+  uint64_t history_floor_ = 1;  // watches from RVs below this are expired
   std::set<std::string> kubelet_nodes_;
 };
 
