@@ -5,6 +5,9 @@
 #   - Slurm 24.11.5 built from the upstream tarball, cached outside the repository
 #     (scripts/build-slurm.sh, keyed by version under $K8SBRIDGE_CACHE)
 #   - the jail root filesystem, when scripts/make-jail.sh exists
+#   - the upstream Kubernetes programs (etcd, kube-apiserver, kube-controller-manager,
+#     kube-scheduler, kubelet, kube-proxy, kubectl, kwok) built from their Go modules
+#     (scripts/build-kubernetes.sh, keyed by tools/kubernetes/go.sum and Go's version)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export K8SBRIDGE_CACHE=${K8SBRIDGE_CACHE:-/var/cache/k8sbridge}
@@ -32,6 +35,8 @@ packages=(
   libreadline-dev libpam0g-dev
   # test rig and peers
   munge iproute2 util-linux procps psmisc python3 python3-kubernetes python3-yaml ibsim-utils
+  # the test cluster's certificates (tests/harness/pki.py)
+  python3-cryptography
   infiniband-diags debootstrap valgrind
   # fetching the Slurm tarball from Debian's source archive
   dpkg-dev ca-certificates
@@ -55,6 +60,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 command -v kubectl >/dev/null || echo "setup: warning: kubectl not found; the Kubernetes conformance tests need kubectl 1.32 at /usr/bin/kubectl" >&2
+
+kubernetes=$("$here/build-kubernetes.sh" | tail -n 1)
+echo "setup: Kubernetes programs at $kubernetes" >&2
 
 slurm_prefix=$("$here/build-slurm.sh" | tail -n 1)
 echo "setup: Slurm at $slurm_prefix" >&2

@@ -1,0 +1,703 @@
+"""A real Kubernetes for the tests, the demo and the benchmarks.
+
+KubeCluster starts the upstream programs that scripts/build-kubernetes.sh builds from
+their Go modules, set up as a real cluster is:
+
+- etcd, serving TLS to client certificates only;
+- kube-apiserver with TLS, client certificates for the admin and the components,
+  RBAC and Node authorization, the admission plugins that are on by default plus
+  NodeRestriction (PodSecurity among them), ServiceAccount token issuing and API
+  Priority and Fairness;
+- kube-controller-manager with its default controllers, each under its own
+  ServiceAccount, and kube-scheduler;
+- kwok, which plays the kubelet of nodes that run no processes ("fake nodes"):
+  node heartbeats and leases, pods to Running, deleted pods removed.
+
+Every process carries the rig marker (harness.rig.RIG_ENV), so `rigctl cleanup`
+and the leftover checks find one that a killed test left behind. Ports come from
+a rig slot. Use as a context manager; close() stops everything and removes the
+directory.
+"""
+
+import base64
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from harness.paths import SOURCE_ROOT
+from harness.pki import Pki
+from harness.rig import RIG_ENV, claim_slot
+from harness.webhook import FaultWebhook
+
+LEAF_LABEL = "network.topology.nvidia.com/leaf"
+SPINE_LABEL = "network.topology.nvidia.com/spine"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+# The annotation kwok selects the nodes it plays by (its documented convention).
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+SERVICE_CIDR = "10.233.0.0/16"  # ClusterIPs: allocated only, no traffic goes there
+KWOK_POD_CIDR = "10.234.0.0/16"  # the IPs kwok writes into fake pods' status
+CLUSTER_DOMAIN = "cluster.local"
+ADMIN_SA = ("kube-system", "k8sbridge-test-admin")  # the admin's bearer token
+
+# What kwok does for the fake nodes and their pods (its Stage API): a node becomes
+# Ready with the capacity it was created with; a bound pod becomes Running; a pod
+# being deleted is removed, as a kubelet does once its containers are gone.
+KWOK_STAGES = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: fake-node-ready}
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  selector:
+    matchExpressions:
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: NotIn
+      values: ['True']
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      {{ range NodeConditions }}
+      - lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $now | Quote }}
+        message: {{ .message | Quote }}
+        reason: {{ .reason | Quote }}
+        status: {{ .status | Quote }}
+        type: {{ .type | Quote }}
+      {{ end }}
+      phase: Running
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: fake-pod-running}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
+    - {key: '.status.phase', operator: In, values: [Pending]}
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      phase: Running
+      startTime: {{ $now | Quote }}
+      conditions:
+      - {type: Initialized, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      - {type: ContainersReady, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      - {type: Ready, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
+        ready: true
+        started: true
+        restartCount: 0
+        state: {running: {startedAt: {{ $now | Quote }}}}
+      {{ end }}
+      {{ with NodeIPsWith .spec.nodeName }}
+      hostIP: {{ index . 0 | Quote }}
+      {{ end }}
+      {{ with PodIPsWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace }}
+      podIP: {{ index . 0 | Quote }}
+      podIPs:
+      {{ range . }}
+      - ip: {{ . | Quote }}
+      {{ end }}
+      {{ end }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: fake-pod-gone}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: Exists}
+  next:
+    finalizers: {empty: true}
+    delete: true
+"""
+
+
+def kubernetes_bin() -> Path:
+    """The directory of the Kubernetes programs (K8SBRIDGE_KUBERNETES_BIN, else
+    what scripts/build-kubernetes.sh prints: it builds them if its cache lacks them)."""
+    given = os.environ.get("K8SBRIDGE_KUBERNETES_BIN")
+    if given:
+        return Path(given)
+    out = subprocess.run(["bash", str(SOURCE_ROOT / "scripts" / "build-kubernetes.sh")],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"scripts/build-kubernetes.sh failed:\n{out.stderr[-4000:]}")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def wait_for_condition(predicate, timeout, what, interval=0.1):
+    """Polls `predicate` until it returns something truthy, and returns that;
+    raises AssertionError naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def fake_node(name: str, index: int, leaf: int, spine: int, gpus: int, gpu_product: str,
+              cpu: str, memory: str, pods: int) -> dict:
+    """A Node for kwok to play: the labels and capacity that a GPU node's kubelet,
+    NVIDIA's GPU feature discovery and the fabric's topology labeller would give it."""
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+              "kubernetes.io/arch": "amd64", LEAF_LABEL: f"leaf-{leaf}",
+              SPINE_LABEL: f"spine-{spine}", "type": "kwok"}
+    capacity = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    if gpus > 0:
+        labels[GPU_PRODUCT_LABEL] = gpu_product
+        labels[GPU_COUNT_LABEL] = str(gpus)
+        capacity["nvidia.com/gpu"] = str(gpus)
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels,
+                     "annotations": {KWOK_NODE_ANNOTATION: "fake"}},
+        "status": {"capacity": capacity, "allocatable": dict(capacity),
+                   "addresses": [{"type": "InternalIP", "address": f"10.235.{index // 250}."
+                                  f"{index % 250 + 1}"},
+                                 {"type": "Hostname", "address": name}],
+                   "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
+                                "kubeletVersion": "kwok", "containerRuntimeVersion": "kwok",
+                                "kernelVersion": "kwok", "osImage": "kwok",
+                                "kubeProxyVersion": "", "machineID": "", "systemUUID": "",
+                                "bootID": ""}},
+    }
+
+
+class KubeCluster:
+    """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok in a
+    directory of their own. `nodes` fake nodes named <node_prefix>0... are spread
+    over `ib_leaves` leaves in order, with `gpus_per_node` GPUs each (as kubesim's
+    --fake-nodes made them). `address`: where the API server listens (a rig bridge's
+    address, for pods in network namespaces); 127.0.0.1 by default."""
+
+    def __init__(self, nodes=0, node_prefix="node-", gpus_per_node=8,
+                 gpu_product="NVIDIA-H100-80GB-HBM3", ib_leaves=2, ib_spines=1, cpu="64",
+                 memory="512Gi", pods=110, scheduler=True, controllers=True,
+                 address="127.0.0.1", audit=True, bin_dir=None):
+        self.bin = Path(bin_dir) if bin_dir else kubernetes_bin()
+        self.dir = Path(tempfile.mkdtemp(prefix="kube-test-"))
+        self.id = "kc" + self.dir.name.rsplit("-", 1)[-1].lower()
+        self.address = address
+        self.audit = audit
+        self.audit_log = self.dir / "audit.log"
+        self._audit_offset = 0
+        self.webhook = None
+        self._fault_ids = 0
+        self.slot = claim_slot()
+        self.procs = {}  # name -> Popen, in start order
+        self._logs = []
+        try:
+            self._start(scheduler, controllers)
+            self.add_fake_nodes(nodes, node_prefix, gpus_per_node, gpu_product, ib_leaves,
+                                ib_spines, cpu, memory, pods)
+        except BaseException:
+            self.close()
+            raise
+
+    # --- start -----------------------------------------------------------------
+
+    def _spawn(self, name, argv):
+        log = open(self.dir / f"{name}.log", "w")
+        self._logs.append(log)
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", RIG_ENV: self.id, "HOME": str(self.dir)}
+        self.procs[name] = subprocess.Popen([str(a) for a in argv], stdout=log,
+                                            stderr=subprocess.STDOUT, env=env,
+                                            start_new_session=True)
+
+    def log_tail(self, name, lines=40):
+        path = self.dir / f"{name}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) \
+            if path.exists() else ""
+
+    def _check_alive(self, name):
+        if self.procs[name].poll() is not None:
+            raise RuntimeError(f"{name} exited ({self.procs[name].returncode}):\n"
+                               f"{self.log_tail(name)}")
+
+    def _start(self, scheduler, controllers):
+        self.pki = Pki(self.dir / "pki")
+        self.sa_key, self.sa_pub = self.pki.service_account_keys()
+        self._start_etcd()
+        self._start_apiserver()
+        self._bootstrap_admin_token()
+        if controllers:
+            self._start_component("kube-controller-manager", "system:kube-controller-manager", [
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={self.sa_key}",
+                f"--root-ca-file={self.pki.ca}",
+                f"--cluster-signing-cert-file={self.pki.ca}",
+                f"--cluster-signing-key-file={self.pki.ca_key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--leader-elect=false", "--controllers=*",
+                "--kube-api-qps=1000", "--kube-api-burst=2000"])
+        if scheduler:
+            self._start_component("kube-scheduler", "system:kube-scheduler", [
+                "--leader-elect=false", "--kube-api-qps=1000", "--kube-api-burst=2000"])
+        self._start_kwok()
+
+    def _start_etcd(self):
+        crt, key = self.pki.issue("etcd", "etcd", hosts=["127.0.0.1", "localhost"],
+                                  server=True)
+        self.etcd_client = self.pki.issue("etcd-client", "kube-apiserver-etcd-client")
+        client_port, peer_port = self.slot.free_port(), self.slot.free_port()
+        self.etcd_url = f"https://127.0.0.1:{client_port}"
+        peer = f"http://127.0.0.1:{peer_port}"
+        self._spawn("etcd", [
+            self.bin / "etcd", "--name", "etcd0", "--data-dir", self.dir / "etcd",
+            "--listen-client-urls", self.etcd_url, "--advertise-client-urls", self.etcd_url,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"etcd0={peer}",
+            "--cert-file", crt, "--key-file", key, "--client-cert-auth",
+            "--trusted-ca-file", self.pki.ca,
+            "--listen-metrics-urls", f"http://127.0.0.1:{self.slot.free_port()}",
+            # A test's data need not survive a power cut: no fsync, as envtest runs it.
+            "--unsafe-no-fsync", "--quota-backend-bytes", str(4 << 30)])
+
+    def etcdctl(self, *args, check=True):
+        """Runs the etcdctl built beside etcd against this cluster's etcd."""
+        crt, key = self.etcd_client
+        r = subprocess.run([str(self.bin / "etcdctl"), "--endpoints", self.etcd_url,
+                            "--cacert", str(self.pki.ca), "--cert", str(crt), "--key", str(key),
+                            *args], capture_output=True, text=True, timeout=60)
+        if check and r.returncode != 0:
+            raise AssertionError(f"etcdctl {' '.join(args)}: {r.stderr}")
+        return r
+
+    def _start_apiserver(self):
+        port = self.slot.free_port()
+        hosts = ["127.0.0.1", "localhost", self.address, "10.233.0.1", "kubernetes",
+                 "kubernetes.default", "kubernetes.default.svc",
+                 f"kubernetes.default.svc.{CLUSTER_DOMAIN}"]
+        crt, key = self.pki.issue("apiserver", "kube-apiserver", hosts=sorted(set(hosts)),
+                                  server=True, client=False)
+        kubelet_crt, kubelet_key = self.pki.issue("apiserver-kubelet-client",
+                                                  "kube-apiserver-kubelet-client",
+                                                  ["kubeadm:cluster-admins"])
+        self.admin_cert = self.pki.issue("admin", "kubernetes-admin", ["system:masters"])
+        self.url = f"https://{self.address}:{port}"
+        etcd_crt, etcd_key = self.etcd_client
+        self._spawn("kube-apiserver", [
+            self.bin / "kube-apiserver",
+            f"--bind-address={self.address}", f"--secure-port={port}",
+            f"--advertise-address={self.address}",
+            # The "kubernetes" Service's endpoints: a loopback address may not be
+            # one, and fake nodes need none.
+            "--endpoint-reconciler-type=" + ("none" if self.address.startswith("127.")
+                                             else "lease"),
+            f"--tls-cert-file={crt}", f"--tls-private-key-file={key}",
+            f"--client-ca-file={self.pki.ca}",
+            f"--etcd-servers={self.etcd_url}", f"--etcd-cafile={self.pki.ca}",
+            f"--etcd-certfile={etcd_crt}", f"--etcd-keyfile={etcd_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            f"--service-account-issuer=https://kubernetes.default.svc.{CLUSTER_DOMAIN}",
+            f"--service-account-key-file={self.sa_pub}",
+            f"--service-account-signing-key-file={self.sa_key}",
+            f"--kubelet-client-certificate={kubelet_crt}",
+            f"--kubelet-client-key={kubelet_key}",
+            "--allow-privileged=true", "--enable-priority-and-fairness=true",
+            "--profiling=false", *self._audit_flags()])
+        self.kubeconfig = str(self._write_kubeconfig("admin", self.admin_cert))
+        wait_for_condition(self._ready, 120, "kube-apiserver's /readyz", interval=0.2)
+
+    def _audit_flags(self):
+        """Every request's verb, resource, user and answer in the audit log (JSON
+        lines), which requests_log() reads: how a test sees what a client asked."""
+        if not self.audit:
+            return []
+        policy = self.dir / "audit-policy.yaml"
+        policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\n"
+                          "omitStages: [RequestReceived]\nrules:\n- level: Metadata\n")
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json", "--audit-log-mode=blocking"]
+
+    def requests_log(self):
+        """The requests answered since start or the last clear_requests(), oldest
+        first: {"verb", "resource", "subresource", "code", "path", "user"}."""
+        out = []
+        with open(self.audit_log, "rb") as f:
+            f.seek(self._audit_offset)
+            for line in f:
+                e = json.loads(line)
+                if e.get("stage") != "ResponseComplete":
+                    continue
+                ref = e.get("objectRef", {})
+                out.append({"verb": e.get("verb"), "resource": ref.get("resource"),
+                            "subresource": ref.get("subresource"), "name": ref.get("name"),
+                            "namespace": ref.get("namespace"),
+                            "code": e.get("responseStatus", {}).get("code"),
+                            "path": e.get("requestURI"),
+                            "user": e.get("user", {}).get("username")})
+        return out
+
+    def clear_requests(self):
+        self._audit_offset = self.audit_log.stat().st_size if self.audit_log.exists() else 0
+
+    def _ready(self):
+        for name in ("etcd", "kube-apiserver"):
+            self._check_alive(name)
+        try:
+            status, _, _ = self.request("GET", "/readyz", timeout=2, token=False)
+            return status == 200
+        except OSError:
+            return False
+
+    def _write_kubeconfig(self, user, cert=None, token=None, namespace=None, token_file=None):
+        path = self.dir / f"kubeconfig-{user}"
+        if cert:
+            creds = {"client-certificate": str(cert[0]), "client-key": str(cert[1])}
+        elif token_file:
+            creds = {"tokenFile": str(token_file)}
+        else:
+            creds = {"token": token}
+        context = {"cluster": "test", "user": user}
+        if namespace:
+            context["namespace"] = namespace
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "test", "cluster": {
+                "server": self.url, "certificate-authority": str(self.pki.ca)}}],
+            "contexts": [{"name": user, "context": context}],
+            "current-context": user,
+            "users": [{"name": user, "user": creds}]}))
+        path.chmod(0o600)
+        return path
+
+    def _start_component(self, name, user, flags):
+        kubeconfig = self._write_kubeconfig(name, self.pki.issue(name, user))
+        self._spawn(name, [self.bin / name, f"--kubeconfig={kubeconfig}",
+                           f"--authentication-kubeconfig={kubeconfig}",
+                           f"--authorization-kubeconfig={kubeconfig}",
+                           "--bind-address=127.0.0.1",
+                           f"--secure-port={self.slot.free_port()}", *flags])
+
+    def _start_kwok(self):
+        stages = self.dir / "kwok-stages.yaml"
+        stages.write_text(KWOK_STAGES)
+        kubeconfig = self._write_kubeconfig("kwok", self.pki.issue("kwok", "kwok-controller",
+                                                                   ["system:masters"]))
+        self._spawn("kwok", [
+            self.bin / "kwok", f"--kubeconfig={kubeconfig}", f"--config={stages}",
+            f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+            f"--cidr={KWOK_POD_CIDR}", "--node-lease-duration-seconds=40",
+            f"--server-address=127.0.0.1:{self.slot.free_port()}"])
+
+    def _bootstrap_admin_token(self):
+        """A ServiceAccount bound to cluster-admin, whose token is `token`: tests
+        and benchmarks that speak HTTP with a bearer token act as the admin."""
+        ns, name = ADMIN_SA
+        self.create_service_account(ns, name)
+        self.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "namespace": ns, "name": name}]})
+        self._token = self.service_account_token(ns, name, 24 * 3600)
+
+    # --- nodes ----------------------------------------------------------------
+
+    def add_fake_nodes(self, count, prefix="node-", gpus_per_node=8,
+                       gpu_product="NVIDIA-H100-80GB-HBM3", ib_leaves=2, ib_spines=1,
+                       cpu="64", memory="512Gi", pods=110, first=0):
+        """Creates `count` nodes that kwok plays and waits until every one is Ready."""
+        leaves = max(ib_leaves, 1)
+        per_leaf = max((count + leaves - 1) // leaves, 1)
+        names = []
+        for i in range(count):
+            leaf = i // per_leaf
+            name = f"{prefix}{first + i}"
+            self.create("/api/v1/nodes", fake_node(name, first + i, leaf, leaf % max(ib_spines, 1),
+                                                    gpus_per_node, gpu_product, cpu, memory,
+                                                    pods))
+            names.append(name)
+        if names:
+            wait_for_condition(lambda: self._nodes_ready(set(names)), 120 + count / 50,
+                  f"{count} fake nodes to be Ready")
+        return names
+
+    def _nodes_ready(self, names):
+        self._check_alive("kwok")
+        status, _, body = self.request("GET", "/api/v1/nodes?labelSelector=type%3Dkwok")
+        if status != 200:
+            return False
+        ready = {n["metadata"]["name"] for n in body["items"]
+                 if any(c["type"] == "Ready" and c["status"] == "True"
+                        for c in n.get("status", {}).get("conditions", []))}
+        return names <= ready
+
+    # --- talking to it --------------------------------------------------------
+
+    @property
+    def token(self):
+        """A bearer token of a cluster-admin ServiceAccount."""
+        return self._token
+
+    def ssl_context(self, client_cert=True):
+        ctx = ssl.create_default_context(cafile=str(self.pki.ca))
+        if client_cert:
+            ctx.load_cert_chain(str(self.admin_cert[0]), str(self.admin_cert[1]))
+        return ctx
+
+    def request(self, method, path, body=None, token=None, content_type="application/json",
+                timeout=30):
+        """Returns (status, headers, parsed JSON body or text) without raising on
+        errors. As the admin (client certificate) unless `token` is given; token=False
+        sends no credentials at all."""
+        data = None
+        if body is not None:
+            data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+            data = data.encode() if isinstance(data, str) else data
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        context = self.ssl_context(client_cert=token is None)
+        try:
+            with urllib.request.urlopen(req, context=context, timeout=timeout) as r:
+                status, headers, raw = r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as e:
+            status, headers, raw = e.code, dict(e.headers), e.read()
+        try:
+            return status, headers, json.loads(raw)
+        except ValueError:
+            return status, headers, raw.decode(errors="replace")
+
+    def create(self, path, body, ok=(201, 409)):
+        """POSTs `body` as the admin; 409 (it exists) is fine unless `ok` says not."""
+        status, _, answer = self.request("POST", path, body)
+        if status not in ok:
+            raise AssertionError(f"POST {path} {body.get('metadata', {}).get('name')}: "
+                                 f"{status} {answer}")
+        return answer
+
+    def answers(self, timeout=2):
+        """True when the API server answers /readyz with 200."""
+        try:
+            return self.request("GET", "/readyz", timeout=timeout, token=False)[0] == 200
+        except OSError:
+            return False
+
+    def version(self):
+        """What `kube-apiserver --version` prints, e.g. "Kubernetes v1.37.2"."""
+        return subprocess.run([str(self.bin / "kube-apiserver"), "--version"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    def kubectl(self, *args, check=True, timeout=60, context=None, kubeconfig=None, input=None):
+        argv = [str(self.bin / "kubectl"), "--kubeconfig", str(kubeconfig or self.kubeconfig)]
+        if context:
+            argv += ["--context", context]
+        argv += list(args)
+        env = dict(os.environ, HOME=str(self.dir))  # kubectl's cache stays in the test dir
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env,
+                                input=input)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
+                                 f"{result.stdout}{result.stderr}")
+        return result
+
+    def kubectl_json(self, *args, **kw):
+        return json.loads(self.kubectl(*args, "-o", "json", **kw).stdout)
+
+    def node_kubeconfig(self, node):
+        """A kubeconfig with the client certificate of node `node`'s kubelet
+        (system:node:<node> in system:nodes): what the Node authorizer and
+        NodeRestriction let a kubelet do."""
+        cert = self.pki.issue(f"node-{node}", f"system:node:{node}", ["system:nodes"])
+        return self._write_kubeconfig(f"node-{node}", cert)
+
+    # --- ServiceAccounts --------------------------------------------------------
+
+    def create_namespace(self, name):
+        self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": name}})
+
+    def create_service_account(self, namespace, name):
+        """Creates the ServiceAccount (and its namespace); an existing one is fine."""
+        self.create_namespace(namespace)
+        self.create(f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                    {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})
+
+    def service_account_token(self, namespace, name, expiration_seconds=3600):
+        """A token of the ServiceAccount namespace/name from the TokenRequest API (as
+        `kubectl create token`); the API server takes at least 600 seconds."""
+        status, _, body = self.request(
+            "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+             "spec": {"expirationSeconds": max(expiration_seconds, 600)}})
+        if status != 201:
+            raise AssertionError(f"TokenRequest for {namespace}/{name}: {status} {body}")
+        return body["status"]["token"]
+
+    def service_account_kubeconfig(self, namespace, name, expiration_seconds=3600,
+                                   token_file=False):
+        """Writes a kubeconfig that acts as the ServiceAccount namespace/name (this
+        server and CA, a token of that account, namespace as the default) and returns
+        its path. `token_file`: the token is in a file beside it (`tokenFile:`, as a
+        pod's projected token), which rotate_service_account_token replaces."""
+        token = self.service_account_token(namespace, name, expiration_seconds)
+        user = f"sa-{namespace}-{name}"
+        if token_file:
+            path = self.dir / f"kubeconfig-{user}.token"
+            _write_private(path, token)
+            return self._write_kubeconfig(user, namespace=namespace, token_file=path)
+        return self._write_kubeconfig(user, token=token, namespace=namespace)
+
+    def rotate_service_account_token(self, namespace, name, expiration_seconds=3600):
+        """Revokes every token of the ServiceAccount (deleted and made again: a token
+        bound to the old uid is refused) and writes a new one to the tokenFile of its
+        kubeconfig (made with token_file=True), atomically, as the kubelet updates a
+        projected token."""
+        status, _, body = self.request(
+            "DELETE", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}")
+        if status != 200:
+            raise AssertionError(f"delete ServiceAccount {namespace}/{name}: {status} {body}")
+        self.create_service_account(namespace, name)
+        token = self.service_account_token(namespace, name, expiration_seconds)
+        _write_private(self.dir / f"kubeconfig-sa-{namespace}-{name}.token", token)
+
+    def apply_deploy_rbac(self, namespace):
+        """Applies deploy/base/rbac.yaml (what a platform team applies) for worker pods
+        in `namespace`: its namespaced objects and ServiceAccount subjects go to
+        `namespace` (as kustomize's namespace would put them), the node events' Role
+        stays in "default". Returns the objects as applied."""
+        docs = [d for d in yaml.safe_load_all((SOURCE_ROOT / "deploy" / "base" /
+                                               "rbac.yaml").read_text()) if d]
+        for d in docs:
+            if d["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
+                d["metadata"].setdefault("namespace", namespace)
+            for s in d.get("subjects", []):
+                if s["kind"] == "ServiceAccount":
+                    s["namespace"] = namespace
+        self.create_namespace(namespace)
+        manifest = self.dir / f"rbac-{namespace}.yaml"
+        manifest.write_text(yaml.safe_dump_all(docs))
+        self.kubectl("apply", "--server-side", "-f", str(manifest))
+        return docs
+
+    # --- faults ------------------------------------------------------------------
+
+    def add_fault(self, resource, verb, code, times=1, message="injected fault", name=None):
+        """Makes the API server refuse `verb` (create, update, patch, delete or *) of
+        `resource` with `code` and `message`, `times` times (0: until clear_faults),
+        through FaultWebhook. Returns the fault's id (fault_hits)."""
+        operation = {"create": "CREATE", "update": "UPDATE", "patch": "UPDATE",
+                     "delete": "DELETE", "*": "*"}[verb]
+        if self.webhook is None:
+            self.webhook = FaultWebhook(self.pki, self.slot.free_port())
+        self._fault_ids += 1
+        self.webhook.add({"id": self._fault_ids, "resource": resource, "operation": operation,
+                          "code": code, "message": message, "times": times, "name": name})
+        self._register_webhook({resource})
+        return self._fault_ids
+
+    def fault_hits(self, fault_id):
+        return self.webhook.hits(fault_id) if self.webhook else None
+
+    def clear_faults(self):
+        if self.webhook is not None:
+            self.webhook.clear()
+
+    def _register_webhook(self, resources):
+        """The ValidatingWebhookConfiguration that sends writes of `resources` (and
+        of the probe ConfigMap) to FaultWebhook; returns once the API server uses it."""
+        self._webhook_resources = getattr(self, "_webhook_resources", set()) | resources
+        ca = base64.b64encode(self.pki.ca.read_bytes()).decode()
+        rule_resources = sorted(self._webhook_resources | {"configmaps"})
+        body = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "k8sbridge-test-faults"},
+            "webhooks": [{
+                "name": "faults.test.k8sbridge.io",
+                "clientConfig": {"url": self.webhook.url, "caBundle": ca},
+                "rules": [{"apiGroups": ["*"], "apiVersions": ["*"],
+                           "operations": ["CREATE", "UPDATE", "DELETE"],
+                           "resources": rule_resources, "scope": "*"}],
+                "failurePolicy": "Fail", "sideEffects": "None", "timeoutSeconds": 10,
+                "admissionReviewVersions": ["v1"]}]}
+        path = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+        status, _, current = self.request("GET", f"{path}/k8sbridge-test-faults")
+        if status == 200:
+            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            status, _, answer = self.request("PUT", f"{path}/k8sbridge-test-faults", body)
+        else:
+            status, _, answer = self.request("POST", path, body)
+        if status not in (200, 201):
+            raise AssertionError(f"registering the fault webhook: {status} {answer}")
+        probe = f"{FaultWebhook.PROBE_NAME}-{self._fault_ids}-{len(rule_resources)}"
+
+        def probed():
+            self.request("POST", "/api/v1/namespaces/default/configmaps?dryRun=All",
+                         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": probe}})
+            return probe in self.webhook.probes_seen
+        wait_for_condition(probed, 30, "the API server to call the fault webhook", interval=0.05)
+
+    def pause(self, name):
+        """Freezes a component (SIGSTOP): it holds its connections and answers nothing."""
+        os.kill(self.procs[name].pid, signal.SIGSTOP)
+
+    def resume(self, name):
+        os.kill(self.procs[name].pid, signal.SIGCONT)
+
+    # --- the end -----------------------------------------------------------------
+
+    def close(self):
+        if self.webhook is not None:
+            self.webhook.close()
+        for name, proc in reversed(list(self.procs.items())):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGCONT)
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        for log in self._logs:
+            log.close()
+        self.slot.release()
+        if os.environ.get("KUBE_KEEP_DIR"):
+            print(f"cluster dir kept: {self.dir}")
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _write_private(path, text):
+    """Replaces `path` by a file of mode 0600 holding `text`, atomically."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.chmod(0o600)
+    os.replace(tmp, path)
