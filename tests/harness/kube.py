@@ -206,6 +206,7 @@ class KubeCluster:
         self._fault_ids = 0
         self.slot = claim_slot()
         self.procs = {}  # name -> Popen, in start order
+        self._argv = {}  # name -> its command line, for start() after stop()
         self._logs = []
         try:
             self._start(scheduler, controllers)
@@ -218,7 +219,8 @@ class KubeCluster:
     # --- start -----------------------------------------------------------------
 
     def _spawn(self, name, argv):
-        log = open(self.dir / f"{name}.log", "w")
+        self._argv[name] = argv
+        log = open(self.dir / f"{name}.log", "a")
         self._logs.append(log)
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", RIG_ENV: self.id, "HOME": str(self.dir)}
         self.procs[name] = subprocess.Popen([str(a) for a in argv], stdout=log,
@@ -600,17 +602,20 @@ class KubeCluster:
 
     # --- faults ------------------------------------------------------------------
 
-    def add_fault(self, resource, verb, code, times=1, message="injected fault", name=None):
+    def add_fault(self, resource, verb, code, times=1, message="injected fault", name=None,
+                  delay=0.0):
         """Makes the API server refuse `verb` (create, update, patch, delete or *) of
         `resource` with `code` and `message`, `times` times (0: until clear_faults),
-        through FaultWebhook. Returns the fault's id (fault_hits)."""
+        through FaultWebhook; `delay` seconds first (code None: only the delay).
+        Returns the fault's id (fault_hits)."""
         operation = {"create": "CREATE", "update": "UPDATE", "patch": "UPDATE",
                      "delete": "DELETE", "*": "*"}[verb]
         if self.webhook is None:
             self.webhook = FaultWebhook(self.pki, self.slot.free_port())
         self._fault_ids += 1
         self.webhook.add({"id": self._fault_ids, "resource": resource, "operation": operation,
-                          "code": code, "message": message, "times": times, "name": name})
+                          "code": code, "message": message, "times": times, "name": name,
+                          "delay": delay})
         self._register_webhook({resource})
         return self._fault_ids
 
@@ -662,6 +667,51 @@ class KubeCluster:
 
     def resume(self, name):
         os.kill(self.procs[name].pid, signal.SIGCONT)
+
+    def stop(self, name):
+        """Stops a component as its supervisor would (SIGTERM, then SIGKILL)."""
+        proc = self.procs[name]
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGCONT)
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def start(self, name):
+        """Starts a stopped component again with its first command line; for the API
+        server, returns once it is ready."""
+        self._spawn(name, self._argv[name])
+        if name == "kube-apiserver":
+            wait_for_condition(self._ready, 120, "kube-apiserver's /readyz", interval=0.2)
+
+    def restart(self, name):
+        self.stop(name)
+        self.start(name)
+
+    def compact_etcd(self):
+        """Compacts etcd's history up to its current revision: a watch resumed from
+        an older resourceVersion then gets 410 Gone, as after a long disconnection."""
+        status = json.loads(self.etcdctl("endpoint", "status", "-w", "json").stdout)
+        revision = status[0]["Status"]["header"]["revision"]
+        self.etcdctl("compact", str(revision))
+        return revision
+
+    def reset_connections(self, pid=None):
+        """Resets the TCP connections to the API server (only those of process `pid`
+        when given), as a NAT or load balancer that drops its state does (`ss -K`).
+        Returns how many were reset."""
+        port = self.url.rsplit(":", 1)[1]
+        listing = subprocess.run(["ss", "-Htnp", "state", "established", "dport", "=", port],
+                                 capture_output=True, text=True, check=True).stdout
+        local_ports = [line.split()[2].rsplit(":", 1)[1] for line in listing.splitlines()
+                       if pid is None or f"pid={pid}," in line]
+        for local in local_ports:
+            subprocess.run(["ss", "-K", "dport", "=", port, "sport", "=", local],
+                           capture_output=True, check=True)
+        return len(local_ports)
 
     # --- the end -----------------------------------------------------------------
 

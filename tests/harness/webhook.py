@@ -16,16 +16,18 @@ import http.server
 import json
 import ssl
 import threading
+import time
 
 
 class FaultWebhook:
     """An HTTPS admission webhook that refuses the requests its faults match.
 
-    A fault: {"id", "resource", "operation", "code", "message", "times", "name"}:
-    `times` refusals (0: every request until removed) of `operation` (CREATE,
-    UPDATE, DELETE or *) on `resource` (pods, configmaps, ...), optionally only
-    for the object `name`. Requests it lets through and ones it refuses are counted
-    per fault ("hits")."""
+    A fault: {"id", "resource", "operation", "code", "message", "times", "name",
+    "delay"}: `times` answers (0: every request until removed) to `operation`
+    (CREATE, UPDATE, DELETE or *) on `resource` (pods, configmaps, ...), optionally
+    only for the object `name`: after `delay` seconds, a refusal with `code`, or
+    with code None the request let through (a slow webhook: latency alone). Each
+    fault counts the requests it answered ("hits")."""
 
     PROBE_NAME = "k8sbridge-fault-probe"
 
@@ -83,10 +85,15 @@ class FaultWebhook:
                     fault["left"] -= 1
                     if fault["left"] == 0:
                         self.faults.remove(fault)
-                return {"uid": uid, "allowed": False,
-                        "status": {"code": fault["code"], "message": fault["message"],
-                                   "reason": _reason(fault["code"])}}
-        return {"uid": uid, "allowed": True}
+                break
+            else:
+                return {"uid": uid, "allowed": True}
+        time.sleep(fault.get("delay") or 0)  # outside the lock: other requests go on
+        if fault["code"] is None:
+            return {"uid": uid, "allowed": True}
+        return {"uid": uid, "allowed": False,
+                "status": {"code": fault["code"], "message": fault["message"],
+                           "reason": _reason(fault["code"])}}
 
     def add(self, fault):
         with self.lock:

@@ -9,9 +9,12 @@ ServiceAccount tokens and their revocation, API Priority and Fairness, the
 scheduler and controllers, the fault webhook and the audit log the other tests use.
 """
 
+import http.client
+import os
 import re
 import subprocess
 import unittest
+import urllib.parse
 
 from harness.kube import KubeCluster, LEAF_LABEL, wait_for_condition
 
@@ -126,6 +129,46 @@ class KubeClusterTest(unittest.TestCase):
         codes = [r["code"] for r in self.kube.requests_log()
                  if r["verb"] == "create" and r["name"] == "refused-once"]
         self.assertEqual(codes, [503, 201])
+
+    def test_a_restarted_api_server_keeps_its_objects(self):
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "survivor"}}
+        self.kube.create("/api/v1/namespaces/default/configmaps", cm, ok=(201,))
+        self.kube.stop("kube-apiserver")
+        self.assertFalse(self.kube.answers())
+        self.kube.start("kube-apiserver")
+        status, _, _ = self.kube.request("GET", "/api/v1/namespaces/default/configmaps/survivor")
+        self.assertEqual(status, 200)
+
+    def test_a_watch_from_before_a_compaction_is_gone(self):
+        _, _, listed = self.kube.request("GET", "/api/v1/namespaces/default/configmaps")
+        old = listed["metadata"]["resourceVersion"]
+        for i in range(3):
+            self.kube.create("/api/v1/namespaces/default/configmaps", {
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"churn-{i}"}})
+        self.kube.compact_etcd()
+        # The watch cache keeps a window of its own: a restart drops it, as the
+        # API servers of a real cluster do in a rollout.
+        self.kube.restart("kube-apiserver")
+        status, _, body = self.kube.request(
+            "GET", f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={old}"
+            "&timeoutSeconds=1")
+        gone = status == 410 or '"code":410' in str(body).replace(" ", "") or \
+            "'code': 410" in str(body)
+        self.assertTrue(gone, f"{status} {str(body)[:400]}")
+
+    def test_reset_connections_breaks_a_client_s_watch(self):
+        url = urllib.parse.urlsplit(self.kube.url)
+        conn = http.client.HTTPSConnection(url.hostname, url.port,
+                                           context=self.kube.ssl_context(), timeout=30)
+        conn.request("GET", "/api/v1/namespaces/default/configmaps?watch=1")
+        response = conn.getresponse()
+        self.assertEqual(response.status, 200)
+        self.assertGreaterEqual(self.kube.reset_connections(os.getpid()), 1)
+        with self.assertRaises((OSError, http.client.HTTPException)):
+            while response.read1(65536):
+                pass
+            raise ConnectionResetError("the watch ended without an error")
+        conn.close()
 
 
 if __name__ == "__main__":
