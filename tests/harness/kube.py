@@ -20,6 +20,7 @@ directory.
 """
 
 import base64
+import functools
 import json
 import os
 import shutil
@@ -130,6 +131,7 @@ spec:
 """
 
 
+@functools.lru_cache(maxsize=None)
 def kubernetes_bin() -> Path:
     """The directory of the Kubernetes programs (K8SBRIDGE_KUBERNETES_BIN, else
     what scripts/build-kubernetes.sh prints: it builds them if its cache lacks them)."""
@@ -141,6 +143,11 @@ def kubernetes_bin() -> Path:
     if out.returncode != 0:
         raise RuntimeError(f"scripts/build-kubernetes.sh failed:\n{out.stderr[-4000:]}")
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+def kubectl_program() -> Path:
+    """The kubectl built with the cluster's programs: the one every test uses."""
+    return kubernetes_bin() / "kubectl"
 
 
 def wait_for_condition(predicate, timeout, what, interval=0.1):
@@ -449,6 +456,18 @@ class KubeCluster:
                  if any(c["type"] == "Ready" and c["status"] == "True"
                         for c in n.get("status", {}).get("conditions", []))}
         return names <= ready
+
+    def create_host_path_volume(self, name, size, access_modes, path):
+        """A PersistentVolume on a host directory, as an admin without a dynamic
+        provisioner makes one for each claim (static provisioning): the PV
+        controller binds a claim of no storage class whose size and access modes it
+        satisfies."""
+        Path(path).mkdir(parents=True, exist_ok=True)
+        self.create("/api/v1/persistentvolumes", {
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": size}, "accessModes": list(access_modes),
+                     "persistentVolumeReclaimPolicy": "Retain",
+                     "hostPath": {"path": str(path), "type": "DirectoryOrCreate"}}}, ok=(201,))
 
     # --- talking to it --------------------------------------------------------
 
