@@ -344,7 +344,9 @@ class KubeCluster:
 
     def requests_log(self):
         """The requests answered since start or the last clear_requests(), oldest
-        first: {"verb", "resource", "subresource", "code", "path", "user"}."""
+        first: {"verb", "resource", "subresource", "code", "path", "user", "received",
+        "answered"}; the last two are the API server's RFC 3339 times (microseconds)
+        of the request's arrival and of its answer."""
         out = []
         with open(self.audit_log, "rb") as f:
             f.seek(self._audit_offset)
@@ -358,7 +360,9 @@ class KubeCluster:
                             "namespace": ref.get("namespace"),
                             "code": e.get("responseStatus", {}).get("code"),
                             "path": e.get("requestURI"),
-                            "user": e.get("user", {}).get("username")})
+                            "user": e.get("user", {}).get("username"),
+                            "received": e.get("requestReceivedTimestamp"),
+                            "answered": e.get("stageTimestamp")})
         return out
 
     def clear_requests(self):
