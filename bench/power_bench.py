@@ -143,26 +143,13 @@ def live_pods(kube, names=None):
 
 
 def bench_cluster(**kw):
-    """A KubeCluster for the benches, as bench_user_audit() audits it."""
+    """A KubeCluster for the benches: only the requests of the bench's user
+    (BENCH_USER, whose token every measured client uses) are audited, with their
+    times, so that the log costs the server the same for each client and nothing for
+    the rest (kwok's leases at 10,000 nodes, the controllers)."""
     from harness.kube import KubeCluster
 
-    class BenchCluster(KubeCluster):
-        def _audit_flags(self):
-            return bench_user_audit(self)
-    return BenchCluster(**kw)
-
-
-def bench_user_audit(kube):
-    """The API server's audit flags for a bench: only the requests of the bench's user
-    (BENCH_USER, whose token every measured client uses) are logged, with their times,
-    so that the log costs the server the same for each client and nothing for the rest
-    (kwok's leases at 10,000 nodes, the controllers). requests_log() reads it."""
-    policy = kube.dir / "bench-audit-policy.yaml"
-    policy.write_text(yaml.safe_dump({
-        "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
-        "rules": [{"level": "Metadata", "users": [BENCH_USER]}, {"level": "None"}]}))
-    return [f"--audit-policy-file={policy}", f"--audit-log-path={kube.audit_log}",
-            "--audit-log-format=json", "--audit-log-mode=blocking"]
+    return KubeCluster(audit=[BENCH_USER], **kw)
 
 
 def bench_kubeconfig(kube):
