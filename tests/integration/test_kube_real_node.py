@@ -17,9 +17,9 @@ import unittest
 from pathlib import Path
 
 from harness.kube import wait_for_condition
-from harness.kubelet_node import (DNS_SERVICE_IP, RealCluster, busybox_pod,
-                                  skip_unless_real_nodes_can_run)
-from harness.rig import alive
+from harness.kubelet_node import (DNS_SERVICE_IP, NodeImage, RealCluster, RealNode,
+                                  busybox_pod, skip_unless_real_nodes_can_run)
+from harness.rig import RIG_ENV, alive, pids_with_env, rig_cgroups
 from harness.testcase import wait_for_no_leftovers
 
 HTTPD = "mkdir -p /www && echo served-by-$(hostname) > /www/index.html && " \
@@ -187,6 +187,21 @@ class RealNodeTest(unittest.TestCase):
                            "containerd to forget the container")
         wait_for_condition(lambda: not alive(pid), 30,
                            "the container's process to end")
+
+    def test_a_node_that_fails_to_start_leaves_nothing(self):
+        """A third node whose image cannot be imported fails after its namespaces,
+        cgroups and containerd exist: all of them go with it."""
+        before = {p for p in pids_with_env(RIG_ENV, self.rc.id) if alive(p)}
+        missing = NodeImage("k8sbridge.invalid/missing:1", self.rc.dir / "missing.tar", "")
+        with self.assertRaisesRegex(RuntimeError, "images import"):
+            RealNode(self.kube, self.rc.network, 2, self.rc.dir, self.rc.id, [missing])
+        self.assertEqual({p for p in pids_with_env(RIG_ENV, self.rc.id) if alive(p)}, before)
+        netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        self.assertNotIn(f"k8sb-{self.rc.id}-real-2", netns)
+        links = subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
+        self.assertNotIn(f"kv{self.rc.id}2", links)
+        self.assertEqual([c for c in rig_cgroups([self.rc.id]) if c.name.endswith("real-2")],
+                         [])
 
 
 if __name__ == "__main__":
