@@ -26,13 +26,18 @@ How a node is kept apart from the host, from other nodes and from other tests:
   namespace files and the kubelet's volumes never show on the host and vanish with
   the node. Inside it /run is a fresh tmpfs (the shims' sockets, runc's state, the
   pods' netns files), and /var/log and /var/lib/cni (the kubelet's pod logs, the CNI
-  cache) are directories of the node.
+  cache) are directories of the node: an empty /var/lib/cni, their mount point, is
+  all that a node leaves on the host.
 - Host settings: the kubelet sets six sysctls to values of its own at start (among
   them kernel.panic_on_oops=1, which would turn any oops on this shared machine into
   a panic); protectKernelDefaults refuses to start instead. So the node's mount
   namespace shows the kubelet a writable copy of each (KUBELET_SYSCTLS), and the
   machine's stay as they are. kube-proxy is told to leave the conntrack table's size
   (a machine-wide setting) alone.
+- OOM scores: root on these machines lacks CAP_SYS_RESOURCE, so no process may lower
+  its oom_score_adj, and runc cannot start a sandbox at the kubelet's -998 (nor a
+  Guaranteed pod at -997). containerd's restrict_oom_score_adj clamps them to its own
+  score (0); the kubelet's own -999 fails with a logged error, harmlessly.
 - cgroups: cgroupfs under a cgroupRoot of the node's own, /k8sb-<id>-<node>, made in
   every hierarchy before the kubelet starts (it requires that). Closing kills what is
   left in it (the containers: no process the harness started is their parent) and
