@@ -196,12 +196,18 @@ class KubeCluster:
     directory of their own. `nodes` fake nodes named <node_prefix>0... are spread
     over `ib_leaves` leaves in order, with `gpus_per_node` GPUs each (as kubesim's
     --fake-nodes made them). `address`: where the API server listens (a rig bridge's
-    address, for pods in network namespaces); 127.0.0.1 by default."""
+    address, for pods in network namespaces); 127.0.0.1 by default. `slot`: a rig
+    slot the caller claimed (and releases) to build that bridge from its subnet
+    before the API server starts; by default the cluster claims one of its own.
+    `kubelet_address_types`: the node addresses the API server dials a kubelet at,
+    in order (--kubelet-preferred-address-types; real nodes' kubelets listen on their
+    InternalIP, and their Hostname resolves nowhere)."""
 
     def __init__(self, nodes=0, node_prefix="node-", gpus_per_node=8,
                  gpu_product="NVIDIA-H100-80GB-HBM3", ib_leaves=2, ib_spines=1, cpu="64",
                  memory="512Gi", pods=110, scheduler=True, controllers=True,
-                 address="127.0.0.1", audit=True, bin_dir=None):
+                 address="127.0.0.1", audit=True, bin_dir=None, slot=None,
+                 kubelet_address_types=None):
         self.bin = Path(bin_dir) if bin_dir else kubernetes_bin()
         self.dir = Path(tempfile.mkdtemp(prefix="kube-test-"))
         self.id = "kc" + self.dir.name.rsplit("-", 1)[-1].lower()
@@ -211,7 +217,9 @@ class KubeCluster:
         self._audit_offset = 0
         self.webhook = None
         self._fault_ids = 0
-        self.slot = claim_slot()
+        self._own_slot = slot is None
+        self.slot = claim_slot() if slot is None else slot
+        self.kubelet_address_types = kubelet_address_types
         self.procs = {}  # name -> Popen, in start order
         self._argv = {}  # name -> its command line, for start() after stop()
         self._logs = []
@@ -327,9 +335,14 @@ class KubeCluster:
             f"--kubelet-client-certificate={kubelet_crt}",
             f"--kubelet-client-key={kubelet_key}",
             "--allow-privileged=true", "--enable-priority-and-fairness=true",
-            "--profiling=false", *self._audit_flags()])
+            "--profiling=false", *self._kubelet_address_flags(), *self._audit_flags()])
         self.kubeconfig = str(self._write_kubeconfig("admin", self.admin_cert))
         wait_for_condition(self._ready, 120, "kube-apiserver's /readyz", interval=0.2)
+
+    def _kubelet_address_flags(self):
+        if not self.kubelet_address_types:
+            return []
+        return ["--kubelet-preferred-address-types=" + ",".join(self.kubelet_address_types)]
 
     def _audit_flags(self):
         """Every request's verb, resource, user and answer in the audit log (JSON
@@ -761,7 +774,8 @@ class KubeCluster:
                     proc.wait()
         for log in self._logs:
             log.close()
-        self.slot.release()
+        if self._own_slot:
+            self.slot.release()
         if os.environ.get("KUBE_KEEP_DIR"):
             print(f"cluster dir kept: {self.dir}")
         else:
