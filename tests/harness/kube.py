@@ -20,6 +20,7 @@ directory.
 """
 
 import base64
+import functools
 import json
 import os
 import shutil
@@ -130,6 +131,7 @@ spec:
 """
 
 
+@functools.lru_cache(maxsize=None)
 def kubernetes_bin() -> Path:
     """The directory of the Kubernetes programs (K8SBRIDGE_KUBERNETES_BIN, else
     what scripts/build-kubernetes.sh prints: it builds them if its cache lacks them)."""
@@ -141,6 +143,11 @@ def kubernetes_bin() -> Path:
     if out.returncode != 0:
         raise RuntimeError(f"scripts/build-kubernetes.sh failed:\n{out.stderr[-4000:]}")
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+def kubectl_program() -> Path:
+    """The kubectl built with the cluster's programs: the one every test uses."""
+    return kubernetes_bin() / "kubectl"
 
 
 def wait_for_condition(predicate, timeout, what, interval=0.1):
@@ -189,12 +196,18 @@ class KubeCluster:
     directory of their own. `nodes` fake nodes named <node_prefix>0... are spread
     over `ib_leaves` leaves in order, with `gpus_per_node` GPUs each (as kubesim's
     --fake-nodes made them). `address`: where the API server listens (a rig bridge's
-    address, for pods in network namespaces); 127.0.0.1 by default."""
+    address, for pods in network namespaces); 127.0.0.1 by default. `slot`: a rig
+    slot the caller claimed (and releases) to build that bridge from its subnet
+    before the API server starts; by default the cluster claims one of its own.
+    `kubelet_address_types`: the node addresses the API server dials a kubelet at,
+    in order (--kubelet-preferred-address-types; real nodes' kubelets listen on their
+    InternalIP, and their Hostname resolves nowhere)."""
 
     def __init__(self, nodes=0, node_prefix="node-", gpus_per_node=8,
                  gpu_product="NVIDIA-H100-80GB-HBM3", ib_leaves=2, ib_spines=1, cpu="64",
                  memory="512Gi", pods=110, scheduler=True, controllers=True,
-                 address="127.0.0.1", audit=True, bin_dir=None):
+                 address="127.0.0.1", audit=True, bin_dir=None, slot=None,
+                 kubelet_address_types=None):
         self.bin = Path(bin_dir) if bin_dir else kubernetes_bin()
         self.dir = Path(tempfile.mkdtemp(prefix="kube-test-"))
         self.id = "kc" + self.dir.name.rsplit("-", 1)[-1].lower()
@@ -204,7 +217,9 @@ class KubeCluster:
         self._audit_offset = 0
         self.webhook = None
         self._fault_ids = 0
-        self.slot = claim_slot()
+        self._own_slot = slot is None
+        self.slot = claim_slot() if slot is None else slot
+        self.kubelet_address_types = kubelet_address_types
         self.procs = {}  # name -> Popen, in start order
         self._argv = {}  # name -> its command line, for start() after stop()
         self._logs = []
@@ -320,24 +335,37 @@ class KubeCluster:
             f"--kubelet-client-certificate={kubelet_crt}",
             f"--kubelet-client-key={kubelet_key}",
             "--allow-privileged=true", "--enable-priority-and-fairness=true",
-            "--profiling=false", *self._audit_flags()])
+            "--profiling=false", *self._kubelet_address_flags(), *self._audit_flags()])
         self.kubeconfig = str(self._write_kubeconfig("admin", self.admin_cert))
         wait_for_condition(self._ready, 120, "kube-apiserver's /readyz", interval=0.2)
 
+    def _kubelet_address_flags(self):
+        if not self.kubelet_address_types:
+            return []
+        return ["--kubelet-preferred-address-types=" + ",".join(self.kubelet_address_types)]
+
     def _audit_flags(self):
         """Every request's verb, resource, user and answer in the audit log (JSON
-        lines), which requests_log() reads: how a test sees what a client asked."""
+        lines), which requests_log() reads: how a test sees what a client asked.
+        audit=True logs every user's requests, a list of user names only theirs (a
+        benchmark's: the log then costs the server nothing for the rest), False none."""
         if not self.audit:
             return []
+        rule = {"level": "Metadata"}
+        if self.audit is not True:
+            rule["users"] = list(self.audit)
         policy = self.dir / "audit-policy.yaml"
-        policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\n"
-                          "omitStages: [RequestReceived]\nrules:\n- level: Metadata\n")
+        policy.write_text(yaml.safe_dump({
+            "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+            "rules": [rule, {"level": "None"}]}))
         return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json", "--audit-log-mode=blocking"]
 
     def requests_log(self):
         """The requests answered since start or the last clear_requests(), oldest
-        first: {"verb", "resource", "subresource", "code", "path", "user"}."""
+        first: {"verb", "resource", "subresource", "code", "path", "user", "received",
+        "answered"}; the last two are the API server's RFC 3339 times (microseconds)
+        of the request's arrival and of its answer."""
         out = []
         with open(self.audit_log, "rb") as f:
             f.seek(self._audit_offset)
@@ -351,7 +379,9 @@ class KubeCluster:
                             "namespace": ref.get("namespace"),
                             "code": e.get("responseStatus", {}).get("code"),
                             "path": e.get("requestURI"),
-                            "user": e.get("user", {}).get("username")})
+                            "user": e.get("user", {}).get("username"),
+                            "received": e.get("requestReceivedTimestamp"),
+                            "answered": e.get("stageTimestamp")})
         return out
 
     def clear_requests(self):
@@ -449,6 +479,18 @@ class KubeCluster:
                  if any(c["type"] == "Ready" and c["status"] == "True"
                         for c in n.get("status", {}).get("conditions", []))}
         return names <= ready
+
+    def create_host_path_volume(self, name, size, access_modes, path):
+        """A PersistentVolume on a host directory, as an admin without a dynamic
+        provisioner makes one for each claim (static provisioning): the PV
+        controller binds a claim of no storage class whose size and access modes it
+        satisfies."""
+        Path(path).mkdir(parents=True, exist_ok=True)
+        self.create("/api/v1/persistentvolumes", {
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": size}, "accessModes": list(access_modes),
+                     "persistentVolumeReclaimPolicy": "Retain",
+                     "hostPath": {"path": str(path), "type": "DirectoryOrCreate"}}}, ok=(201,))
 
     # --- talking to it --------------------------------------------------------
 
@@ -732,7 +774,8 @@ class KubeCluster:
                     proc.wait()
         for log in self._logs:
             log.close()
-        self.slot.release()
+        if self._own_slot:
+            self.slot.release()
         if os.environ.get("KUBE_KEEP_DIR"):
             print(f"cluster dir kept: {self.dir}")
         else:
