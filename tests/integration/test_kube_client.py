@@ -191,13 +191,16 @@ class KubeClient(ScenarioCase):
             self.release_reads()
         elif verb == "stall":
             self.pause()
-        elif verb == "slow-next":
+        elif verb == "slow-next":  # answered once the request waits: after() resumes
             self.pause()
-            self.after(lambda: (self.wait_request_in_server(pid), self.resume()))
+            self.after(lambda: self.wait_request_in_server(pid))
         elif verb == "reset-next-read":
             self.pause()
-            self.after(lambda: (self.wait_request_in_server(pid), kube.reset_connections(pid),
-                                self.resume()))
+
+            def reset_waiting():
+                self.wait_request_in_server(pid)
+                kube.reset_connections(pid)
+            self.after(reset_waiting)
         elif verb == "reset-next-write":
             hold = kube.webhook.hold(args[0])
 
@@ -218,7 +221,8 @@ class KubeClient(ScenarioCase):
         return ""
 
     def after(self, action):
-        """Runs `action` in the background, once the scenario has its answer."""
+        """Runs `action` in the background, once the scenario has its answer; then
+        the API server runs again, if paused."""
         def run():
             try:
                 action()

@@ -679,9 +679,9 @@ Status Watch5xx() {
   w->informer->Stop();
   EXPECT(hit, "fault not hit");
   EXPECT(seen, "cache did not converge");
-  Say(fmt::format("500 on a watch backed off and re-watched (restarts error={}, expired={}); "
-                  "cache converged",
-                  h.metrics.WatchRestarts("error"), h.metrics.WatchRestarts("expired")));
+  Say(fmt::format(
+      "500 on a watch backed off and re-watched (restarts error={}, expired={}); cache converged",
+      h.metrics.WatchRestarts("error"), h.metrics.WatchRestarts("expired")));
   (void)ConfigMaps(*h.client, "default").Delete(name);
   return Status::Ok();
 }
