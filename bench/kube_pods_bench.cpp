@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   ClientOptions options;
-  options.qps = 0;  // the stand-in is ours; bounded concurrency is the limit here
+  options.qps = 0;  // the test cluster is ours; bounded concurrency is the limit here
   auto client = Client::Create(*config, options);
   if (!client.ok()) {
     std::fprintf(stderr, "%s\n", client.status().ToString().c_str());

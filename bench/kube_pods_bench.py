@@ -1,10 +1,15 @@
 #!/usr/bin/python3
-"""Creates and then deletes N pods (default 1000) on the Kubernetes stand-in three
-ways, in the same run, and prints each one's wall time, CPU time and peak memory
-(of the client processes only; kubesim's own cost is the same for all three):
+"""Creates and then deletes N pods (default 1000) on a real Kubernetes API server
+(harness.kube.KubeCluster: etcd, kube-apiserver and the controllers, two kwok nodes,
+no scheduler, so the pods stay unbound and a delete removes them at once) three ways,
+in the same run, and prints each one's wall time, CPU time and peak memory (of the
+client processes only; the API server's own cost is the same for all three). Every
+client uses one kubeconfig: TLS and the bearer token of the cluster's admin
+ServiceAccount.
 
   1. libk8sbridge at bounded concurrency (bench/kube_pods_bench.cpp);
-  2. `kubectl create -f pods.yaml` then `kubectl delete -f pods.yaml`;
+  2. `kubectl create -f pods.yaml` then `kubectl delete -f pods.yaml`, with the
+     kubectl built with the cluster (harness.kube.kubectl_program);
   3. python3-kubernetes, one create and one delete call per pod.
 
     /usr/bin/python3 bench/kube_pods_bench.py [--pods 1000] [--concurrency 16]
@@ -60,16 +65,24 @@ def main():
     parser.add_argument("--build-root", default=os.environ.get("K8SBRIDGE_BUILD_ROOT", str(ROOT / "build")))
     args = parser.parse_args()
     os.environ.setdefault("K8SBRIDGE_BUILD_ROOT", args.build_root)
-    from harness.kubesim import KubeSim  # noqa: E402  (reads K8SBRIDGE_BUILD_ROOT)
+    from harness.kube import ADMIN_SA, KubeCluster, kubectl_program  # noqa: E402
 
     bench = Path(args.build_root) / "bench" / "kube_pods_bench"
     if not bench.exists():
         raise SystemExit(f"{bench} does not exist: meson compile -C {args.build_root} bench/kube_pods_bench")
     n = args.pods
     results = {}
-    with KubeSim("--fake-nodes", "2") as sim, tempfile.TemporaryDirectory() as tmp:
+    with KubeCluster(nodes=2, scheduler=False, audit=False) as kube, \
+            tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, HOME=tmp)  # kubectl's discovery cache stays here
-        results["libk8sbridge"] = run_measured([str(bench), sim.kubeconfig, str(n), str(args.concurrency)])
+        # The ServiceAccount admission refuses pods until "default" has its account.
+        deadline = time.monotonic() + 60
+        while kube.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] != 200:
+            if time.monotonic() > deadline:
+                raise SystemExit("namespace default has no default ServiceAccount")
+            time.sleep(0.2)
+        kubeconfig = str(kube.service_account_kubeconfig(*ADMIN_SA, expiration_seconds=24 * 3600))
+        results["libk8sbridge"] = run_measured([str(bench), kubeconfig, str(n), str(args.concurrency)])
 
         manifest = Path(tmp) / "pods.yaml"
         docs = [{"apiVersion": "v1", "kind": "Pod",
@@ -77,19 +90,20 @@ def main():
                  "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]}}
                 for i in range(n)]
         manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
-        kubectl = ["/usr/bin/kubectl", "--kubeconfig", sim.kubeconfig]
+        kubectl = [str(kubectl_program()), "--kubeconfig", kubeconfig]
         c = run_measured(kubectl + ["create", "--validate=false", "-f", str(manifest)], env)
         d = run_measured(kubectl + ["delete", "--wait=false", "-f", str(manifest)], env)
         results["kubectl"] = (c[0] + d[0], c[1] + d[1], max(c[2], d[2]))
 
         script = Path(tmp) / "py_client.py"
         script.write_text(PYTHON_CLIENT)
-        results["python3-kubernetes"] = run_measured(["/usr/bin/python3", str(script), sim.kubeconfig, str(n)])
+        results["python3-kubernetes"] = run_measured(["/usr/bin/python3", str(script), kubeconfig, str(n)])
 
-        left = sim.request("GET", "/api/v1/namespaces/default/pods")[2]
+        left = kube.request("GET", "/api/v1/namespaces/default/pods")[2]
         remaining = len([p for p in left.get("items", []) if not p["metadata"].get("deletionTimestamp")])
+        version = kube.version()
 
-    print(f"{n} pods created then deleted on kubesim (client processes only; "
+    print(f"{n} pods created then deleted on kube-apiserver ({version}; client processes only; "
           f"libk8sbridge concurrency {args.concurrency})")
     print(f"{'client':<20} {'wall s':>8} {'cpu s':>8} {'cpu ms/request':>15} {'peak MiB':>9}")
     for name, (wall, cpu, rss) in results.items():

@@ -1,22 +1,28 @@
 #!/usr/bin/python3
 """Resumes N CLOUD nodes (default 1000) in ONE call of the real ResumeProgram,
-`k8sbridge-power resume w-[0-N-1]`, against the Kubernetes stand-in, then suspends
-them in one call, and in the same run has kubectl create and delete the same N
-rendered pods from one file (the peer). Prints:
+`k8sbridge-power resume w-[0-N-1]`, against a real Kubernetes API server
+(harness.kube.KubeCluster: etcd, kube-apiserver, the controllers and kwok's fake
+nodes), then suspends them in one call, and in the same run has kubectl create and
+delete the same N rendered pods from one file (the peer). Prints:
 
   - wall time until all pods exist (the resume call returns after every create
     was answered; the bench then lists them) and until all are deleted;
   - CPU time and peak memory of each program (its os.wait4 rusage, taken by a
     small launcher so that this script's own memory is not counted);
-  - API requests per node by verb and resource (kubesim's /kubesim/stats);
+  - API requests per node by verb and resource, as the API server's audit log has
+    them (only the bench's user, whose bearer token all the clients use, is audited);
   - kubectl's wall time, CPU and memory for `create -f` and `delete -f`, and the
     ratios;
-  - the floor: kubesim's raw pod-create rate, the same pod bodies POSTed by wrk (a
+  - the floor: the API server's raw pod-create rate, the same pod bodies POSTed by wrk (a
     load generator, bench/wrk_create.lua) over as many keep-alive connections as
     Concurrency, with the same bearer token, and each client's create rate as a
     fraction of it; from the second round on wrk also runs right before the resume
     (with the last round's pods), and the round's floor is the mean of the two;
-  - TCP connections (TLS handshakes) each step opened (kubesim's /kubesim/stats).
+  - TCP connections (TLS handshakes) each step opened to the API server: those open
+    at its end (`ss`) or closed during it (`ss -E`, which reports each socket the
+    kernel destroys) that were not open at its start; other clients' connections
+    (the controllers', kwok's) last and are not counted;
+  - the API server's own CPU time in each step (/proc/PID/stat of kube-apiserver).
 
     /usr/bin/python3 bench/power_bench.py [--nodes 1000] [--qps 500] [--burst 2000]
         [--concurrency 8] [--repeat 3] [--build-root BUILD]
@@ -26,19 +32,22 @@ wrk is /usr/bin/wrk (scripts/setup.sh), or $BENCH_WRK: a wrapper, for example on
 that runs it under strace or perf.
 
 QPS, Burst and Concurrency are k8sbridge.conf's keys: the bench writes them as an
-admin would. kubesim runs with HTTPS, no scheduler and no kubelet, so pods stay
-unbound and a delete removes them at once (for both clients alike). There is no
+admin would. The cluster runs no scheduler, so pods stay unbound (kwok runs none
+of them) and a delete removes them at once (for both clients alike); every client
+speaks TLS with the bearer token of one cluster-admin ServiceAccount. There is no
 slurmctld: the node group sets `Gpus=8`, so no Gres is read; slurm.conf points at a
 port where nothing listens. A fake SLURM_RESUME_FILE puts one job on all nodes, so
 pods carry the job label, a feature nodeSelector and the placement pod affinity.
 
 kubectl runs with `--validate=false` (no OpenAPI download), `delete --wait=false`
 (k8sbridge does not wait either), and a warm discovery cache, which is kubectl's
-fastest way. Goal (issue 5): resume at least 5x faster than `kubectl create`, with
-at most one create and one delete request per node.
+fastest way; it is the kubectl built with the cluster (harness.kube.kubectl_program).
+Goal (issue 5): resume at least 5x faster than `kubectl create`, with at most one
+create and one delete request per node.
 """
 
 import argparse
+import datetime
 import json
 import os
 import time
@@ -48,7 +57,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the harness package
@@ -58,6 +70,9 @@ PRODUCT = "NVIDIA-H100-80GB-HBM3"
 JOB_ID = 4242
 WRK = os.environ.get("BENCH_WRK") or shutil.which("wrk") or "/usr/bin/wrk"
 WRK_SCRIPT = ROOT / "bench" / "wrk_create.lua"
+# The user of every measured client: the cluster's admin ServiceAccount
+# (harness.kube.ADMIN_SA), the only one the bench's audit policy logs.
+BENCH_USER = "system:serviceaccount:kube-system:k8sbridge-test-admin"
 
 TEMPLATE = """\
 kind: PodTemplate
@@ -76,6 +91,14 @@ template:
 # Fields the server sets; kubectl's manifest leaves them out, as a user's would.
 SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields",
                    "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds")
+# What the API server's defaulting and admission (ServiceAccount, Priority,
+# DefaultTolerationSeconds) add to a pod that sets none of them, as TEMPLATE's pods
+# set none: taken out again, so that kubectl and wrk send the body k8sbridge-power
+# sent. as_sent() checks that the server makes the same pod of what is left.
+SERVER_SPEC = ("dnsPolicy", "enableServiceLinks", "schedulerName", "securityContext",
+               "serviceAccountName", "serviceAccount", "tolerations", "priority",
+               "preemptionPolicy")
+SERVER_CONTAINER = ("terminationMessagePath", "imagePullPolicy")
 
 
 # Forks and execs the program from a small fresh interpreter and reports its wait4
@@ -110,57 +133,180 @@ def run_measured(argv, env):
     return wall, cpu, rss, text
 
 
-def live_pods(sim, names=None):
+def live_pods(kube, names=None):
     """The pods not being deleted; with `names`, only those of these names."""
-    status, _, body = sim.request("GET", "/api/v1/namespaces/default/pods", timeout=120)
+    status, _, body = kube.request("GET", "/api/v1/namespaces/default/pods", timeout=120)
     if status != 200:
         raise SystemExit(f"listing pods: {status} {body}")
     return [p for p in body["items"] if not p["metadata"].get("deletionTimestamp")
             and (names is None or p["metadata"]["name"] in names)]
 
 
+def bench_cluster(**kw):
+    """A KubeCluster for the benches: only the requests of the bench's user
+    (BENCH_USER, whose token every measured client uses) are audited, with their
+    times, so that the log costs the server the same for each client and nothing for
+    the rest (kwok's leases at 10,000 nodes, the controllers)."""
+    from harness.kube import KubeCluster
+
+    return KubeCluster(audit=[BENCH_USER], **kw)
+
+
+def bench_kubeconfig(kube):
+    """(kubeconfig, bearer token) of BENCH_USER: a token of the cluster's admin
+    ServiceAccount, for k8sbridge-power, kubectl and wrk alike."""
+    from harness.kube import ADMIN_SA
+    path = kube.service_account_kubeconfig(*ADMIN_SA, expiration_seconds=24 * 3600)
+    return str(path), yaml.safe_load(Path(path).read_text())["users"][0]["user"]["token"]
+
+
+def wait_for_default_service_account(kube, timeout=60):
+    """The ServiceAccount admission refuses pods in "default" until the controllers
+    made its default ServiceAccount."""
+    deadline = time.monotonic() + timeout
+    while kube.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] != 200:
+        if time.monotonic() > deadline:
+            raise SystemExit("namespace default has no default ServiceAccount")
+        time.sleep(0.2)
+
+
+def process_cpu(pid):
+    """utime + stime of process `pid`, seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_cpu(kube, window=0.2, windows=5):
+    """The API server's CPU seconds per `window` with nothing measured going on: the
+    least of `windows` (kwok's node leases keep a large cluster from ever being idle)."""
+    pid = kube.procs["kube-apiserver"].pid
+    least = None
+    for _ in range(windows):
+        before = process_cpu(pid)
+        time.sleep(window)
+        spent = process_cpu(pid) - before
+        least = spent if least is None else min(least, spent)
+    return least
+
+
+def client_ends(lines, server):
+    """The client ends (address:port) of the TCP connections to `server` (address:port)
+    in lines of `ss -Htn` (state, queues, local, peer): on loopback both ends of a
+    connection are listed, and both give the same client end."""
+    ends = set()
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        local, peer = fields[3], fields[4]
+        if peer == server:
+            ends.add(local)
+        elif local == server and not peer.endswith(":*"):
+            ends.add(peer)
+    return ends
+
+
+class Connections:
+    """The TCP connections to the API server, by their client ends: open() those
+    open now, and closed(), those closed since its last call (`ss -E` reports each
+    socket as the kernel destroys it, also one reset). A connection opened between
+    two takes is in the second open() or closed() and not in the first open()."""
+
+    def __init__(self, kube):
+        self.server = kube.url.rsplit("//", 1)[1]
+        self.filter = "( dport = :{0} or sport = :{0} )".format(self.server.rsplit(":", 1)[1])
+        self.lock = threading.Lock()
+        self.gone = set()
+        self.events = subprocess.Popen(["stdbuf", "-oL", "ss", "-EHtn", self.filter],
+                                       stdout=subprocess.PIPE, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+        time.sleep(0.1)  # ss has subscribed
+
+    def _read(self):
+        for line in self.events.stdout:
+            ends = client_ends([line], self.server)
+            with self.lock:
+                self.gone |= ends
+
+    def open(self):
+        out = subprocess.run(["ss", "-Htn", self.filter], capture_output=True, text=True,
+                             check=True).stdout
+        return client_ends(out.splitlines(), self.server)
+
+    def closed(self):
+        with self.lock:
+            gone, self.gone = self.gone, set()
+        return gone
+
+    def close(self):
+        self.events.terminate()
+        self.events.wait()
+
+
+def answered_at(stamp):
+    """Seconds since the epoch of an audit event's RFC 3339 time."""
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
 class Meter:
-    """What kubesim saw of one step: its requests by verb and resource, the TCP
-    connections (TLS handshakes) it accepted and its own CPU seconds (utime +
-    stime of /proc/PID/stat), each since the last take()."""
+    """What the API server saw of one step, each since the last take(): the requests
+    of the bench's user by verb and resource (its audit log), the TCP connections
+    (TLS handshakes) opened to it (Connections) and its own CPU seconds (utime +
+    stime of /proc/PID/stat of kube-apiserver). A context manager: one for a run."""
 
-    def __init__(self, sim):
-        self.sim = sim
-        self.cpu = self.sim_cpu()
+    def __init__(self, kube, idle=0.0):
+        self.kube = kube
+        self.pid = kube.procs["kube-apiserver"].pid
+        self.idle = idle  # idle_cpu(): what settle() counts as at rest
+        self.connections = Connections(kube)
+        self.cpu = self.server_cpu()
+        self.conns = self.connections.open()
+        self.connections.closed()
+        kube.clear_requests()
 
-    def sim_cpu(self):
-        fields = Path(f"/proc/{self.sim.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.connections.close()
+
+    def server_cpu(self):
+        return process_cpu(self.pid)
 
     def settle(self, window=0.2, busy=0.02, limit=10.0):
-        """Waits (up to `limit` s) until kubesim spends under `busy` CPU s in a
-        `window`: what the last step left it to do (deletions, watch fan-out) is done,
-        so that each measured step meets a server at rest."""
+        """Waits (up to `limit` s) until the API server spends under `busy` CPU s in a
+        `window` beyond its idle rate: what the last step left it to do (deletions,
+        watch fan-out to the controllers) is done, so that each measured step meets a
+        server at rest."""
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
-            before = self.sim_cpu()
+            before = self.server_cpu()
             time.sleep(window)
-            if self.sim_cpu() - before < busy:
+            if self.server_cpu() - before < busy + self.idle:
                 return
 
     def take(self):
         """({(verb, resource): count}, connections, CPU s, create s); resets the
         counters. create s: from the first pod create answered 201 to the last, as
-        kubesim saw them (the client's create rate, without its start and its reads
-        before; None without creates). The connection of this call's own GET is not
-        counted (each admin request is a connection of its own; the DELETE's came
-        before the reset)."""
-        cpu, before = self.sim_cpu(), self.cpu
-        stats = self.sim.admin("GET", "stats")
-        self.sim.admin("DELETE", "stats")
-        self.cpu = self.sim_cpu()
-        counts, creating = {}, None
-        for r in stats["requests"]:
+        the API server's audit log times their answers (the client's create rate,
+        without its start and its reads before; None without creates)."""
+        cpu, before = self.server_cpu(), self.cpu
+        # A response can reach its client just before the server logs it, and ss
+        # reports a closed connection just after.
+        time.sleep(0.05)
+        conns = self.connections.open()
+        opened = len((conns | self.connections.closed()) - self.conns)
+        requests = self.kube.requests_log() if self.kube.audit_log.exists() else []
+        self.kube.clear_requests()
+        self.cpu, self.conns = self.server_cpu(), conns
+        counts, answers = {}, []
+        for r in requests:
             key = (r["verb"], r["resource"])
-            counts[key] = counts.get(key, 0) + r["count"]
-            if key == ("create", "pods") and r["code"] == 201:
-                creating = r["seconds"]
-        return counts, stats["connections"] - 1, cpu - before, creating
+            counts[key] = counts.get(key, 0) + 1
+            if key == ("create", "pods") and r["code"] == 201 and not r["subresource"]:
+                answers.append(answered_at(r["answered"]))
+        creating = max(answers) - min(answers) if answers else None
+        return counts, opened, cpu - before, creating
 
 
 def floor_of(run, pick):
@@ -173,7 +319,8 @@ def floor_of(run, pick):
 
 def create_rate_fraction(run, step):
     """`step`'s pod create rate in one round as a fraction of the floor's (wrk's),
-    both from kubesim's window of their creates: what the issue's floor compares.
+    both from the API server's window of their creates (its audit log's answer
+    times): what the issue's floor compares.
     The wall-clock fraction beside it also counts each program's start and reads."""
     return floor_of(run, lambda f: f[4]) / run[step][4]
 
@@ -188,20 +335,21 @@ def per_node(counts, n):
                      for (verb, resource), count in sorted(counts.items())) or "none"
 
 
-def floor_create(sim, pods, concurrency, env, d, wrap=list):
-    """kubesim's raw create rate, the floor under any client: wrk POSTs each of
-    `pods` once (bench/wrk_create.lua) over `concurrency` keep-alive connections,
-    one thread each, with the bearer token k8sbridge-power's kubeconfig holds. wrk
-    verifies no certificate (kubesim's CA is not checked: one verification per
-    connection). Returns run_measured's tuple once every answer was a 201."""
+def floor_create(kube, token, pods, concurrency, env, d, wrap=list):
+    """The API server's raw create rate, the floor under any client: wrk POSTs each
+    of `pods` once (bench/wrk_create.lua) over `concurrency` keep-alive connections,
+    one thread each, with `token`, the bearer token k8sbridge-power's kubeconfig
+    holds. wrk verifies no certificate (the cluster's CA is not checked: one
+    verification per connection). Returns run_measured's tuple once every answer
+    was a 201."""
     bodies, done = d / "bodies.jsonl", d / "wrk-done"
     bodies.write_text("".join(json.dumps(dict(p, apiVersion="v1", kind="Pod")) + "\n"
                               for p in pods))
     done.unlink(missing_ok=True)
     argv = [WRK, f"-t{concurrency}", f"-c{concurrency}", "-d300s",
-            "-H", f"Authorization: Bearer {sim.token}", "-H", "Content-Type: application/json",
+            "-H", f"Authorization: Bearer {token}", "-H", "Content-Type: application/json",
             "-H", "Accept: application/json", "-H", "User-Agent: wrk/4.1.0",
-            "-s", str(WRK_SCRIPT), f"{sim.url}/api/v1/namespaces/default/pods",
+            "-s", str(WRK_SCRIPT), f"{kube.url}/api/v1/namespaces/default/pods",
             "--", str(bodies), str(concurrency), str(done)]
     measured = run_measured(wrap(argv), env)
     codes = {}
@@ -214,24 +362,27 @@ def floor_create(sim, pods, concurrency, env, d, wrap=list):
     return measured
 
 
-def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency, names=None,
+def one_round(meter, n, hostlist, power_argv, kubectl, token, env, d, concurrency, names=None,
               wrap=list, floor_pods=None):
     """k8sbridge-power resume and suspend, wrk's create of the same pods (the floor),
     then kubectl create and delete of them; returns {step: ((wall, cpu, rss,
-    output), {(verb, resource): count}, connections, kubesim's CPU s)}, and "pods",
-    the rendered pods. `floor_pods` (the last round's "pods"): wrk creates them before
-    the resume too ("floor_before"; floor_of averages the two).
+    output), {(verb, resource): count}, connections, the API server's CPU s, create
+    s)}, and "pods", the rendered pods as sent. `token`: the bearer token of
+    power_argv's and kubectl's kubeconfig, for wrk. `floor_pods` (the last round's
+    "pods"): wrk creates them before the resume too ("floor_before"; floor_of
+    averages the two).
     `names`: the pods of hostlist, when other pods exist beside them (bench/scale.py).
     `wrap`: what power_argv was run through (bench/scale.py: the rig's mount
     namespace), for wrk and kubectl too, so that every client pays the same start."""
-    sim = meter.sim
-    before = floor_step(meter, floor_pods, concurrency, env, d, wrap, names, n) if floor_pods else None
+    kube = meter.kube
+    before = floor_step(meter, floor_pods, token, concurrency, env, d, wrap, names, n) \
+        if floor_pods else None
     meter.settle()
     meter.take()
     resume = run_measured(power_argv + ["resume", hostlist],
                           dict(env, SLURM_RESUME_FILE=str(d / "resume.json")))
     resume_counts = meter.take()
-    pods = live_pods(sim, names)
+    pods = live_pods(kube, names)
     if len(pods) != n:
         raise SystemExit(f"after resume {len(pods)} pods exist, expected {n}")
     sample = next(p for p in pods if p["metadata"]["name"] == "w-0")
@@ -239,10 +390,7 @@ def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency, name
     assert "podAffinity" in sample["spec"]["affinity"], sample
 
     # The same rendered pods for kubectl, as a user would write them.
-    for p in pods:
-        p.pop("status", None)
-        for key in SERVER_METADATA:
-            p["metadata"].pop(key, None)
+    pods = [as_sent(kube, p) for p in pods]
     manifest = d / "pods.json"
     manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
 
@@ -250,25 +398,25 @@ def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency, name
     meter.take()
     suspend = run_measured(power_argv + ["suspend", hostlist], env)
     suspend_counts = meter.take()
-    left = len(live_pods(sim, names))
+    left = len(live_pods(kube, names))
     if left != 0:
         raise SystemExit(f"after suspend {left} pods are left")
 
     # The floor right after k8sbridge-power (and before it, above), so that both meet
     # the same load.
-    after = floor_step(meter, pods, concurrency, env, d, wrap, names, n)
+    after = floor_step(meter, pods, token, concurrency, env, d, wrap, names, n)
 
     meter.settle()
     meter.take()
     create = run_measured(wrap(kubectl + ["create", "--validate=false", "-f", str(manifest)]),
                           env)
     create_counts = meter.take()
-    created = len(live_pods(sim, names))
+    created = len(live_pods(kube, names))
     meter.settle()
     meter.take()
     delete = run_measured(wrap(kubectl + ["delete", "--wait=false", "-f", str(manifest)]), env)
     delete_counts = meter.take()
-    left_kubectl = len(live_pods(sim, names))
+    left_kubectl = len(live_pods(kube, names))
     if created != n or left_kubectl != 0:
         raise SystemExit(f"kubectl created {created} of {n} pods, left {left_kubectl}")
 
@@ -277,21 +425,52 @@ def one_round(meter, n, hostlist, power_argv, kubectl, env, d, concurrency, name
             "floor": after, "floor_before": before, "pods": pods}
 
 
-def floor_step(meter, pods, concurrency, env, d, wrap, names, n):
-    """wrk's creates of `pods` at a kubesim at rest, checked, then deleted again:
+def without_server_fields(pod):
+    """`pod` as its client sent it: no status, SERVER_METADATA, SERVER_SPEC or
+    SERVER_CONTAINER; with the apiVersion and kind that a list's items leave out."""
+    pod = json.loads(json.dumps(pod))
+    pod.pop("status", None)
+    for key in SERVER_METADATA:
+        pod["metadata"].pop(key, None)
+    for key in SERVER_SPEC:
+        pod["spec"].pop(key, None)
+    for container in pod["spec"].get("containers", []) + pod["spec"].get("initContainers", []):
+        for key in SERVER_CONTAINER:
+            container.pop(key, None)
+    return dict({"apiVersion": "v1", "kind": "Pod"}, **pod)
+
+
+def as_sent(kube, pod):
+    """without_server_fields(pod), once checked for w-0: the API server makes the same
+    spec of it (a dry-run create under another name), so no field the client set was
+    taken out."""
+    sent = without_server_fields(pod)
+    if pod["metadata"]["name"] == "w-0":
+        probe = json.loads(json.dumps(sent))
+        probe["metadata"]["name"] = "power-bench-probe"
+        status, _, made = kube.request(
+            "POST", "/api/v1/namespaces/default/pods?dryRun=All", probe)
+        if status != 201 or made["spec"] != pod["spec"]:
+            raise SystemExit(f"the pod without the server's fields is another pod: {status} "
+                             f"{json.dumps(made)[:2000]}\nnot\n{json.dumps(pod)[:2000]}")
+    return sent
+
+
+def floor_step(meter, pods, token, concurrency, env, d, wrap, names, n):
+    """wrk's creates of `pods` at an API server at rest, checked, then deleted again:
     (run_measured's tuple, *Meter.take())."""
-    sim = meter.sim
+    kube = meter.kube
     meter.settle()
     meter.take()
-    floor = floor_create(sim, pods, concurrency, env, d, wrap)
+    floor = floor_create(kube, token, pods, concurrency, env, d, wrap)
     counts = meter.take()
-    if len(live_pods(sim, names)) != n:
-        raise SystemExit(f"after wrk {len(live_pods(sim, names))} pods exist, expected {n}")
+    if len(live_pods(kube, names)) != n:
+        raise SystemExit(f"after wrk {len(live_pods(kube, names))} pods exist, expected {n}")
     # Only the measured job's pods (bench/scale.py keeps a full cluster beside them).
-    status, _, body = sim.request(
+    status, _, body = kube.request(
         "DELETE", f"/api/v1/namespaces/default/pods?labelSelector=k8sbridge.io/job%3D{JOB_ID}",
         timeout=120)
-    if status != 200 or live_pods(sim, names):
+    if status != 200 or live_pods(kube, names):
         raise SystemExit(f"deleting wrk's pods: {status} {str(body)[:300]}")
     return (floor, *counts)
 
@@ -335,7 +514,7 @@ def main():
                         default=os.environ.get("K8SBRIDGE_BUILD_ROOT", str(ROOT / "build")))
     args = parser.parse_args()
     os.environ["K8SBRIDGE_BUILD_ROOT"] = args.build_root
-    from harness.kubesim import KUBECTL, KubeSim  # noqa: E402  (reads K8SBRIDGE_BUILD_ROOT)
+    from harness.kube import kubectl_program  # noqa: E402  (reads K8SBRIDGE_BUILD_ROOT)
 
     power = Path(args.build_root) / "programs" / "power" / "k8sbridge-power"
     if not power.exists():
@@ -348,10 +527,12 @@ def main():
     if not Path(WRK).exists():
         raise SystemExit(f"{WRK} does not exist: apt-get install wrk (scripts/setup.sh)")
     hostlist = f"w-[0-{n - 1}]"
-    with KubeSim("--fake-nodes", "4", "--gpus-per-node", "8", "--gpu-product", PRODUCT,
-                 "--ib-leaves", "2") as sim, \
+    with bench_cluster(nodes=4, gpus_per_node=8, gpu_product=PRODUCT, ib_leaves=2,
+                       scheduler=False) as kube, \
             tempfile.TemporaryDirectory(prefix="power-bench-") as tmp:
         d = Path(tmp)
+        wait_for_default_service_account(kube)
+        kubeconfig, token = bench_kubeconfig(kube)
         (d / "worker.yaml").write_text(TEMPLATE)
         (d / "slurm.conf").write_text(
             "ClusterName=hpc1\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=9\n"
@@ -359,7 +540,7 @@ def main():
         settings = f"QPS={args.qps} Burst={args.burst} Concurrency={args.concurrency}"
         munge_socket = start_munged(d)
         (d / "k8sbridge.conf").write_text(
-            f"ClusterName=hpc1\nKubeconfig={sim.kubeconfig}\nNamespace=default\n"
+            f"ClusterName=hpc1\nKubeconfig={kubeconfig}\nNamespace=default\n"
             f"MungeSocket={munge_socket}\n"
             f"{settings}\nRetryDeadline=60\nPlacementLabel={LEAF}\n"
             f"NodeGroup=gpu Nodes={hostlist} PodTemplate=worker.yaml Gpus=8\n"
@@ -372,18 +553,22 @@ def main():
         env.pop("KUBERNETES_SERVICE_HOST", None)
         power_argv = [str(power), "--config", str(d / "k8sbridge.conf")]
 
-        kubectl = [KUBECTL, "--kubeconfig", sim.kubeconfig]
+        kubectl = [str(kubectl_program()), "--kubeconfig", kubeconfig]
         run_measured(kubectl + ["get", "pods"], env)  # warms kubectl's discovery cache
+        idle = idle_cpu(kube)
         try:
             runs = []
-            for _ in range(args.repeat):
-                runs.append(one_round(Meter(sim), n, hostlist, power_argv, kubectl, env, d,
-                                      args.concurrency,
-                                      floor_pods=runs[-1]["pods"] if runs else None))
+            with Meter(kube, idle) as meter:
+                for _ in range(args.repeat):
+                    runs.append(one_round(meter, n, hostlist, power_argv, kubectl, token, env,
+                                          d, args.concurrency,
+                                          floor_pods=runs[-1]["pods"] if runs else None))
         finally:
             stop_munged(d)
 
-    report(runs, n, settings, args.repeat, args.concurrency)
+        version = kube.version()
+
+    report(runs, n, settings, args.repeat, args.concurrency, version)
 
 
 STEPS = (("k8sbridge-power resume", "resume"), ("k8sbridge-power suspend", "suspend"),
@@ -391,7 +576,7 @@ STEPS = (("k8sbridge-power resume", "resume"), ("k8sbridge-power suspend", "susp
          ("wrk POST, the floor (same pods)", "floor"))
 
 
-def report(runs, n, settings, repeat, concurrency):
+def report(runs, n, settings, repeat, concurrency, version):
     def median(step, i):
         return statistics.median(r[step][0][i] for r in runs)
 
@@ -400,16 +585,16 @@ def report(runs, n, settings, repeat, concurrency):
 
     m = {step: tuple(median(step, i) for i in range(3)) for _, step in STEPS}
     resume, suspend, create, delete, floor = (m[step] for _, step in STEPS)
-    print(f"{n} nodes, one resume and one suspend call of k8sbridge-power against kubesim "
-          f"(HTTPS, no scheduler, no kubelet); k8sbridge.conf: {settings}; "
-          f"median of {repeat} rounds")
+    print(f"{n} nodes, one resume and one suspend call of k8sbridge-power against "
+          f"kube-apiserver ({version}, TLS, no scheduler: the pods stay unbound); "
+          f"k8sbridge.conf: {settings}; median of {repeat} rounds")
     print(f"{'step':<34} {'wall s':>8} {'cpu s':>8} {'peak MiB':>9} {'conns':>6} "
-          f"{'kubesim cpu s':>13}  requests per node (most in a round)")
+          f"{'apiserver cpu s':>15}  requests per node (most in a round)")
     for name, step in STEPS:
         conns = max(r[step][2] for r in runs)
-        sim_cpu = statistics.median(r[step][3] for r in runs)
+        server_cpu = statistics.median(r[step][3] for r in runs)
         print(f"{name:<34} {m[step][0]:8.2f} {m[step][1]:8.2f} {m[step][2]:9.1f} {conns:6d} "
-              f"{sim_cpu:13.2f}  {per_node(counts(step), n)}")
+              f"{server_cpu:15.2f}  {per_node(counts(step), n)}")
     walls = {step: " ".join(f"{r[step][0][0]:.2f}" for r in runs) for _, step in STEPS}
     print("wall s of each round: " + "; ".join(f"{k} {v}" for k, v in walls.items()))
     print(f"resume: all {n} pods exist after {resume[0]:.2f} s; suspend: all deleted after "
@@ -418,7 +603,7 @@ def report(runs, n, settings, repeat, concurrency):
           f"cpu {create[1] / resume[1]:.1f}x, peak memory {create[2] / resume[2]:.1f}x")
     print(f"kubectl delete / k8sbridge suspend: wall {delete[0] / suspend[0]:.1f}x, "
           f"cpu {delete[1] / suspend[1]:.1f}x, peak memory {delete[2] / suspend[2]:.1f}x")
-    # The floor: what kubesim itself sustains for these creates over as many
+    # The floor: what the API server itself sustains for these creates over as many
     # connections; a client's rate over it is the share of the server it gets.
     fraction = {step: " ".join(f"{wall_fraction(r, step):.2f}" for r in runs)
                 for step in ("resume", "create")}
@@ -428,7 +613,8 @@ def report(runs, n, settings, repeat, concurrency):
           f"{floor[0] / resume[0]:.2f} of the floor end to end (rounds {fraction['resume']}); "
           f"kubectl create {n / create[0]:.0f} pods/s = {floor[0] / create[0]:.2f} "
           f"(rounds {fraction['create']})")
-    print("create rate as kubesim saw it, first create to last, as a fraction of wrk's: "
+    print("create rate as the API server saw it (its audit log), first create to last, as "
+          "a fraction of wrk's: "
           + "; ".join(f"{step} {statistics.median(v):.2f} (rounds "
                       + " ".join(f"{x:.2f}" for x in v) + ")" for step, v in rate.items()))
     creates = sum(c for (verb, res), c in counts("resume").items()

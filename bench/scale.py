@@ -4,8 +4,9 @@
 For each cluster size N (--sizes, default 1000,10000):
 
   power: the rig's slurmctld with N CLOUD nodes w-[0-N-1] in 10 NodeGroups (one
-    NodeName line and one NodeGroup line per group) and kubesim with N Kubernetes
-    nodes (HTTPS, no scheduler, no kubelet). Beyond the first --resume nodes, the
+    NodeName line and one NodeGroup line per group) and a real Kubernetes
+    (harness.kube.KubeCluster: etcd, kube-apiserver with TLS, the controllers, no
+    scheduler, so pods stay unbound) with N kwok nodes. Beyond the first --resume nodes, the
     rest of the cluster gets its pods first (one k8sbridge-power resume call, timed
     too), so the measured calls see a full cluster. Then, as bench/power_bench.py
     does: `k8sbridge-power resume w-[0-999]` (ONE call; a SLURM_RESUME_FILE puts one
@@ -13,8 +14,8 @@ For each cluster size N (--sizes, default 1000,10000):
     create -f` / `kubectl delete -f` of the same 1000 rendered pods; medians of
     --repeat rounds and the ratios;
   sync: bench/sync_bench.py's measure() with N non-CLOUD Slurm nodes and N pods, one
-    per Kubernetes node (N Kubernetes nodes): idle CPU and RSS of k8sbridge-sync,
-    drain latency p50/p99 both ways.
+    per Kubernetes node (N kwok nodes): idle CPU and RSS of k8sbridge-sync, drain
+    latency p50/p99 both ways.
 
 It then prints how each figure grows from the smallest size to the largest.
 
@@ -23,7 +24,8 @@ It then prints how each figure grows from the smallest size to the largest.
 
 Each round also times wrk's creates of the same pods (the floor, as bench/power_bench.py
 does), and the resume's create rate is printed as a fraction of it: both rates from
-kubesim's window of the creates (first 201 to last), the goal's figure, and the wall
+the API server's window of the creates (first 201 to last, the answer times of its
+audit log, which logs only the bench's user), the goal's figure, and the wall
 times end to end beside it (those include each program's start and, for k8sbridge-power,
 its reads before the first create). k8sbridge-power runs
 as the rig runs Slurm clients (Rig.host_command: a mount namespace with the rig's
@@ -32,8 +34,8 @@ resolver files), and so do wrk and kubectl, so that each pays the same start.
 Goals (issue 21): resume >= 5x faster than kubectl create at both sizes and within
 10% of the floor (suspend against kubectl delete is printed beside it);
 k8sbridge-sync at 10000: idle CPU < 2% of one core, RSS < 200 MB, drain p99 < 1 s
-both ways. Run it on a quiet machine: the two cores serve kubesim, slurmctld and the
-program measured alike. Everything it starts is stopped on exit, SIGTERM included.
+both ways. Run it on a quiet machine: the two cores serve the API server, etcd, kwok,
+slurmctld and the program measured alike. Everything it starts is stopped on exit, SIGTERM included.
 """
 
 import argparse
@@ -68,14 +70,14 @@ def group_ranges(size, groups):
     return [(f"g{g}", g * per, (g + 1) * per - 1) for g in range(groups)]
 
 
-def write_confs(d, rig, sim, ranges, settings):
+def write_confs(d, rig, kubeconfig, ranges, settings):
     """k8sbridge.conf for the measured calls and prefill.conf for the set-up."""
     (d / "worker.yaml").write_text(power_bench.TEMPLATE)
     groups = "".join(f"NodeGroup={name} Nodes=w-[{a}-{b}] PodTemplate=worker.yaml Gpus=8\n"
                      for name, a, b in ranges)
     for file, qps in (("k8sbridge.conf", settings), ("prefill.conf", PREFILL_SETTINGS)):
         (d / file).write_text(
-            f"ClusterName=hpc1\nKubeconfig={sim.kubeconfig}\nNamespace=default\n"
+            f"ClusterName=hpc1\nKubeconfig={kubeconfig}\nNamespace=default\n"
             f"MungeSocket={rig.munge_socket}\n{qps}\nRetryDeadline=60\nPlacementLabel={LEAF}\n"
             f"{groups}Feature=h100 Selector=nvidia.com/gpu.product={PRODUCT}\n")
 
@@ -90,7 +92,7 @@ def resume_file(path, job_id, hostlist):
 def power_at(size, args, settings):
     """The power figures of one cluster size: {step: (wall, cpu, rss)} medians, the
     requests per node, and the prefill call's wall time."""
-    from harness.kubesim import KUBECTL, KubeSim
+    from harness.kube import kubectl_program
     from harness.rig import Rig
     ranges = group_ranges(size, args.groups)
     n = args.resume
@@ -98,14 +100,17 @@ def power_at(size, args, settings):
     extra = "".join(f"NodeName=w-[{a}-{b}] State=CLOUD CPUs=1 RealMemory=1000 Feature=h100\n"
                     for _, a, b in ranges) + f"PartitionName=cloud Nodes=w-[0-{size - 1}]\n"
     t = time.monotonic()
-    with KubeSim("--fake-nodes", str(size), "--gpus-per-node", "8", "--gpu-product", PRODUCT,
-                 "--ib-leaves", "2") as sim, \
+    with power_bench.bench_cluster(nodes=size, gpus_per_node=8, gpu_product=PRODUCT,
+                                   ib_leaves=2, scheduler=False) as kube, \
             Rig(nodes=1, node_prefix="rig-", start_slurmd=False, slurm_conf_extra=extra) as rig, \
             tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
+        power_bench.wait_for_default_service_account(kube)
         print(f"  power set-up: slurmctld with {size} CLOUD nodes in {len(ranges)} groups and "
-              f"kubesim with {size} nodes up after {time.monotonic() - t:.1f} s", flush=True)
+              f"Kubernetes ({kube.version()}) with {size} kwok nodes up after "
+              f"{time.monotonic() - t:.1f} s", flush=True)
         d = Path(tmp)
-        write_confs(d, rig, sim, ranges, settings)
+        kubeconfig, token = power_bench.bench_kubeconfig(kube)
+        write_confs(d, rig, kubeconfig, ranges, settings)
         env = rig.env({"HOME": tmp})
         env.pop("KUBERNETES_SERVICE_HOST", None)
         power = [str(args.power)]
@@ -119,26 +124,32 @@ def power_at(size, args, settings):
             print(f"  the rest of the cluster: {size - n} pods in one resume call, "
                   f"{prefill[0]:.2f} s", flush=True)
         resume_file(d / "resume.json", power_bench.JOB_ID, hostlist)
-        kubectl = [KUBECTL, "--kubeconfig", sim.kubeconfig]
+        kubectl = [str(kubectl_program()), "--kubeconfig", kubeconfig]
         power_bench.run_measured(kubectl + ["get", "pods", "-l", "none=none"], env)  # warm cache
         names = {f"w-{i}" for i in range(n)}
+        # kwok's node leases keep the API server of a large cluster busy: "at rest" is
+        # its rate with nothing measured.
+        idle = power_bench.idle_cpu(kube)
+        print(f"  the API server at rest: {idle / 0.2 * 100:.0f}% of one core", flush=True)
         runs = []
-        for r in range(args.repeat):
-            runs.append(power_bench.one_round(
-                power_bench.Meter(sim), n, hostlist,
-                rig.host_command(power + ["--config", str(d / "k8sbridge.conf")]),
-                kubectl, env, d, args.concurrency, names, wrap=rig.host_command,
-                floor_pods=runs[-1]["pods"] if runs else None))
-            last = runs[-1]
-            before = last["floor_before"]
-            print("  round {}: resume {:.2f} s (its creates {:.2f} s), suspend {:.2f} s, kubectl "
-                  "create {:.2f} s, delete {:.2f} s, wrk create (the floor) {}{:.2f} s (its "
-                  "creates {}{:.2f} s)".format(
-                      r + 1, last["resume"][0][0], last["resume"][4], last["suspend"][0][0],
-                      last["create"][0][0], last["delete"][0][0],
-                      f"{before[0][0]:.2f} before, " if before else "", last["floor"][0][0],
-                      f"{before[4]:.2f} and " if before else "", last["floor"][4]),
-                  flush=True)
+        with power_bench.Meter(kube, idle) as meter:
+            for r in range(args.repeat):
+                runs.append(power_bench.one_round(
+                    meter, n, hostlist,
+                    rig.host_command(power + ["--config", str(d / "k8sbridge.conf")]),
+                    kubectl, token, env, d, args.concurrency, names, wrap=rig.host_command,
+                    floor_pods=runs[-1]["pods"] if runs else None))
+                last = runs[-1]
+                before = last["floor_before"]
+                print("  round {}: resume {:.2f} s (its creates {:.2f} s), suspend {:.2f} s, "
+                      "kubectl create {:.2f} s, delete {:.2f} s, wrk create (the floor) "
+                      "{}{:.2f} s (its creates {}{:.2f} s)".format(
+                          r + 1, last["resume"][0][0], last["resume"][4],
+                          last["suspend"][0][0], last["create"][0][0], last["delete"][0][0],
+                          f"{before[0][0]:.2f} before, " if before else "",
+                          last["floor"][0][0], f"{before[4]:.2f} and " if before else "",
+                          last["floor"][4]),
+                      flush=True)
     steps = ("resume", "suspend", "create", "delete", "floor")
     med = {s: tuple(statistics.median(r[s][0][i] for r in runs) for i in range(3)) for s in steps}
     counts = {s: max((r[s][1] for r in runs), key=lambda c: sum(c.values())) for s in steps}
@@ -163,8 +174,8 @@ def print_power(size, p, n):
     print(f"  kubectl create / k8sbridge resume: {med['create'][0] / med['resume'][0]:.1f}x; "
           f"kubectl delete / k8sbridge suspend: {med['delete'][0] / med['suspend'][0]:.1f}x")
     rounds = " ".join(f"{f:.2f}" for f in p["rate_fractions"])
-    print(f"  resume's create rate as a fraction of the floor's (kubesim's window of the "
-          f"creates): {statistics.median(p['rate_fractions']):.2f} (rounds {rounds})")
+    print(f"  resume's create rate as a fraction of the floor's (the API server's window of "
+          f"the creates): {statistics.median(p['rate_fractions']):.2f} (rounds {rounds})")
     rounds = " ".join(f"{f:.2f}" for f in p["floor_fractions"])
     print(f"  end to end (wall, start and reads included): "
           f"{statistics.median(p['floor_fractions']):.2f} (rounds {rounds}); kubectl create's: "
@@ -235,7 +246,7 @@ def main():
     ap.add_argument("--build-root",
                     default=os.environ.get("K8SBRIDGE_BUILD_ROOT", str(ROOT / "build")))
     args = ap.parse_args()
-    # A SIGTERM unwinds kubesim, the rigs and the daemons instead of leaving them.
+    # A SIGTERM unwinds the clusters, the rigs and the daemons instead of leaving them.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if os.geteuid() != 0:
         sys.exit("scale: needs root (the rig)")

@@ -3,9 +3,12 @@
 crosses over, and what the daemon costs when nothing happens. Needs root (the rig).
 
 Set-up: a rig's slurmctld with N extra non-CLOUD nodes `b-00000..` (no slurmd: they
-are never powered down, so their pods are not orphans) and kubesim with N /
---per-knode nodes holding N worker pods with k8sbridge's ownership labels
-(--per-knode on each, default 10).
+are never powered down, so their pods are not orphans) and a real Kubernetes
+(harness.kube.KubeCluster: etcd, kube-apiserver, controllers, scheduler, no audit
+log) with N / --per-knode kwok nodes holding N worker pods with k8sbridge's
+ownership labels (--per-knode on each, default 10; kwok reports them Running). The
+daemon acts as the deploy RBAC's k8sbridge-controller ServiceAccount
+(deploy/base/rbac.yaml), as it does in a cluster.
 
   1. Slurm -> Kubernetes: `scontrol update nodename=b-XXXXX state=drain`, one node at
      a time, until the drain annotation is on its pod (seen through a watch);
@@ -74,17 +77,19 @@ def idle_cost(pid, seconds):
     return cpu, rss_mib(pid)
 
 
-def create_objects(sim, path, bodies, threads=4):
+def create_objects(kube, path, bodies, threads=4):
     """POSTs every body to `path` over `threads` kept-alive HTTPS connections (one
-    connection per object would spend the time on TLS handshakes)."""
-    url = urllib.parse.urlsplit(sim.url)
+    connection per object would spend the time on TLS handshakes), as the cluster's
+    admin (its bearer token)."""
+    url = urllib.parse.urlsplit(kube.url)
     chunks = [bodies[i::threads] for i in range(threads)]
     errors = []
 
     def post_all(chunk):
-        conn = http.client.HTTPSConnection(url.hostname, url.port, context=sim.ssl_context(),
+        conn = http.client.HTTPSConnection(url.hostname, url.port,
+                                           context=kube.ssl_context(client_cert=False),
                                            timeout=60)
-        headers = {"Authorization": f"Bearer {sim.token}", "Content-Type": "application/json"}
+        headers = {"Authorization": f"Bearer {kube.token}", "Content-Type": "application/json"}
         try:
             for body in chunk:
                 conn.request("POST", path, json.dumps(body), headers)
@@ -115,22 +120,25 @@ def owned_pod(name, knode, cluster="rig"):
 class AnnotationWatch:
     """Records when each pod first carries the drain annotation (a watch from now)."""
 
-    def __init__(self, sim):
+    def __init__(self, kube):
         self.seen = {}
         self.stop = threading.Event()
-        rv = sim.request("GET", "/api/v1/namespaces/default/pods?limit=1")[2][
+        rv = kube.request("GET", "/api/v1/namespaces/default/pods?limit=1")[2][
             "metadata"]["resourceVersion"]
         req = urllib.request.Request(
-            sim.url + "/api/v1/namespaces/default/pods?watch=1&resourceVersion=" + rv)
-        req.add_header("Authorization", f"Bearer {sim.token}")
-        self.stream = urllib.request.urlopen(req, context=sim.ssl_context())
+            kube.url + "/api/v1/namespaces/default/pods?watch=1&resourceVersion=" + rv)
+        req.add_header("Authorization", f"Bearer {kube.token}")
+        self.stream = urllib.request.urlopen(req, context=kube.ssl_context(client_cert=False))
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
         for line in self.stream:
             if self.stop.is_set():
                 return
-            obj = json.loads(line)["object"]
+            event = json.loads(line)
+            if event.get("type") not in ("ADDED", "MODIFIED"):
+                continue
+            obj = event["object"]
             name = obj["metadata"]["name"]
             if DRAIN_ANNOTATION in obj["metadata"].get("annotations", {}) \
                     and name not in self.seen:
@@ -141,10 +149,10 @@ class AnnotationWatch:
         self.stop.set()
 
 
-def slurm_to_kube(rig, sim, names):
+def slurm_to_kube(rig, kube, names):
     """Seconds from `scontrol drain` to the pod's annotation, for each of `names`."""
     from harness.rig import wait_for
-    watch = AnnotationWatch(sim)
+    watch = AnnotationWatch(kube)
     try:
         sent = {}
         for name in names:
@@ -160,14 +168,14 @@ def slurm_to_kube(rig, sim, names):
         watch.close()
 
 
-def kube_to_slurm(rig, sim, knodes, slurm_nodes_of):
+def kube_to_slurm(rig, kube, knodes, slurm_nodes_of):
     """Seconds from a cordon of each of `knodes` to the drain of each of its Slurm nodes."""
     out = []
     for k in knodes:
         group = slurm_nodes_of(k)
         time.sleep(random.uniform(0, POLL_INTERVAL))  # as above
         t_cordon = time.monotonic()
-        sim.kubectl("cordon", k)
+        kube.kubectl("cordon", k)
         pending = set(group)
         while pending:
             lines = rig.check_output(["scontrol", "-o", "show", "node", ",".join(group)])
@@ -184,11 +192,14 @@ def kube_to_slurm(rig, sim, knodes, slurm_nodes_of):
     return out
 
 
-def start_daemon(rig, sim, sync_bin):
+def start_daemon(rig, kube, sync_bin):
     from harness.rig import free_tcp_port, wait_for
     port = free_tcp_port()
+    kube.apply_deploy_rbac("default")
+    kubeconfig = kube.service_account_kubeconfig("default", "k8sbridge-controller",
+                                                 expiration_seconds=24 * 3600)
     conf = rig.workdir / "k8sbridge.conf"
-    conf.write_text(f"ClusterName=rig\nKubeconfig={sim.kubeconfig}\nNamespace=default\n"
+    conf.write_text(f"ClusterName=rig\nKubeconfig={kubeconfig}\nNamespace=default\n"
                     f"SyncMetricsListen=127.0.0.1:{port}\n"
                     f"SyncPollInterval={round(POLL_INTERVAL * 1000)}ms\n")
     with open(rig.workdir / "sync.log", "wb") as log:
@@ -227,7 +238,7 @@ def stop_daemon(daemon):
 def measure(nodes=1000, per_knode=10, samples=100, idle_seconds=30.0, build_root=None,
             log=print):
     """Runs the benchmark at `nodes` Slurm nodes and pods; returns its figures."""
-    from harness.kubesim import KubeSim
+    from harness.kube import KubeCluster, wait_for_condition
     from harness.rig import Rig
     sync_bin = Path(build_root or os.environ.get("K8SBRIDGE_BUILD_ROOT", ROOT / "build")) / \
         "programs" / "sync" / "k8sbridge-sync"
@@ -243,27 +254,32 @@ def measure(nodes=1000, per_knode=10, samples=100, idle_seconds=30.0, build_root
     extra = (f"SlurmdTimeout=0\nNodeName=b-[00000-{nodes - 1:05d}] NodeAddr=127.0.0.1 CPUs=1 "
              "RealMemory=1000\n")
     r = {"nodes": nodes, "knodes": knodes}
-    with KubeSim("--fake-nodes", str(knodes)) as sim, \
+    with KubeCluster(nodes=knodes, audit=False) as kube, \
             Rig(nodes=1, start_slurmd=False, slurm_conf_extra=extra) as rig:
+        # The ServiceAccount admission refuses pods until "default" has its account.
+        wait_for_condition(lambda: kube.request(
+            "GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, 60,
+            "the default ServiceAccount of namespace default")
         t = time.monotonic()
-        create_objects(sim, "/api/v1/namespaces/default/pods",
+        create_objects(kube, "/api/v1/namespaces/default/pods",
                        [owned_pod(name, f"node-{i // per_knode}") for i, name in enumerate(names)])
         r["setup_s"] = time.monotonic() - t
         log(f"  sync set-up: {nodes} Slurm nodes, {nodes} pods on {knodes} Kubernetes nodes "
             f"({r['setup_s']:.1f} s to create the pods)")
         t = time.monotonic()
-        daemon = start_daemon(rig, sim, sync_bin)
+        daemon = start_daemon(rig, kube, sync_bin)
         r["lead_s"] = time.monotonic() - t
         try:
             time.sleep(5)  # idle first, on a settled cluster
             r["idle_cpu"], r["rss"] = idle_cost(daemon.pid, idle_seconds)
             log(f"  idle: {r['idle_cpu']:.2f}% of one core, RSS {r['rss']:.1f} MiB")
-            r["s2k"] = slurm_to_kube(rig, sim, names[:samples])
+            r["s2k"] = slurm_to_kube(rig, kube, names[:samples])
             log(f"  Slurm -> Kubernetes: p99 {percentile(r['s2k'], 99) * 1000:.0f} ms")
             # Cordons from the middle of the Kubernetes nodes (Slurm nodes not drained above).
             first = max(knodes // 2, -(-samples // per_knode))
+            cordoned = [f"node-{k}" for k in range(first, first + max(1, samples // per_knode))]
             r["k2s"] = kube_to_slurm(
-                rig, sim, [f"node-{k}" for k in range(first, first + max(1, samples // per_knode))],
+                rig, kube, cordoned,
                 lambda k: names[int(k[5:]) * per_knode:(int(k[5:]) + 1) * per_knode])
             log(f"  Kubernetes -> Slurm: p99 {percentile(r['k2s'], 99) * 1000:.0f} ms")
             r["busy_cpu"] = cpu_seconds(daemon.pid)
@@ -320,7 +336,7 @@ def main():
     ap.add_argument("--build-root", default=os.environ.get("K8SBRIDGE_BUILD_ROOT",
                                                           str(ROOT / "build")))
     args = ap.parse_args()
-    # A SIGTERM unwinds kubesim, the rig and the daemon instead of leaving them.
+    # A SIGTERM unwinds the cluster, the rig and the daemon instead of leaving them.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     faulthandler.register(signal.SIGUSR1)  # where it is, when it seems stuck
     if os.geteuid() != 0:

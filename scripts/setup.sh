@@ -6,8 +6,9 @@
 #     (scripts/build-slurm.sh, keyed by version under $K8SBRIDGE_CACHE)
 #   - the jail root filesystem, when scripts/make-jail.sh exists
 #   - the upstream Kubernetes programs (etcd, kube-apiserver, kube-controller-manager,
-#     kube-scheduler, kubelet, kube-proxy, kubectl, kwok) built from their Go modules
-#     (scripts/build-kubernetes.sh, keyed by tools/kubernetes/go.sum and Go's version)
+#     kube-scheduler, kubelet, kube-proxy, kubectl, kwok) and CoreDNS built from their
+#     Go modules (scripts/build-kubernetes.sh, keyed by tools/kubernetes' and
+#     tools/coredns' go.sum and Go's version)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export K8SBRIDGE_CACHE=${K8SBRIDGE_CACHE:-/var/cache/k8sbridge}
@@ -46,6 +47,10 @@ packages=(
   mmdebstrap umoci skopeo runc
   # the one-layer busybox image kubesim's OCI-mode test writes (tests/harness/oci_layout.py)
   busybox-static
+  # the real Kubernetes nodes of tests/harness/kubelet_node.py: their container runtime
+  # (runc above), CNI plugins, and the iptables and conntrack that kube-proxy, the
+  # kubelet and the CNI plugins use inside each node's network namespace
+  containerd containernetworking-plugins iptables conntrack
   # benchmarks only: bench/power_bench.py's floor, kubesim's raw pod-create rate
   # (wrk POSTs the 1000 rendered pods through bench/wrk_create.lua)
   wrk

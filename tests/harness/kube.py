@@ -20,6 +20,7 @@ directory.
 """
 
 import base64
+import functools
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ import signal
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -48,6 +50,7 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_CIDR = "10.233.0.0/16"  # ClusterIPs: allocated only, no traffic goes there
 KWOK_POD_CIDR = "10.234.0.0/16"  # the IPs kwok writes into fake pods' status
 CLUSTER_DOMAIN = "cluster.local"
+FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
 ADMIN_SA = ("kube-system", "k8sbridge-test-admin")  # the admin's bearer token
 
 # What kwok does for the fake nodes and their pods (its Stage API): a node becomes
@@ -130,6 +133,7 @@ spec:
 """
 
 
+@functools.lru_cache(maxsize=None)
 def kubernetes_bin() -> Path:
     """The directory of the Kubernetes programs (K8SBRIDGE_KUBERNETES_BIN, else
     what scripts/build-kubernetes.sh prints: it builds them if its cache lacks them)."""
@@ -141,6 +145,11 @@ def kubernetes_bin() -> Path:
     if out.returncode != 0:
         raise RuntimeError(f"scripts/build-kubernetes.sh failed:\n{out.stderr[-4000:]}")
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+def kubectl_program() -> Path:
+    """The kubectl built with the cluster's programs: the one every test uses."""
+    return kubernetes_bin() / "kubectl"
 
 
 def wait_for_condition(predicate, timeout, what, interval=0.1):
@@ -189,12 +198,18 @@ class KubeCluster:
     directory of their own. `nodes` fake nodes named <node_prefix>0... are spread
     over `ib_leaves` leaves in order, with `gpus_per_node` GPUs each (as kubesim's
     --fake-nodes made them). `address`: where the API server listens (a rig bridge's
-    address, for pods in network namespaces); 127.0.0.1 by default."""
+    address, for pods in network namespaces); 127.0.0.1 by default. `slot`: a rig
+    slot the caller claimed (and releases) to build that bridge from its subnet
+    before the API server starts; by default the cluster claims one of its own.
+    `kubelet_address_types`: the node addresses the API server dials a kubelet at,
+    in order (--kubelet-preferred-address-types; real nodes' kubelets listen on their
+    InternalIP, and their Hostname resolves nowhere)."""
 
     def __init__(self, nodes=0, node_prefix="node-", gpus_per_node=8,
                  gpu_product="NVIDIA-H100-80GB-HBM3", ib_leaves=2, ib_spines=1, cpu="64",
                  memory="512Gi", pods=110, scheduler=True, controllers=True,
-                 address="127.0.0.1", audit=True, bin_dir=None):
+                 address="127.0.0.1", audit=True, bin_dir=None, slot=None,
+                 kubelet_address_types=None):
         self.bin = Path(bin_dir) if bin_dir else kubernetes_bin()
         self.dir = Path(tempfile.mkdtemp(prefix="kube-test-"))
         self.id = "kc" + self.dir.name.rsplit("-", 1)[-1].lower()
@@ -204,7 +219,10 @@ class KubeCluster:
         self._audit_offset = 0
         self.webhook = None
         self._fault_ids = 0
-        self.slot = claim_slot()
+        self._throttles = {}  # (namespace, name) -> (stop event, thread, fault id)
+        self._own_slot = slot is None
+        self.slot = claim_slot() if slot is None else slot
+        self.kubelet_address_types = kubelet_address_types
         self.procs = {}  # name -> Popen, in start order
         self._argv = {}  # name -> its command line, for start() after stop()
         self._logs = []
@@ -320,24 +338,37 @@ class KubeCluster:
             f"--kubelet-client-certificate={kubelet_crt}",
             f"--kubelet-client-key={kubelet_key}",
             "--allow-privileged=true", "--enable-priority-and-fairness=true",
-            "--profiling=false", *self._audit_flags()])
+            "--profiling=false", *self._kubelet_address_flags(), *self._audit_flags()])
         self.kubeconfig = str(self._write_kubeconfig("admin", self.admin_cert))
         wait_for_condition(self._ready, 120, "kube-apiserver's /readyz", interval=0.2)
 
+    def _kubelet_address_flags(self):
+        if not self.kubelet_address_types:
+            return []
+        return ["--kubelet-preferred-address-types=" + ",".join(self.kubelet_address_types)]
+
     def _audit_flags(self):
         """Every request's verb, resource, user and answer in the audit log (JSON
-        lines), which requests_log() reads: how a test sees what a client asked."""
+        lines), which requests_log() reads: how a test sees what a client asked.
+        audit=True logs every user's requests, a list of user names only theirs (a
+        benchmark's: the log then costs the server nothing for the rest), False none."""
         if not self.audit:
             return []
+        rule = {"level": "Metadata"}
+        if self.audit is not True:
+            rule["users"] = list(self.audit)
         policy = self.dir / "audit-policy.yaml"
-        policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\n"
-                          "omitStages: [RequestReceived]\nrules:\n- level: Metadata\n")
+        policy.write_text(yaml.safe_dump({
+            "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+            "rules": [rule, {"level": "None"}]}))
         return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json", "--audit-log-mode=blocking"]
 
     def requests_log(self):
         """The requests answered since start or the last clear_requests(), oldest
-        first: {"verb", "resource", "subresource", "code", "path", "user"}."""
+        first: {"verb", "resource", "subresource", "code", "path", "user", "received",
+        "answered"}; the last two are the API server's RFC 3339 times (microseconds)
+        of the request's arrival and of its answer."""
         out = []
         with open(self.audit_log, "rb") as f:
             f.seek(self._audit_offset)
@@ -351,7 +382,9 @@ class KubeCluster:
                             "namespace": ref.get("namespace"),
                             "code": e.get("responseStatus", {}).get("code"),
                             "path": e.get("requestURI"),
-                            "user": e.get("user", {}).get("username")})
+                            "user": e.get("user", {}).get("username"),
+                            "received": e.get("requestReceivedTimestamp"),
+                            "answered": e.get("stageTimestamp")})
         return out
 
     def clear_requests(self):
@@ -449,6 +482,18 @@ class KubeCluster:
                  if any(c["type"] == "Ready" and c["status"] == "True"
                         for c in n.get("status", {}).get("conditions", []))}
         return names <= ready
+
+    def create_host_path_volume(self, name, size, access_modes, path):
+        """A PersistentVolume on a host directory, as an admin without a dynamic
+        provisioner makes one for each claim (static provisioning): the PV
+        controller binds a claim of no storage class whose size and access modes it
+        satisfies."""
+        Path(path).mkdir(parents=True, exist_ok=True)
+        self.create("/api/v1/persistentvolumes", {
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": size}, "accessModes": list(access_modes),
+                     "persistentVolumeReclaimPolicy": "Retain",
+                     "hostPath": {"path": str(path), "type": "DirectoryOrCreate"}}}, ok=(201,))
 
     # --- talking to it --------------------------------------------------------
 
@@ -691,6 +736,62 @@ class KubeCluster:
         self.stop(name)
         self.start(name)
 
+    def throttle(self, namespace, name):
+        """Makes API Priority and Fairness refuse the requests of ServiceAccount
+        namespace/name with 429 and Retry-After, as a cluster does whose admins cap a
+        noisy client and whose capped level is saturated: a FlowSchema that matches
+        the account first sends it to a priority level of one seat that rejects
+        instead of queueing, and a thread keeps that seat taken by one of the
+        account's own writes, a dry-run pod create that the fault webhook holds for
+        a few seconds (the account must be allowed to create pods in `namespace`).
+        unthrottle() ends it."""
+        level = f"throttled-{namespace}-{name}"
+        self.create(f"{FLOWCONTROL}/prioritylevelconfigurations", {
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "PriorityLevelConfiguration", "metadata": {"name": level},
+            "spec": {"type": "Limited", "limited": {
+                "nominalConcurrencyShares": 0, "lendablePercent": 0,
+                "borrowingLimitPercent": 0, "limitResponse": {"type": "Reject"}}}})
+        self.create(f"{FLOWCONTROL}/flowschemas", {
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+            "metadata": {"name": level},
+            "spec": {"priorityLevelConfiguration": {"name": level},
+                     "matchingPrecedence": 2, "distinguisherMethod": {"type": "ByUser"},
+                     "rules": [{"subjects": [{"kind": "ServiceAccount", "serviceAccount": {
+                         "namespace": namespace, "name": name}}],
+                         "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"],
+                                            "resources": ["*"], "namespaces": ["*"],
+                                            "clusterScope": True}],
+                         "nonResourceRules": [{"verbs": ["*"],
+                                               "nonResourceURLs": ["*"]}]}]}})
+        holder = f"apf-seat-holder-{name}"
+        fault = self.add_fault("pods", "create", 503, times=0, name=holder, delay=5,
+                               message="holding a seat of the throttled level")
+        token = self.service_account_token(namespace, name)
+        stop = threading.Event()
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": holder},
+               "spec": {"containers": [{"name": "c", "image": "k8sbridge.invalid/none:1"}]}}
+
+        def hold():
+            while not stop.is_set():
+                try:
+                    self.request("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All",
+                                 pod, token=token, timeout=30)
+                except OSError:
+                    stop.wait(0.1)  # the API server is away: try again shortly
+        thread = threading.Thread(target=hold, daemon=True)
+        thread.start()
+        self._throttles[(namespace, name)] = (stop, thread, fault)
+
+    def unthrottle(self, namespace, name):
+        stop, thread, fault = self._throttles.pop((namespace, name))
+        stop.set()
+        self.webhook.remove(fault)
+        thread.join(timeout=60)
+        level = f"throttled-{namespace}-{name}"
+        self.request("DELETE", f"{FLOWCONTROL}/flowschemas/{level}")
+        self.request("DELETE", f"{FLOWCONTROL}/prioritylevelconfigurations/{level}")
+
     def compact_etcd(self):
         """Compacts etcd's history up to its current revision: a watch resumed from
         an older resourceVersion then gets 410 Gone, as after a long disconnection."""
@@ -716,6 +817,8 @@ class KubeCluster:
     # --- the end -----------------------------------------------------------------
 
     def close(self):
+        for key in list(self._throttles):
+            self._throttles.pop(key)[0].set()
         if self.webhook is not None:
             self.webhook.close()
         for name, proc in reversed(list(self.procs.items())):
@@ -732,7 +835,8 @@ class KubeCluster:
                     proc.wait()
         for log in self._logs:
             log.close()
-        self.slot.release()
+        if self._own_slot:
+            self.slot.release()
         if os.environ.get("KUBE_KEEP_DIR"):
             print(f"cluster dir kept: {self.dir}")
         else:

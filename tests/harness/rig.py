@@ -969,6 +969,49 @@ def _unmount_under(root: str) -> None:
         subprocess.run(["umount", "-l", t], capture_output=True)
 
 
+CGROUP_FS = Path("/sys/fs/cgroup")
+
+
+def rig_cgroups(rig_ids: Optional[Iterable[str]] = None) -> list[Path]:
+    """The cgroups rigs made at the top of the machine's hierarchies (a real
+    Kubernetes node's cgroupRoot, /k8sb-<id>-<node>: tests/harness/kubelet_node.py),
+    in every hierarchy; with `rig_ids`, only those of these rigs."""
+    prefixes = (f"{RESOURCE_PREFIX}-",) if rig_ids is None else \
+        tuple(f"{RESOURCE_PREFIX}-{rid}-" for rid in rig_ids)
+    found = []
+    for hierarchy in sorted(CGROUP_FS.iterdir()) if CGROUP_FS.is_dir() else []:
+        if (hierarchy / "cgroup.procs").exists():
+            found += [d for d in sorted(hierarchy.iterdir())
+                      if d.is_dir() and d.name.startswith(prefixes)]
+    return found
+
+
+def cgroup_pids(tops: Iterable[Path]) -> list[int]:
+    """The processes in the cgroups `tops` and below them (a node's containers,
+    which no process of the rig is the parent of)."""
+    pids = set()
+    for top in tops:
+        for procs in top.rglob("cgroup.procs"):
+            try:
+                pids.update(int(p) for p in procs.read_text().split())
+            except OSError:
+                pass
+    return sorted(p for p in pids if p != os.getpid() and alive(p))
+
+
+def remove_cgroup_tree(top: Path) -> None:
+    """rmdir of `top` and the cgroups below it, deepest first; one whose last process
+    is still exiting stays (callers retry)."""
+    if not top.exists():
+        return
+    dirs = [top] + [p for p in top.rglob("*") if p.is_dir()]
+    for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+        try:
+            d.rmdir()
+        except OSError:
+            pass
+
+
 def leftovers(rig_ids: Optional[Iterable[str]] = None) -> dict:
     """What rigs have left on this machine: used by tests to prove teardown. With
     `rig_ids`, what these rigs left (a test's own: other rigs may be running at the
@@ -1004,8 +1047,11 @@ def leftovers(rig_ids: Optional[Iterable[str]] = None) -> dict:
         rig_processes = [p for p in pids_with_env(RIG_ENV) if alive(p)]
     else:
         rig_processes = [p for rid in ids for p in pids_with_env(RIG_ENV, rid) if alive(p)]
+    cgroups = rig_cgroups(ids)
+    rig_processes += [p for p in cgroup_pids(cgroups) if p not in rig_processes]
     return {"netns": netns, "bridges": bridges, "daemons": daemons,
-            "rig_processes": rig_processes, "mounts": mounts}
+            "rig_processes": rig_processes, "mounts": mounts,
+            "cgroups": sorted({c.name for c in cgroups})}
 
 
 # runc's state directory and the names of the containers tests/harness/oci.py runs.
@@ -1042,6 +1088,9 @@ def cleanup_all() -> dict:
     for ns in before["netns"]:
         pids += [int(p) for p in _run(["ip", "netns", "pids", ns], check=False).stdout.split()]
     kill_and_wait(pids)
+    for top in rig_cgroups():
+        wait_for(lambda: (remove_cgroup_tree(top), not top.exists())[1], 20,
+                 f"cgroup {top} to be removed")
     _delete_oci_containers()
     for root in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
         if root == DEFAULT_LOG_ROOT:

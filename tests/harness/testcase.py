@@ -30,7 +30,7 @@ class RigTestCase(unittest.TestCase):
     def assertNoLeftovers(self):
         left = wait_for_no_leftovers(self.own_rig_ids())
         self.assertEqual(left, {"netns": [], "bridges": [], "daemons": [],
-                                "rig_processes": [], "mounts": []})
+                                "rig_processes": [], "mounts": [], "cgroups": []})
 
 
 def wait_for_no_leftovers(rig_ids, timeout: float = 30, more=dict) -> dict:

@@ -108,6 +108,10 @@ class FaultWebhook:
                     return f["hits"]
         return None  # used up and removed
 
+    def remove(self, fault_id):
+        with self.lock:
+            self.faults = [f for f in self.faults if f["id"] != fault_id]
+
     def clear(self):
         with self.lock:
             self.faults.clear()

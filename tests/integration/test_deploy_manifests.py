@@ -1,4 +1,4 @@
-"""deploy/: every kustomization renders with kubectl 1.32's built-in kustomize, and what
+"""deploy/: every kustomization renders with kubectl's built-in kustomize, and what
 it renders holds together (docs/deploy.md, "On Kubernetes"): namespaces, the objects
 each pod names, the images scripts/images.py builds, and the RBAC table of
 docs/deploy.md, which must list exactly the rules of deploy/base/rbac.yaml."""
@@ -13,9 +13,10 @@ from pathlib import Path
 
 import yaml
 
+from harness.kube import kubectl_program
 from harness.paths import SOURCE_ROOT
 
-KUBECTL = "/usr/bin/kubectl"
+KUBECTL = str(kubectl_program())  # the one scripts/build-kubernetes.sh built
 DEPLOY = SOURCE_ROOT / "deploy"
 KUSTOMIZATIONS = ["base", "overlays/demo", "overlays/example-gpu"]
 NAMESPACE = "slurm"
@@ -187,45 +188,48 @@ class RbacTable(unittest.TestCase):
         self.assertEqual(sorted(documented - granted), [], "in docs/deploy.md but not granted")
 
 
-class ApplyToKubesim(unittest.TestCase):
-    """`kubectl kustomize deploy/overlays/demo | kubectl apply -f -` against kubesim,
-    which validates, admits and runs the controllers as kube-apiserver and
-    kube-controller-manager do: everything is created and the controllers make the
-    pods and claims (no kubelet runs them here)."""
+class ApplyToKubernetes(unittest.TestCase):
+    """`kubectl kustomize deploy/overlays/demo | kubectl apply -f -` against the real
+    API server and controllers (tests/harness/kube.py), with a PersistentVolume for
+    each claim as a site without a dynamic provisioner makes them: everything is
+    created, the controllers make the pods and the claims bind (kwok's fake nodes
+    run no containers here; tests/integration/test_deploy_e2e.py runs them)."""
 
     def test_the_demo_overlay_applies_and_the_controllers_act(self):
-        from harness.kubesim import KubeSim, wait_for
-        rendered = subprocess.run([KUBECTL, "kustomize", str(DEPLOY / "overlays" / "demo")],
-                                  capture_output=True, text=True, check=True).stdout
-        with KubeSim("--fake-nodes", "2") as sim:
-            sim.kubectl("create", "namespace", NAMESPACE)
-            sim.kubectl("-n", NAMESPACE, "create", "secret", "generic", "slurm-munge-key",
-                        "--from-literal=munge.key=" + "k" * 1024)
-            sim.kubectl("apply", "-f", "-", input=rendered)
+        from harness.kube import KubeCluster, wait_for_condition
+        with KubeCluster(nodes=2) as kube:
+            rendered = kube.kubectl("kustomize", str(DEPLOY / "overlays" / "demo")).stdout
+            kube.create_host_path_volume("jail", "2Gi", ["ReadWriteMany"], kube.dir / "jail")
+            kube.create_host_path_volume("state", "1Gi", ["ReadWriteOnce"], kube.dir / "state")
+            kube.kubectl("create", "namespace", NAMESPACE)
+            kube.kubectl("-n", NAMESPACE, "create", "secret", "generic", "slurm-munge-key",
+                         "--from-literal=munge.key=" + "k" * 1024)
+            kube.kubectl("apply", "-f", "-", input=rendered)
             for o in (d for d in yaml.safe_load_all(rendered) if d):
                 ns = o["metadata"].get("namespace")
                 args = ["get", o["kind"].lower() + "." + o["apiVersion"].split("/")[0]
                         if "/" in o["apiVersion"] else o["kind"].lower(), o["metadata"]["name"]]
-                sim.kubectl(*(["-n", ns] if ns else []), *args)
+                kube.kubectl(*(["-n", ns] if ns else []), *args)
 
             def get(kind, name):
-                r = sim.kubectl("-n", NAMESPACE, "get", kind, name, "-o", "json", check=False)
+                r = kube.kubectl("-n", NAMESPACE, "get", kind, name, "-o", "json", check=False)
                 return json.loads(r.stdout) if r.returncode == 0 else None
-            wait_for(lambda: get("pod", "slurmctld-0"), 30, "the StatefulSet's pod")
-            claim = wait_for(lambda: get("pvc", "state-slurmctld-0"), 30, "its state claim")
-            wait_for(lambda: (get("pvc", "state-slurmctld-0") or {}).get("status", {})
-                     .get("phase") == "Bound", 30, "the state claim bound")
+            wait_for_condition(lambda: get("pod", "slurmctld-0"), 60, "the StatefulSet's pod")
+            claim = wait_for_condition(lambda: get("pvc", "state-slurmctld-0"), 60,
+                                       "its state claim")
+            wait_for_condition(lambda: (get("pvc", "state-slurmctld-0") or {}).get(
+                "status", {}).get("phase") == "Bound", 60, "the state claim bound")
             self.assertEqual(claim["spec"]["accessModes"], ["ReadWriteOnce"])
-            wait_for(lambda: (get("pvc", "slurm-jail") or {}).get("status", {})
-                     .get("phase") == "Bound", 30, "the jail claim bound")
-            pods = json.loads(sim.kubectl("-n", NAMESPACE, "get", "pods", "-o", "json").stdout)
-            owners = sorted({p["metadata"]["ownerReferences"][0]["kind"] for p in pods["items"]})
+            wait_for_condition(lambda: (get("pvc", "slurm-jail") or {}).get("status", {})
+                               .get("phase") == "Bound", 60, "the jail claim bound")
+            pods = wait_for_condition(lambda: kube.kubectl_json(
+                "-n", NAMESPACE, "get", "pods")["items"], 60, "the workloads' pods")
+            owners = sorted({p["metadata"]["ownerReferences"][0]["kind"] for p in pods})
             self.assertEqual(owners, ["Job", "ReplicaSet", "StatefulSet"])
             ctld = get("pod", "slurmctld-0")
             self.assertEqual(ctld["spec"]["serviceAccountName"], "k8sbridge-controller")
             self.assertEqual(ctld["spec"]["hostname"], "slurmctld-0")
             self.assertEqual(ctld["spec"]["subdomain"], "slurmctld")
-
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,4 +1,4 @@
-"""k8sbridge-power resume/suspend against kubesim (no scheduler, no kubelet).
+"""k8sbridge-power resume/suspend against the real API server (kwok plays the nodes).
 
 Checks the pods the real program creates (name, ownership labels, node selector
 from the job's features, GPU resources, pod affinity on the placement label), that
@@ -17,7 +17,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from harness.kubesim import KubeSim
+from harness.kube import KubeCluster, wait_for_condition
 from harness.paths import BUILD_ROOT
 
 POWER = Path(os.environ.get("K8SBRIDGE_POWER",
@@ -38,18 +38,17 @@ template:
 """
 
 
-class PowerKubesim(unittest.TestCase):
+class PowerApi(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if not POWER.exists():
             raise unittest.SkipTest(f"{POWER} is not built")
-        cls.sim = KubeSim("--fake-nodes", "2", "--gpus-per-node", "8",
-                          "--gpu-product", PRODUCT, "--ib-leaves", "2")
+        cls.sim = KubeCluster(nodes=2, gpus_per_node=8, gpu_product=PRODUCT, ib_leaves=2)
         # k8sbridge-power runs as the deployment's controller ServiceAccount.
         cls.sim.apply_deploy_rbac("default")
         cls.kubeconfig = cls.sim.service_account_kubeconfig(
             "default", "k8sbridge-controller", expiration_seconds=24 * 3600)
-        cls.dir = Path(tempfile.mkdtemp(prefix="power-kubesim-"))
+        cls.dir = Path(tempfile.mkdtemp(prefix="power-api-"))
         (cls.dir / "worker.yaml").write_text(TEMPLATE)
         # slurmctld at a port where nothing listens: FailNode's RPC fails fast.
         (cls.dir / "slurm.conf").write_text(
@@ -62,13 +61,13 @@ class PowerKubesim(unittest.TestCase):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     def setUp(self):
-        self.sim.admin("DELETE", "faults")
+        self.sim.clear_faults()
         status, _, pods = self.sim.request("GET", "/api/v1/namespaces/default/pods")
         self.assertEqual(status, 200)
         for pod in pods["items"]:
             self.sim.request("DELETE", f"/api/v1/namespaces/default/pods/{pod['metadata']['name']}"
                              "?gracePeriodSeconds=0")
-        self.sim.admin("DELETE", "requests")
+        self.sim.clear_requests()
 
     def write_conf(self, concurrency=8):
         conf = self.dir / "k8sbridge.conf"
@@ -98,7 +97,7 @@ class PowerKubesim(unittest.TestCase):
 
     def creates(self):
         return [r for r in self.sim.requests_log()
-                if r.get("verb") == "create" and r.get("resource") == "pods"]
+                if r["verb"] == "create" and r["resource"] == "pods" and not r["subresource"]]
 
     @staticmethod
     def job(job_id, nodes, features=None):
@@ -131,7 +130,7 @@ class PowerKubesim(unittest.TestCase):
         self.assertIn("resume w-[0-1]", (self.dir / "power.log").read_text())
 
         # Again: the healthy pods count as success, nothing is created.
-        self.sim.admin("DELETE", "requests")
+        self.sim.clear_requests()
         r = self.run_power("resume", "w-[0-1]", resume_jobs=self.job(7, "w-[0-1]", "h100"))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(len([c for c in self.creates() if c.get("code") == 201]), 0)
@@ -147,22 +146,23 @@ class PowerKubesim(unittest.TestCase):
 
         r = self.run_power("suspend", "w-[0-3]")
         self.assertEqual(r.returncode, 1, r.stderr)  # w-3 is not ours
-        self.assertIsNone(self.pod("w-0"))
-        self.assertIsNone(self.pod("w-1"))
+        # Deleted: the kubelet (kwok here) removes them once their containers end.
+        wait_for_condition(lambda: self.pod("w-0") is None and self.pod("w-1") is None, 60,
+                           "w-0's and w-1's pods to be gone")
         self.assertIsNotNone(self.pod("w-3"))
         self.assertIn("lacks k8sbridge's ownership labels", r.stderr)
         self.assertEqual([x for x in self.sim.requests_log()
-                          if x.get("verb") == "delete" and "w-3" in x.get("path", "")], [])
+                          if x["verb"] == "delete" and x["name"] == "w-3"], [])
 
     def test_unavailable_answers_are_retried(self):
-        self.sim.add_fault(resource="pods", verb="create", type="status", code=503, times=2)
+        self.sim.add_fault("pods", "create", 503, times=2)
         r = self.run_power("resume", "w-2", resume_jobs=self.job(9, "w-2"))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIsNotNone(self.pod("w-2"))
         self.assertEqual([c.get("code") for c in self.creates()], [503, 503, 201])
 
     def test_rejected_pod_fails_only_that_node(self):
-        self.sim.add_fault(resource="pods", verb="create", type="status", code=422, times=1)
+        self.sim.add_fault("pods", "create", 422, times=1, message="pod refused by policy")
         # One at a time, so the first node (w-0) takes the fault.
         r = self.run_power("resume", "w-[0-1]", resume_jobs=self.job(10, "w-[0-1]"),
                            concurrency=1)
@@ -170,8 +170,9 @@ class PowerKubesim(unittest.TestCase):
         self.assertIsNone(self.pod("w-0"))
         self.assertIsNotNone(self.pod("w-1"))
         self.assertIn('node w-0: resume failed', r.stderr)
-        self.assertIn('setting it DOWN and POWER_DOWN with reason '
-                      '"k8sbridge: kubesim injected fault: HTTP 422"', r.stderr)
+        self.assertIn('setting it DOWN and POWER_DOWN with reason "k8sbridge: admission webhook '
+                      '"faults.test.k8sbridge.io" denied the request: pod refused by policy"',
+                      r.stderr)
         # No slurmctld here: the attempt is logged, not hidden.
         self.assertIn("node w-0: could not set it DOWN/POWER_DOWN", r.stderr)
 

@@ -3,7 +3,7 @@
 
   rigctl.py smoke [--nodes N]   start a rig, run the smoke jobs, print their output, stop
   rigctl.py up [--nodes N]      start a rig and keep it until Ctrl-C (prints how to use it)
-  rigctl.py leftovers [ID...]   list namespaces, bridges, daemons and mounts rigs left
+  rigctl.py leftovers [ID...]   list namespaces, bridges, daemons, mounts and cgroups rigs left
                                 (every rig's, or only those of the rigs named)
   rigctl.py cleanup             remove everything any rig left behind
 """
