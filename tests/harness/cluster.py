@@ -6,9 +6,11 @@ The kubelet is one choice, `kubelet=`:
   RealCluster: the kubelet, containerd, runc, the CNI bridge and kube-proxy of each
   node in namespaces of its own) run the worker pods as containers, and in them
   k8sbridge-worker and real slurmd;
-- None: nobody runs the pods (they stay as the API server has them);
-- "test": the test plays it (TestKubelet): a node's slurmd starts in the rig, in the
-  node's own namespaces, once its pod is bound, and stops when the pod goes.
+- None: a real cluster (harness.kube.KubeCluster) whose nodes are kwok's fake nodes:
+  kwok reports their pods Running, and nothing runs in them (no slurmd starts);
+- "test": the same cluster, and the test plays the kubelet of the rig's nodes
+  (TestKubelet): a node's slurmd starts in the rig, in the node's own namespaces, once
+  its pod is bound to a fake node, and stops when the pod goes.
 
 PodCluster is the whole main job on one machine: the API server, scheduler and the
 real kubelets whose pods run k8sbridge-worker and real slurmd, a real slurmctld from
@@ -45,7 +47,8 @@ each node routes the rig's subnet to the host, and the host routes each node's
 podCIDR to that node, so pods reach slurmctld and one another, and slurmctld and
 the host's srun reach the pods. The host forwards nothing (its own addresses are
 the only ones pods reach on it), no namespace has a default route, and the pods'
-resolv.conf names no name server: no packet leaves the machine.
+resolv.conf names no name server: no packet leaves the machine. With the test's
+kubelet a pod's slurmd runs in its rig node's namespace on the rig's bridge.
 """
 
 import base64
@@ -62,12 +65,11 @@ import threading
 from pathlib import Path
 
 from harness import oci_layout
-from harness.kube import GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, SPINE_LABEL
-from harness.kubesim import KubeSim
+from harness.kube import (GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, LEAF_LABEL, SPINE_LABEL,
+                          KubeCluster)
 from harness.paths import BUILD_ROOT, POWER, SLURM_BUILD, WORKER
 from harness.rig import Rig, RigError, host_path, kill_and_wait, wait_for
 
-LEAF_LABEL = "network.topology.nvidia.com/leaf"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 GPU_RESOURCE = "nvidia.com/gpu"
 KUBELETS = ("real", None, "test")
@@ -83,6 +85,15 @@ SHORT_TOLERATIONS = """\
        tolerationSeconds: 2}
     - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute,
        tolerationSeconds: 2}
+"""
+# The smallest worker pod template k8sbridge-power accepts, for tests whose pods no
+# kubelet runs (or the test plays it): one slurmd container, a short grace.
+WORKER_TEMPLATE = """\
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: slurmd
+    image: registry.example/slurm-worker:24.11
 """
 
 
@@ -141,10 +152,20 @@ def write_worker_image(directory: Path):
     return NodeImage(WORKER_IMAGE, archive, json.loads(blob.read_text())["config"]["digest"])
 
 
-def report_running(sim: KubeSim, name: str, namespace: str = "default") -> None:
-    """What a kubelet reports once pod `name`'s containers run: phase Running."""
+def report_running(sim, name: str, namespace: str = "default") -> None:
+    """What a kubelet reports once pod `name`'s containers run: phase Running (for a
+    KubeSim, which has no kwok to report it)."""
     sim.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status",
                 {"status": {"phase": "Running"}}, content_type="application/merge-patch+json")
+
+
+def wait_for_default_service_account(kube: KubeCluster, namespace: str) -> None:
+    """Returns once `namespace` has its "default" ServiceAccount: the controller-manager
+    makes it, and the API server refuses a pod that names no ServiceAccount until then
+    (k8sbridge-power's worker pods name none unless their template does)."""
+    wait_for(lambda: kube.request(
+        "GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default")[0] == 200, 60,
+        f"the default ServiceAccount of namespace {namespace}")
 
 
 def kill_pod_processes(rig: Rig, name: str) -> None:
@@ -168,21 +189,23 @@ def kill_pod_processes(rig: Rig, name: str) -> None:
 
 
 class TestKubelet:
-    """kubelet="test": the test plays the kubelet of a kubesim that runs none. A
-    thread looks at the pods of `names` (the rig's nodes) every `interval` seconds:
-    once a node's pod is bound it starts the node's slurmd in the rig, with what the
-    downward API would set (K8SBRIDGE_HOST_NODE, K8SBRIDGE_NODE_NAME, and what
-    `slurmd_env` holds for the node), and reports the pod Running; when the pod is
-    gone, terminating or replaced it stops slurmd and kills the pod's processes.
-    API errors change nothing (a kubelet keeps running its pods when the API server
-    is away); pods annotated NO_KUBELET are left alone. Ends with stop(), or when
-    the rig stops."""
+    """kubelet="test": the test plays the kubelet of the rig's nodes. A thread looks
+    at the pods of `names` (the rig's nodes) every `interval` seconds: once a node's
+    pod is bound it starts the node's slurmd in the rig, with what the downward API
+    would set (K8SBRIDGE_HOST_NODE, K8SBRIDGE_NODE_NAME, and what `slurmd_env` holds
+    for the node); when the pod is gone, terminating or replaced it stops slurmd and
+    kills the pod's processes. On a KubeCluster the pods are bound to kwok's fake
+    nodes, and kwok reports them Running and removes them once deleted; on a KubeSim
+    (no kwok) this kubelet reports them Running itself. API errors change nothing (a
+    kubelet keeps running its pods when the API server is away); pods annotated
+    NO_KUBELET are left alone. Ends with stop(), or when the rig stops."""
 
     __test__ = False  # not a test case
 
-    def __init__(self, sim: KubeSim, rig: Rig, names=None, interval: float = 0.2,
+    def __init__(self, sim, rig: Rig, names=None, interval: float = 0.2,
                  namespace: str = "default"):
-        self.sim = sim
+        self.sim = sim  # the API server: a KubeCluster (or a KubeSim)
+        self.reports_running = not isinstance(sim, KubeCluster)
         self.rig = rig
         self.namespace = namespace  # k8sbridge.conf's Namespace=, where the pods are
         self.names = tuple(names) if names is not None else None
@@ -241,7 +264,8 @@ class TestKubelet:
             env.update(self.slurmd_env.get(name, {}))
             self.rig.start_slurmd(name, env=env)
             self.started[name] = uid
-        if alive and pod.get("status", {}).get("phase", "Pending") == "Pending":
+        if alive and self.reports_running and \
+                pod.get("status", {}).get("phase", "Pending") == "Pending":
             report_running(self.sim, name, self.namespace)
 
 
@@ -262,12 +286,9 @@ class PodCluster:
         self.real = None  # the RealCluster, with kubelet="real"
         self.nodes = nodes
         self.groups = groups
-        self.fake_nodes = fake_nodes
+        self.fake_nodes = fake_nodes  # node-0..., kwok's fake nodes (or real-0... real ones)
         self.gpus_per_node = gpus_per_node
         self.ib_leaves = ib_leaves
-        self.kubesim_args = ["--fake-nodes", str(fake_nodes), "--gpus-per-node",
-                             str(gpus_per_node), "--gpu-product", GPU_PRODUCT,
-                             "--ib-leaves", str(ib_leaves)]
         self._host_routes = []  # (podCIDR, via): the host's routes to the real nodes' pods
         self.suspend_time = suspend_time
         self.retry_deadline = retry_deadline
@@ -276,7 +297,7 @@ class PodCluster:
         self.slurm_conf_extra = slurm_conf_extra
         self.extra_templates = extra_templates or {}
         self.log_root = log_root
-        self.sim = None
+        self.sim = None  # the API server: a KubeCluster (the RealCluster's, with real nodes)
         self.rig = None
         self.dir = None
 
@@ -306,7 +327,9 @@ class PodCluster:
         if self.kubelet == "real":
             self._start_real_nodes()
         else:
-            self.sim = KubeSim(*self.kubesim_args, scheduler=True)
+            # kwok plays the Kubernetes nodes; the rig's slurmd are the test's to run.
+            self.sim = KubeCluster(nodes=self.fake_nodes, gpus_per_node=self.gpus_per_node,
+                                   gpu_product=GPU_PRODUCT, ib_leaves=self.ib_leaves)
         # The deployment's RBAC: k8sbridge-power runs as its controller ServiceAccount
         # and the workers' pods name theirs (conf-templates/worker-pod.yaml).
         self.sim.apply_deploy_rbac("default")
@@ -324,6 +347,10 @@ class PodCluster:
             # Rig.start_slurmd makes it for a slurmd of its own.
             (self.rig.workdir / "spool" / name).mkdir(parents=True, exist_ok=True)
         self.create_munge_secret("munge-key", self.rig.munge_key.read_bytes())
+        if isinstance(self.sim, KubeCluster):
+            # The ServiceAccount admission gives pods without serviceAccountName the
+            # namespace's "default", which the controller-manager makes.
+            wait_for_default_service_account(self.sim, "default")
         if self.kubelet == "test":
             self.test_kubelet = TestKubelet(self.sim, self.rig).start()
 
@@ -384,8 +411,8 @@ class PodCluster:
 
     @property
     def k8s_nodes(self) -> list:
-        """The Kubernetes nodes' names: the real nodes' (real-0, ...), else kubesim's
-        fake ones (node-0, ...)."""
+        """The Kubernetes nodes' names: the real nodes' (real-0, ...), else kwok's fake
+        ones (node-0, ...)."""
         if self.real is not None:
             return [n.name for n in self.real.nodes]
         return [f"node-{i}" for i in range(self.fake_nodes)]

@@ -1,10 +1,11 @@
 """harness.cluster's kubelet choice on PodCluster: with kubelet="real" (the default)
 real Kubernetes nodes run k8sbridge-power's pods as containers (containerd and runc
 under each node's kubelet), k8sbridge-worker and slurmd in them, and the pods'
-GPUs are advertised on the nodes; with kubelet="test" the test's kubelet
-(TestKubelet) starts a node's slurmd in the rig once k8sbridge-power's pod is bound,
-reports the pod Running, and stops slurmd when Slurm's power-down deletes the pod;
-with kubelet=None nobody runs the pods."""
+GPUs are advertised on the nodes. With the real Kubernetes (harness.kube.KubeCluster)
+and kwok's fake nodes: with kubelet="test" the test's kubelet (TestKubelet) starts a
+node's slurmd in the rig once k8sbridge-power's pod is bound (kwok reports the pod
+Running), and stops slurmd when Slurm's power-down deletes the pod; with
+kubelet=None no slurmd runs for the pods."""
 
 from pathlib import Path
 
