@@ -676,7 +676,10 @@ class KubeCluster:
         of the probe ConfigMap) to FaultWebhook; returns once the API server uses it."""
         self._webhook_resources = getattr(self, "_webhook_resources", set()) | resources
         ca = base64.b64encode(self.pki.ca.read_bytes()).decode()
-        rule_resources = sorted(self._webhook_resources | {"configmaps"})
+        # "*" (a fault on every resource) must stand alone in a rule, and covers the
+        # probe's configmaps.
+        rule_resources = ["*"] if "*" in self._webhook_resources else \
+            sorted(self._webhook_resources | {"configmaps"})
         body = {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
