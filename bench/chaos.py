@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The chaos suite's long variant (issue 21): 200 jobs and every fault kind at least 5
 times on the world of tests/chaos/chaos.py, with the long run's fault durations (a
-60 s API outage, kubelets stopped for 30 s). Prints the report: jobs run, faults
+60 s API outage, kubelets stopped for 90 s). Prints the report: jobs run, faults
 injected by kind with recovery p50/p99, and every invariant's count; exits 1 if any
 invariant was violated. Needs root and a build (meson compile -C BUILD).
 
@@ -55,7 +55,7 @@ def main():
                       long_faults=not args.short_faults,
                       repeat=args.repeat, settle=600.0, recovery_wait=180.0, kinds=kinds,
                       ctld_sigkill=args.ctld_sigkill)
-    # The rig and kubesim are torn down on SIGTERM too (the harness raises on it).
+    # The rig and Kubernetes are torn down on SIGTERM too (the harness raises on it).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report = chaos.run(plan)
     if args.json:
