@@ -668,11 +668,13 @@ state = "{d}/state"
 
 class RealCluster:
     """A KubeCluster with real nodes: a slot, the host bridge, the API server listening
-    on it, CoreDNS, and `nodes` RealNodes real-0, real-1, ... `kube_args` go to
+    on it, CoreDNS, and `nodes` RealNodes real-0, real-1, ... `images`: NodeImages
+    imported into every node's containerd beside busybox and the sandbox image (as
+    a site without a registry loads its images onto each node). `kube_args` go to
     KubeCluster (fake nodes beside the real ones, ...). `rig_ids` names what
     rig.leftovers() checks."""
 
-    def __init__(self, nodes=1, **kube_args):
+    def __init__(self, nodes=1, images=(), **kube_args):
         self.id = secrets.token_hex(4)
         self.dir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{self.id}-"))
         self.slot = claim_slot()
@@ -684,7 +686,7 @@ class RealCluster:
                                     kubelet_address_types=["InternalIP"], **kube_args)
             self._let_api_server_use_kubelets()
             self.dns = ClusterDNS(self.kube, self.network, self.dir / "coredns", self.id).start()
-            self.images = write_node_images(self.dir / "images")
+            self.images = write_node_images(self.dir / "images") + list(images)
             for _ in range(nodes):
                 self.add_node()
             # Pods are admitted once their namespace's ServiceAccount exists.
