@@ -4,10 +4,10 @@ RUNNING, for 1, 8, 32 and 64 nodes, beside the time the last of its pods was
 Running. Needs root (the rig).
 
 Set-up (harness.cluster.PodCluster): real slurmctld and slurmd (Slurm 24.11.5, or
-26.05.5 with K8SBRIDGE_SLURM_ROOT as in scripts/test.sh), kubesim with its scheduler,
-k8sbridge-power as ResumeProgram/SuspendProgram, and the test's kubelet, which
-starts a node's slurmd in the rig as soon as its pod is bound and reports the pod
-Running. Each size runs on powered-down nodes w-[0-n-1]; after the job the nodes
+26.05.5 with K8SBRIDGE_SLURM_ROOT as in scripts/test.sh), the real Kubernetes
+(harness.kube.KubeCluster: its scheduler, kwok's fake nodes, which report the pods
+Running), k8sbridge-power as ResumeProgram/SuspendProgram, and the test's kubelet,
+which starts a node's slurmd in the rig as soon as its pod is bound. Each size runs on powered-down nodes w-[0-n-1]; after the job the nodes
 power down again (SuspendTime=5) before the next size.
 
 Two runs, the same in all but one line of slurm.conf:
@@ -98,7 +98,7 @@ def measure(sizes, runs, prolog: bool) -> dict:
 
 def main():
     args = parse_args()
-    # A SIGTERM unwinds the clusters (their rigs and kubesim) instead of leaving them.
+    # A SIGTERM unwinds the clusters (their rigs and Kubernetes) instead of leaving them.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if os.geteuid() != 0:
         sys.exit("resume_bench: needs root (the rig's network namespaces)")

@@ -3,9 +3,12 @@
     harness.paths     the source and build roots, the built programs
     harness.rig       the test rig: munge, slurmctld and slurmd in namespaces
     harness.testcase  RigTestCase (fails a test whose rigs leave anything behind)
+    harness.kube      KubeCluster: the real Kubernetes (upstream programs, kwok nodes)
+    harness.kube_scenarios  runs the Kubernetes client's C++ scenarios and their faults
     harness.kubesim   KubeSim: starts the Kubernetes stand-in and talks to it
-    harness.cluster   a rig with kubesim and k8sbridge-power, and the kubelet choice:
-                      none, the test's own (TestKubelet) or kubesim's
+    harness.cluster   a rig with a Kubernetes and k8sbridge-power, and the kubelet
+                      choice: none or the test's own (TestKubelet) on KubeCluster's
+                      kwok nodes, or kubesim's
     harness.jail      jail fixtures and rigs for spank_jail
     harness.features  the node_features/k8s rig
     harness.sync      k8sbridge-sync daemons and their rig

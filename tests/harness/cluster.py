@@ -1,26 +1,29 @@
-"""A rig beside kubesim, and who plays the kubelet there.
+"""A rig beside a Kubernetes, and who plays the kubelet there.
 
 The kubelet is one choice, `kubelet=`:
 
-- None: nobody runs the pods (they stay as the API server has them);
-- "test": the test plays it (TestKubelet): a node's slurmd starts in the rig, in the
-  node's own namespaces, once its pod is bound, and stops when the pod goes;
-- "kubesim": kubesim's kubelet runs the pods, k8sbridge-worker and real slurmd in
-  them (PodCluster's default).
+- None: a real cluster (harness.kube.KubeCluster) whose nodes are kwok's fake nodes:
+  kwok reports their pods Running, and nothing runs in them (no slurmd starts);
+- "test": the same cluster, and the test plays the kubelet of the rig's nodes
+  (TestKubelet): a node's slurmd starts in the rig, in the node's own namespaces, once
+  its pod is bound to a fake node, and stops when the pod goes;
+- "kubesim": kubesim (the stand-in) with its kubelet runs the pods, k8sbridge-worker
+  and real slurmd in them (PodCluster's default, until real kubelet nodes replace it).
 
-PodCluster is the whole main job on one machine: kubesim (API server, scheduler and
-kubelet) whose pods run k8sbridge-worker and real slurmd, a real slurmctld from the
-rig whose power saving runs k8sbridge-power, and munge.
+PodCluster is the whole main job on one machine: the API server, scheduler and a
+kubelet whose pods run slurmd, a real slurmctld from the rig whose power saving runs
+k8sbridge-power, and munge.
 
 Used by the end-to-end tests and by the README's demo (scripts/demo.sh). Nothing
 here is a shortcut the bridge could depend on: the pods are rendered by
 k8sbridge-power from a pod template, the worker checks the munge key and execs
 slurmd, slurmd registers with its pod IP, and Slurm deletes the pods when idle.
 
-Networking: the rig's bridge holds slurmctld's address; kubesim's kubelet puts each
-pod in its own network namespace on kubesim's bridge, routed through the host, so
-pods reach slurmctld and one another, and the host's srun reaches the pods. No
-packet leaves the machine: pods get a resolv.conf without name servers.
+Networking: the rig's bridge holds slurmctld's address. With kubesim's kubelet each
+pod has its own network namespace on kubesim's bridge, routed through the host, so
+pods reach slurmctld and one another, and the host's srun reaches the pods; with the
+test's kubelet a pod's slurmd runs in its rig node's namespace on the rig's bridge.
+No packet leaves the machine: pods get a resolv.conf without name servers.
 """
 
 import base64
@@ -33,11 +36,10 @@ import tempfile
 import threading
 from pathlib import Path
 
-from harness.kubesim import KubeSim
+from harness.kube import LEAF_LABEL, KubeCluster  # noqa: F401  (LEAF_LABEL: for importers)
 from harness.paths import BUILD_ROOT, POWER, WORKER
 from harness.rig import Rig, RigError, kill_and_wait, wait_for
 
-LEAF_LABEL = "network.topology.nvidia.com/leaf"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 KUBELETS = (None, "test", "kubesim")
 NO_KUBELET = "test.k8sbridge.io/no-kubelet"  # pods the test's kubelet leaves alone
@@ -50,6 +52,15 @@ SHORT_TOLERATIONS = """\
        tolerationSeconds: 2}
     - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute,
        tolerationSeconds: 2}
+"""
+# The smallest worker pod template k8sbridge-power accepts, for tests whose pods no
+# kubelet runs (or the test plays it): one slurmd container, a short grace.
+WORKER_TEMPLATE = """\
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: slurmd
+    image: registry.example/slurm-worker:24.11
 """
 
 
@@ -75,10 +86,20 @@ def power_program_lines(directory: Path, conf: Path, slurm_conf: Path, prolog=Tr
     return "\n".join(lines)
 
 
-def report_running(sim: KubeSim, name: str, namespace: str = "default") -> None:
-    """What a kubelet reports once pod `name`'s containers run: phase Running."""
+def report_running(sim, name: str, namespace: str = "default") -> None:
+    """What a kubelet reports once pod `name`'s containers run: phase Running (for a
+    KubeSim, which has no kwok to report it)."""
     sim.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status",
                 {"status": {"phase": "Running"}}, content_type="application/merge-patch+json")
+
+
+def wait_for_default_service_account(kube: KubeCluster, namespace: str) -> None:
+    """Returns once `namespace` has its "default" ServiceAccount: the controller-manager
+    makes it, and the API server refuses a pod that names no ServiceAccount until then
+    (k8sbridge-power's worker pods name none unless their template does)."""
+    wait_for(lambda: kube.request(
+        "GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default")[0] == 200, 60,
+        f"the default ServiceAccount of namespace {namespace}")
 
 
 def kill_pod_processes(rig: Rig, name: str) -> None:
@@ -102,21 +123,23 @@ def kill_pod_processes(rig: Rig, name: str) -> None:
 
 
 class TestKubelet:
-    """kubelet="test": the test plays the kubelet of a kubesim that runs none. A
-    thread looks at the pods of `names` (the rig's nodes) every `interval` seconds:
-    once a node's pod is bound it starts the node's slurmd in the rig, with what the
-    downward API would set (K8SBRIDGE_HOST_NODE, K8SBRIDGE_NODE_NAME, and what
-    `slurmd_env` holds for the node), and reports the pod Running; when the pod is
-    gone, terminating or replaced it stops slurmd and kills the pod's processes.
-    API errors change nothing (a kubelet keeps running its pods when the API server
-    is away); pods annotated NO_KUBELET are left alone. Ends with stop(), or when
-    the rig stops."""
+    """kubelet="test": the test plays the kubelet of the rig's nodes. A thread looks
+    at the pods of `names` (the rig's nodes) every `interval` seconds: once a node's
+    pod is bound it starts the node's slurmd in the rig, with what the downward API
+    would set (K8SBRIDGE_HOST_NODE, K8SBRIDGE_NODE_NAME, and what `slurmd_env` holds
+    for the node); when the pod is gone, terminating or replaced it stops slurmd and
+    kills the pod's processes. On a KubeCluster the pods are bound to kwok's fake
+    nodes, and kwok reports them Running and removes them once deleted; on a KubeSim
+    (no kwok) this kubelet reports them Running itself. API errors change nothing (a
+    kubelet keeps running its pods when the API server is away); pods annotated
+    NO_KUBELET are left alone. Ends with stop(), or when the rig stops."""
 
     __test__ = False  # not a test case
 
-    def __init__(self, sim: KubeSim, rig: Rig, names=None, interval: float = 0.2,
+    def __init__(self, sim, rig: Rig, names=None, interval: float = 0.2,
                  namespace: str = "default"):
-        self.sim = sim
+        self.sim = sim  # the API server: a KubeCluster (or a KubeSim)
+        self.reports_running = not isinstance(sim, KubeCluster)
         self.rig = rig
         self.namespace = namespace  # k8sbridge.conf's Namespace=, where the pods are
         self.names = tuple(names) if names is not None else None
@@ -175,7 +198,8 @@ class TestKubelet:
             env.update(self.slurmd_env.get(name, {}))
             self.rig.start_slurmd(name, env=env)
             self.started[name] = uid
-        if alive and pod.get("status", {}).get("phase", "Pending") == "Pending":
+        if alive and self.reports_running and \
+                pod.get("status", {}).get("phase", "Pending") == "Pending":
             report_running(self.sim, name, self.namespace)
 
 
@@ -193,9 +217,9 @@ class PodCluster:
         self.test_kubelet = None  # the TestKubelet, with kubelet="test"
         self.nodes = nodes
         self.groups = groups
-        self.kubesim_args = ["--fake-nodes", str(fake_nodes), "--gpus-per-node",
-                             str(gpus_per_node), "--gpu-product", GPU_PRODUCT,
-                             "--ib-leaves", str(ib_leaves)]
+        self.fake_nodes = fake_nodes  # node-0..., kwok's (or kubesim's) fake nodes
+        self.gpus_per_node = gpus_per_node
+        self.ib_leaves = ib_leaves
         self.suspend_time = suspend_time
         self.retry_deadline = retry_deadline
         self.prolog = prolog  # k8sbridge-prolog as PrologSlurmctld
@@ -203,7 +227,7 @@ class PodCluster:
         self.slurm_conf_extra = slurm_conf_extra
         self.extra_templates = extra_templates or {}
         self.log_root = log_root
-        self.sim = None
+        self.sim = None  # the API server: a KubeCluster, or a KubeSim with kubelet="kubesim"
         self.rig = None
         self.dir = None
 
@@ -230,13 +254,19 @@ class PodCluster:
         # With kubesim's kubelet the nodes are its pods, with no namespaces of the rig.
         self.rig = Rig(nodes=self.nodes, start_slurmd=False,
                        node_namespaces=self.kubelet != "kubesim", log_root=self.log_root)
-        kubelet_args = []
         if self.kubelet == "kubesim":
+            from harness.kubesim import KubeSim  # the stand-in's kubelet runs the pods
             # The kubelet's bridge and pod network are the rig's own (its id, its slot).
-            kubelet_args = ["--kubelet", "--bridge", f"kspc{self.rig.id}",
-                            "--pod-network", str(self.rig.pod_network),
-                            "--kubelet-state-dir", str(self.dir / "kubelet")]
-        self.sim = KubeSim(*kubelet_args, *self.kubesim_args, scheduler=True)
+            self.sim = KubeSim("--kubelet", "--bridge", f"kspc{self.rig.id}",
+                               "--pod-network", str(self.rig.pod_network),
+                               "--kubelet-state-dir", str(self.dir / "kubelet"),
+                               "--fake-nodes", str(self.fake_nodes), "--gpus-per-node",
+                               str(self.gpus_per_node), "--gpu-product", GPU_PRODUCT,
+                               "--ib-leaves", str(self.ib_leaves), scheduler=True)
+        else:
+            # kwok plays the Kubernetes nodes; the rig's slurmd are the test's to run.
+            self.sim = KubeCluster(nodes=self.fake_nodes, gpus_per_node=self.gpus_per_node,
+                                   gpu_product=GPU_PRODUCT, ib_leaves=self.ib_leaves)
         # The deployment's RBAC: k8sbridge-power runs as its controller ServiceAccount
         # and the workers' pods name theirs (conf-templates/worker-pod.yaml).
         self.sim.apply_deploy_rbac("default")
@@ -250,6 +280,10 @@ class PodCluster:
         self._write_k8sbridge_conf()
         self.rig.start()
         self.create_munge_secret("munge-key", self.rig.munge_key.read_bytes())
+        if isinstance(self.sim, KubeCluster):
+            # The ServiceAccount admission gives pods without serviceAccountName the
+            # namespace's "default", which the controller-manager makes.
+            wait_for_default_service_account(self.sim, "default")
         if self.kubelet == "test":
             self.test_kubelet = TestKubelet(self.sim, self.rig).start()
 
@@ -282,7 +316,8 @@ class PodCluster:
 
     def template(self, secret="munge-key", container_extra="") -> str:
         """The worker pod template: the image's slurmd and k8sbridge-worker are the
-        host's (kubesim runs commands from the host's filesystem); the pod's own munged
+        host's (kubesim's kubelet runs commands from the host's filesystem; the test's
+        kubelet starts the rig's slurmd and only reads the pod's binding); the pod's own munged
         gets the key from a Secret and its socket in an emptyDir at the path slurm.conf
         names, the key's copy in an emptyDir of its own; /etc/hosts and resolv.conf are the rig's node files."""
         rig = self.rig

@@ -27,7 +27,9 @@ import shutil
 import signal
 import ssl
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -49,6 +51,7 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 SERVICE_CIDR = "10.233.0.0/16"  # ClusterIPs: allocated only, no traffic goes there
 KWOK_POD_CIDR = "10.234.0.0/16"  # the IPs kwok writes into fake pods' status
 CLUSTER_DOMAIN = "cluster.local"
+FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
 ADMIN_SA = ("kube-system", "k8sbridge-test-admin")  # the admin's bearer token
 
 # What kwok does for the fake nodes and their pods (its Stage API): a node becomes
@@ -217,6 +220,7 @@ class KubeCluster:
         self._audit_offset = 0
         self.webhook = None
         self._fault_ids = 0
+        self._throttles = {}  # (namespace, name) -> (stop event, thread, fault id)
         self._own_slot = slot is None
         self.slot = claim_slot() if slot is None else slot
         self.kubelet_address_types = kubelet_address_types
@@ -230,6 +234,9 @@ class KubeCluster:
         except BaseException:
             self.close()
             raise
+        # The test's log names the Kubernetes it ran against.
+        print(f"kube cluster {self.id} at {self.url}: `kube-apiserver --version` printed "
+              f"{self.version()!r}", file=sys.stderr)
 
     # --- start -----------------------------------------------------------------
 
@@ -733,6 +740,62 @@ class KubeCluster:
         self.stop(name)
         self.start(name)
 
+    def throttle(self, namespace, name):
+        """Makes API Priority and Fairness refuse the requests of ServiceAccount
+        namespace/name with 429 and Retry-After, as a cluster does whose admins cap a
+        noisy client and whose capped level is saturated: a FlowSchema that matches
+        the account first sends it to a priority level of one seat that rejects
+        instead of queueing, and a thread keeps that seat taken by one of the
+        account's own writes, a dry-run pod create that the fault webhook holds for
+        a few seconds (the account must be allowed to create pods in `namespace`).
+        unthrottle() ends it."""
+        level = f"throttled-{namespace}-{name}"
+        self.create(f"{FLOWCONTROL}/prioritylevelconfigurations", {
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "PriorityLevelConfiguration", "metadata": {"name": level},
+            "spec": {"type": "Limited", "limited": {
+                "nominalConcurrencyShares": 0, "lendablePercent": 0,
+                "borrowingLimitPercent": 0, "limitResponse": {"type": "Reject"}}}})
+        self.create(f"{FLOWCONTROL}/flowschemas", {
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+            "metadata": {"name": level},
+            "spec": {"priorityLevelConfiguration": {"name": level},
+                     "matchingPrecedence": 2, "distinguisherMethod": {"type": "ByUser"},
+                     "rules": [{"subjects": [{"kind": "ServiceAccount", "serviceAccount": {
+                         "namespace": namespace, "name": name}}],
+                         "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"],
+                                            "resources": ["*"], "namespaces": ["*"],
+                                            "clusterScope": True}],
+                         "nonResourceRules": [{"verbs": ["*"],
+                                               "nonResourceURLs": ["*"]}]}]}})
+        holder = f"apf-seat-holder-{name}"
+        fault = self.add_fault("pods", "create", 503, times=0, name=holder, delay=5,
+                               message="holding a seat of the throttled level")
+        token = self.service_account_token(namespace, name)
+        stop = threading.Event()
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": holder},
+               "spec": {"containers": [{"name": "c", "image": "k8sbridge.invalid/none:1"}]}}
+
+        def hold():
+            while not stop.is_set():
+                try:
+                    self.request("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All",
+                                 pod, token=token, timeout=30)
+                except OSError:
+                    stop.wait(0.1)  # the API server is away: try again shortly
+        thread = threading.Thread(target=hold, daemon=True)
+        thread.start()
+        self._throttles[(namespace, name)] = (stop, thread, fault)
+
+    def unthrottle(self, namespace, name):
+        stop, thread, fault = self._throttles.pop((namespace, name))
+        stop.set()
+        self.webhook.remove(fault)
+        thread.join(timeout=60)
+        level = f"throttled-{namespace}-{name}"
+        self.request("DELETE", f"{FLOWCONTROL}/flowschemas/{level}")
+        self.request("DELETE", f"{FLOWCONTROL}/prioritylevelconfigurations/{level}")
+
     def compact_etcd(self):
         """Compacts etcd's history up to its current revision: a watch resumed from
         an older resourceVersion then gets 410 Gone, as after a long disconnection."""
@@ -758,6 +821,8 @@ class KubeCluster:
     # --- the end -----------------------------------------------------------------
 
     def close(self):
+        for key in list(self._throttles):
+            self._throttles.pop(key)[0].set()
         if self.webhook is not None:
             self.webhook.close()
         for name, proc in reversed(list(self.procs.items())):

@@ -1,21 +1,28 @@
 """Shared set-up for the k8sbridge-sync end-to-end tests: a rig (real slurmctld and
-slurmd), kubesim with its scheduler (no kubelet), k8sbridge-power as the power
-programs, and k8sbridge-sync daemons. The test plays the kubelet
-(harness.cluster.TestKubelet): a node's slurmd starts when its pod is bound and
-stops when the pod goes.
+slurmd), a real Kubernetes (harness.kube.KubeCluster: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, and kwok playing the fake GPU nodes),
+k8sbridge-power as the power programs, and k8sbridge-sync daemons. kwok is the
+nodes' kubelet as far as Kubernetes sees it (node leases, Ready, pods Running,
+deleted pods gone); the test's kubelet (harness.cluster.TestKubelet) runs what a
+pod would: a node's slurmd starts when its pod is bound and stops when the pod goes.
 """
 
+import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
+import urllib.error
 import urllib.request
 from pathlib import Path
 
+import yaml
+
 from harness.cluster import NO_KUBELET, TestKubelet, power_program_lines
-from harness.kubesim import KubeSim
+from harness.kube import KWOK_NODE_ANNOTATION, KubeCluster
 from harness.paths import POWER, SYNC
 from harness.rig import Rig, free_tcp_port, wait_for
 from harness.testcase import RigTestCase, wait_for_no_leftovers
@@ -90,10 +97,11 @@ class Daemon:
 
 
 class SyncRigTestCase(RigTestCase):
-    """kubesim + conf + power wrappers; make_rig() builds the rig, start_daemon() the
-    daemons, kubelet() the test's kubelet thread. Everything is cleaned up."""
+    """KubeCluster + conf + power wrappers; make_rig() builds the rig, start_daemon()
+    the daemons, kubelet() the test's kubelet thread. Everything is cleaned up.
+    `cluster_args`: KubeCluster's (its fake nodes node-0...: how many, their GPUs)."""
 
-    sim_args = ("--fake-nodes", "2")
+    cluster_args = {"nodes": 2}
     groups = (("g0", "w-0", template("node-0")), ("g1", "w-1", template("node-1")))
     namespace = "default"  # k8sbridge.conf's Namespace=, where the worker pods live
     sync_keys = ("SyncUnschedulableGrace=10s SyncOrphanGrace=10s SyncLeaseDuration=6s "
@@ -107,12 +115,17 @@ class SyncRigTestCase(RigTestCase):
         self.dir = Path(tempfile.mkdtemp(prefix="sync-rig-"))
         self.dir.chmod(0o755)
         self.addCleanup(shutil.rmtree, self.dir, True)
-        self.sim = KubeSim(*self.sim_args, scheduler=True)
-        self.addCleanup(self.sim.close)
+        self.kube = KubeCluster(**self.cluster_args, scheduler=True)
+        self.addCleanup(self.kube.close)
         # k8sbridge-power and k8sbridge-sync run as the deployment's controller
         # ServiceAccount, with exactly the shipped rules (deploy/base/rbac.yaml).
-        self.sim.apply_deploy_rbac(self.namespace)
-        self.controller_kubeconfig = self.sim.service_account_kubeconfig(
+        self.kube.apply_deploy_rbac(self.namespace)
+        # Pods are admitted in a namespace once its "default" ServiceAccount exists
+        # (the controller-manager makes it, as for any new namespace).
+        wait_for(lambda: self.kube.request(
+            "GET", f"/api/v1/namespaces/{self.namespace}/serviceaccounts/default")[0] == 200,
+            60, f"the default ServiceAccount of namespace {self.namespace}")
+        self.controller_kubeconfig = self.kube.service_account_kubeconfig(
             self.namespace, "k8sbridge-controller", expiration_seconds=24 * 3600)
         self.daemons = []
         self.addCleanup(self._stop_daemons)
@@ -185,7 +198,7 @@ class SyncRigTestCase(RigTestCase):
     # ---- Kubernetes --------------------------------------------------------------
 
     def get(self, path):
-        status, _, body = self.sim.request("GET", path)
+        status, _, body = self.kube.request("GET", path)
         return status, body
 
     def pod(self, name):
@@ -200,24 +213,36 @@ class SyncRigTestCase(RigTestCase):
         return body
 
     def set_ready(self, node, status):
-        # What a kubelet posts (True, False) or the node controller writes (Unknown).
+        """What node `node`'s kubelet posts: Ready True or False, while it still
+        renews the node's Lease (the node is not lost: that is Ready Unknown, from
+        the controller-manager, test_sync_lost_node.py's). kwok plays the kubelet and
+        would turn a Ready that is not True back at once, so for Ready False the
+        node leaves kwok's selection (its annotation: kwok then ignores the node's
+        changes, and goes on renewing the Lease it holds) and the test posts the
+        status as the node itself, with its client certificate (system:node:<node>,
+        which NodeRestriction lets change its own Node only). Ready True is posted
+        the same way and hands the node back to kwok."""
         reason, message = {
             "True": ("KubeletReady", "kubelet is posting ready status"),
             "False": ("KubeletNotReady", "container runtime network not ready"),
-        }.get(status, ("NodeStatusUnknown", "Kubelet stopped posting node status."))
+        }[status]
+        if status != "True":
+            self.kube.kubectl("annotate", "node", node, f"{KWOK_NODE_ANNOTATION}-")
         cond = {"type": "Ready", "status": status, "reason": reason, "message": message}
-        code, _, body = self.sim.request(
-            "PATCH", f"/api/v1/nodes/{node}/status", {"status": {"conditions": [cond]}},
-            content_type="application/merge-patch+json")
+        code, body = as_kubelet(self.kube, node, "PATCH", f"/api/v1/nodes/{node}/status",
+                                {"status": {"conditions": [cond]}})
         self.assertEqual(code, 200, body)
+        if status == "True":
+            self.kube.kubectl("annotate", "node", node, f"{KWOK_NODE_ANNOTATION}=fake",
+                              "--overwrite")
 
     def create_pod(self, name, labels, annotations=None):
         body = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "labels": labels,
                              "annotations": dict(annotations or {}, **{NO_KUBELET: "yes"})},
                 "spec": {"containers": [{"name": "c", "image": "x"}]}}
-        code, _, resp = self.sim.request("POST", f"/api/v1/namespaces/{self.namespace}/pods",
-                                         body)
+        code, _, resp = self.kube.request("POST", f"/api/v1/namespaces/{self.namespace}/pods",
+                                          body)
         self.assertEqual(code, 201, resp)
         return resp
 
@@ -230,7 +255,7 @@ class SyncRigTestCase(RigTestCase):
 
     def kubelet(self, rig, names=("w-0", "w-1")):
         """The test's kubelet (TestKubelet) for the pods of `names`, until the test ends."""
-        kubelet = TestKubelet(self.sim, rig, names, namespace=self.namespace).start()
+        kubelet = TestKubelet(self.kube, rig, names, namespace=self.namespace).start()
         self.addCleanup(kubelet.stop)
         return kubelet
 
@@ -242,3 +267,19 @@ class SyncRigTestCase(RigTestCase):
     def power_log(self):
         path = self.dir / "power.log"
         return path.read_text() if path.exists() else "(no power.log)"
+
+
+def as_kubelet(kube, node, method, path, body):
+    """One request as node `node`'s kubelet (its client certificate, from
+    KubeCluster.node_kubeconfig), with a merge patch body; returns (status, body)."""
+    user = yaml.safe_load(Path(kube.node_kubeconfig(node)).read_text())["users"][0]["user"]
+    context = ssl.create_default_context(cafile=str(kube.pki.ca))
+    context.load_cert_chain(user["client-certificate"], user["client-key"])
+    req = urllib.request.Request(kube.url + path, data=json.dumps(body).encode(),
+                                 method=method)
+    req.add_header("Content-Type", "application/merge-patch+json")
+    try:
+        with urllib.request.urlopen(req, context=context, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")

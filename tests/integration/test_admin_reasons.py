@@ -5,8 +5,10 @@ scontrol; afterwards the reason is exactly as the admin left it (its text, and
 the author and time Slurm prints after it), while the state still changes where
 it must:
 
-- k8sbridge-power: a resume whose pod the API rejects sets the node DOWN and
-  POWER_DOWN (its jobs requeue) but keeps an admin's DOWN or DRAIN reason;
+- k8sbridge-power: a resume whose pod the API rejects (the real Kubernetes,
+  harness.kube.KubeCluster, whose admission webhook refuses every pod with 422)
+  sets the node DOWN and POWER_DOWN (its jobs requeue) but keeps an admin's DOWN or
+  DRAIN reason;
 - spank_jail: a step on an unsafe jail fails, but a node an admin drained keeps
   the admin's reason (the plugin logs that it left it).
 
@@ -21,7 +23,8 @@ import unittest
 from pathlib import Path
 
 from harness.jail import JailFixture, jail_rig, slurmd_log
-from harness.kubesim import KubeSim, WORKER_TEMPLATE as TEMPLATE
+from harness.cluster import WORKER_TEMPLATE as TEMPLATE
+from harness.kube import KubeCluster
 from harness.paths import POWER
 from harness.rig import Rig, wait_for
 from harness.testcase import RigTestCase, main
@@ -35,16 +38,17 @@ class PowerKeepsAdminReasons(RigTestCase):
         self.dir = Path(tempfile.mkdtemp(prefix="admin-reasons-"))
         self.dir.chmod(0o755)
         self.addCleanup(shutil.rmtree, self.dir, True)
-        self.sim = KubeSim("--fake-nodes", "1")
-        self.addCleanup(self.sim.close)
+        # No pod is ever scheduled here: no scheduler.
+        self.kube = KubeCluster(nodes=1, scheduler=False)
+        self.addCleanup(self.kube.close)
         (self.dir / "worker.yaml").write_text(TEMPLATE)
         self.conf = self.dir / "k8sbridge.conf"
         self.conf.write_text(
-            f"ClusterName=rig\nKubeconfig={self.sim.kubeconfig}\nNamespace=default\n"
+            f"ClusterName=rig\nKubeconfig={self.kube.kubeconfig}\nNamespace=default\n"
             f"RetryDeadline=2\nLogFile={self.dir / 'power.log'}\n"
             "NodeGroup=w Nodes=w-[0-1] PodTemplate=worker.yaml\n")
         # Every pod create is refused: each resume fails its node.
-        self.sim.add_fault(resource="pods", verb="create", type="status", code=422, times=0)
+        self.kube.add_fault("pods", "create", 422, times=0, message="pod refused by policy")
 
     def resume_by_hand(self, rig, node):
         """k8sbridge-power resume, as slurmctld would run it (no resume file)."""

@@ -1,7 +1,8 @@
-"""harness.cluster's kubelet choice on PodCluster: with kubelet="test" the test's
+"""harness.cluster's kubelet choice on PodCluster, with the real Kubernetes
+(harness.kube.KubeCluster) and kwok's fake nodes: with kubelet="test" the test's
 kubelet (TestKubelet) starts a node's slurmd in the rig once k8sbridge-power's pod
-is bound, reports the pod Running, and stops slurmd when Slurm's power-down
-deletes the pod; with kubelet=None nobody runs the pods."""
+is bound (kwok reports the pod Running), and stops slurmd when Slurm's power-down
+deletes the pod; with kubelet=None no slurmd runs for the pods."""
 
 from harness.cluster import PodCluster
 from harness.rig import NodeSpec

@@ -1,6 +1,6 @@
 """The shipped RBAC (deploy/base/rbac.yaml) is what k8sbridge's programs run with, and
-nothing less works: kubesim authorizes every request of a ServiceAccount token as
-kube-apiserver's RBAC authorizer does (docs/kubesim.md, "Authentication and RBAC").
+nothing less works: kube-apiserver's RBAC authorizer (a real cluster, KubeCluster,
+with one kwok node) decides every request of the ServiceAccount's token.
 
 With a real slurmctld/slurmd (the rig), k8sbridge-power and k8sbridge-sync use the
 token of k8sbridge-controller. One verb taken from its Role (pods: create) makes a
@@ -16,13 +16,13 @@ from harness.testcase import main
 
 class ShippedRbac(SyncRigTestCase):
     groups = (("g0", "w-0", template("node-0")),)
-    sim_args = ("--fake-nodes", "1")
+    cluster_args = {"nodes": 1}
 
     def role_pods_verbs(self, verbs):
-        self.sim.kubectl("-n", self.namespace, "patch", "role", "k8sbridge-controller",
-                         "--type=json", "-p",
-                         f'[{{"op":"replace","path":"/rules/0/verbs","value":{list(verbs)}}}]'
-                         .replace("'", '"'))
+        self.kube.kubectl("-n", self.namespace, "patch", "role", "k8sbridge-controller",
+                          "--type=json", "-p",
+                          f'[{{"op":"replace","path":"/rules/0/verbs","value":{list(verbs)}}}]'
+                          .replace("'", '"'))
 
     def test_a_verb_missing_from_the_role_is_named_and_its_return_recovers(self):
         rig = self.make_rig(nodes=1)

@@ -1,6 +1,6 @@
 """One pool of CLOUD nodes w-[0-7] (Features=h100,a100 in slurm.conf) becomes any GPU
-type on demand (node_features/k8s + power_k8s + kubesim with 2 H100 and 2 A100
-nodes, one GPU each; the test plays the kubelet, see harness/features.py):
+type on demand (node_features/k8s + power_k8s + the real Kubernetes with 2 H100 and 2
+A100 kwok nodes, one GPU each; the test plays the kubelet, see harness/features.py):
 
 - `sbatch -N2 -C h100`: two pods on the H100 nodes, and scontrol lists h100 as an
   active feature of both Slurm nodes;
@@ -8,8 +8,9 @@ nodes, one GPU each; the test plays the kubelet, see harness/features.py):
 - `-C h100` while both H100 nodes are busy: the resumed node fails fast with a
   "k8sbridge: no Kubernetes node offers ..." reason, the job stays pending, and it
   never runs (in particular not on an A100);
-- with the API unreachable (GET node stalls), slurmd registers from the label cache
-  within FeatureLabelTimeout and its log says the cache was used;
+- with the API unreachable from the node (its packets to the API server dropped, a
+  network partition), slurmd registers from the label cache within
+  FeatureLabelTimeout and its log says the cache was used;
 - after power-down the nodes' active features are reset;
 - with k8sbridge-sync running, relabelling the Kubernetes node under a running
   Slurm node changes that node's features within 5 s, without a reconfigure.
@@ -38,8 +39,6 @@ class FeaturePool(FeaturesRigCase):
                 self.pool_steps(rig)
             finally:
                 self.stop_kubelet()
-                if self.sim:
-                    self.sim.admin("DELETE", "faults")
         self.assertRigGone(rig)
 
     def pool_steps(self, rig):
@@ -97,13 +96,13 @@ class FeaturePool(FeaturesRigCase):
                  lambda: f"{a100_node} to power down; power.log:\n{self.power_log()}")
         self.assertFalse(features_of(rig.node(a100_node), "ActiveFeatures") & {"a100", "h100"})
         other = next(n for n, p in KUBE_NODES.items() if p == A100 and n != a100_host)
-        status, _, body = self.sim.request("PATCH", f"/api/v1/nodes/{other}",
+        status, _, body = self.kube.request("PATCH", f"/api/v1/nodes/{other}",
                                            {"spec": {"unschedulable": True}},
                                            content_type="application/merge-patch+json")
         self.assertEqual(status, 200, body)
 
-        # The API stops answering node reads: the next registration uses the cache.
-        self.sim.add_fault(resource="nodes", verb="get", type="stall", times=0)
+        # The node cannot reach the API server: the next registration uses the cache.
+        self.cut_off_api(rig, a100_node)
         again = rig.sbatch("#!/bin/sh\nhostname\n", ["-N1", "-w", a100_node, "-C", "a100"])
         rig.wait_job(again, timeout=120)
         self.assertEqual(self.pod(a100_node)["spec"]["nodeName"], a100_host)
@@ -111,7 +110,7 @@ class FeaturePool(FeaturesRigCase):
         self.assertIn(f"could not read Kubernetes node {a100_host} within 2000 ms", log)
         self.assertIn("using the label cache", log)
         self.assertIn("a100", features_of(rig.node(a100_node), "ActiveFeatures"))
-        self.sim.admin("DELETE", "faults")
+        self.reconnect_api(rig, a100_node)
 
         # Power-down resets the active features of the H100 nodes.
         rig.check_output(["scancel", str(big)])
@@ -135,13 +134,7 @@ class FeaturePool(FeaturesRigCase):
                      lambda: f"the -C h100 job to run; power.log:\n{self.power_log()}")
             [node] = self.job_nodes(rig, job)
             host = self.pod(node)["spec"]["nodeName"]
-            # What a kubelet reports: the nodes are Ready (the test's kubelet reported
-            # the pod Running when it started the pod's slurmd).
-            for name in KUBE_NODES:
-                self.sim.request("PATCH", f"/api/v1/nodes/{name}/status",
-                                 {"status": {"conditions": [{"type": "Ready", "status": "True",
-                                                             "reason": "KubeletReady"}]}},
-                                 content_type="application/strategic-merge-patch+json")
+            # kwok reports the nodes Ready and the pod Running, as their kubelets would.
             conf = self.dir / "sync.conf"
             conf.write_text((rig.etc / "k8sbridge.conf").read_text() +
                             "SyncMetricsListen=127.0.0.1:0\n")
@@ -153,7 +146,7 @@ class FeaturePool(FeaturesRigCase):
                 f"k8sbridge-sync to mark pod {node}")
             self.assertIn("h100", features_of(rig.node(node), "ActiveFeatures"))
 
-            status, _, body = self.sim.request(
+            status, _, body = self.kube.request(
                 "PATCH", f"/api/v1/nodes/{host}",
                 {"metadata": {"labels": {"nvidia.com/gpu.product": A100}}},
                 content_type="application/merge-patch+json")

@@ -1,11 +1,13 @@
 """k8sbridge-health as real slurmd's HealthCheckProgram on the rig, with a
-scripted NVML library and a fake InfiniBand sysfs per node."""
+scripted NVML library and a fake InfiniBand sysfs per node. Its verdicts reach the
+real Kubernetes (harness.kube.KubeCluster on the rig's bridge address, two kwok
+nodes) as a node condition and an Event, and through k8sbridge-sync as a cordon."""
 
 import json
 import os
 
-from harness.cluster import report_running
-from harness.kubesim import KubeSim
+from harness.cluster import wait_for_default_service_account
+from harness.kube import KubeCluster
 from harness.paths import BUILD_ROOT, SLURM_BUILD, SYNC
 from harness.rig import Rig, RigConfig, wait_for
 from harness.sync import Daemon
@@ -179,16 +181,17 @@ class HealthRigTest(RigTestCase):
 
     def test_result_is_published_to_kubernetes(self):
         rig = self.start_rig()
-        # The nodes' network namespaces reach the host only on the rig's bridge.
-        sim = KubeSim("--fake-nodes", "2", "--listen", f"{rig.bridge_address}:0")
-        self.addCleanup(sim.close)
+        # The nodes' network namespaces reach the host only on the rig's bridge: the
+        # API server listens there, its certificate names that address.
+        kube = KubeCluster(nodes=2, address=rig.bridge_address, scheduler=False)
+        self.addCleanup(kube.close)
         # As in a worker pod: the deployment's k8sbridge-worker ServiceAccount.
-        sim.apply_deploy_rbac("default")
-        kubeconfig = sim.service_account_kubeconfig("default", "k8sbridge-worker")
+        kube.apply_deploy_rbac("default")
+        kubeconfig = kube.service_account_kubeconfig("default", "k8sbridge-worker")
         self.write_conf("w-0", f"KubePublish=yes Kubeconfig={kubeconfig} KubeNode=node-0\n")
 
         def condition():
-            node = sim.kubectl_json("get", "node", "node-0")
+            node = kube.kubectl_json("get", "node", "node-0")
             for c in node["status"].get("conditions", []):
                 if c["type"] == "K8sbridgeHealthProblem":
                     return c
@@ -203,11 +206,11 @@ class HealthRigTest(RigTestCase):
         self.assertEqual(bad["reason"], "HealthCheckFailed")
         self.assertEqual(bad["message"], XID_REASON)
         # Ready and the other conditions are untouched.
-        types = [c["type"] for c in sim.kubectl_json("get", "node", "node-0")["status"]["conditions"]]
+        types = [c["type"] for c in kube.kubectl_json("get", "node", "node-0")["status"]["conditions"]]
         self.assertIn("Ready", types)
 
         def warning():
-            events = sim.kubectl_json("get", "events", "--field-selector",
+            events = kube.kubectl_json("get", "events", "--field-selector",
                                       "involvedObject.name=node-0")["items"]
             return [e for e in events if e.get("reason") == "HealthCheckFailed"]
         event = wait_for(warning, 30, "a HealthCheckFailed event on node-0")[0]
@@ -218,11 +221,11 @@ class HealthRigTest(RigTestCase):
         if not SYNC.exists():
             self.skipTest(f"{SYNC} is not built")
         rig = self.start_rig()
-        sim = KubeSim("--fake-nodes", "2", "--listen", f"{rig.bridge_address}:0",
-                      scheduler=True)
-        self.addCleanup(sim.close)
-        sim.apply_deploy_rbac("default")  # k8sbridge-sync: the controller's ServiceAccount
-        controller = sim.service_account_kubeconfig("default", "k8sbridge-controller")
+        kube = KubeCluster(nodes=2, address=rig.bridge_address, scheduler=False)
+        self.addCleanup(kube.close)
+        kube.apply_deploy_rbac("default")  # k8sbridge-sync: the controller's ServiceAccount
+        controller = kube.service_account_kubeconfig("default", "k8sbridge-controller")
+        wait_for_default_service_account(kube, "default")
         # w-0's worker pod, as k8sbridge-power makes it, on Kubernetes node node-0.
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": "w-0", "labels": {
@@ -230,9 +233,11 @@ class HealthRigTest(RigTestCase):
                    "k8sbridge.io/cluster": "rig", "k8sbridge.io/node": "w-0"}},
                "spec": {"nodeName": "node-0",
                         "containers": [{"name": "slurmd", "image": "x"}]}}
-        status, _, body = sim.request("POST", "/api/v1/namespaces/default/pods", pod)
+        status, _, body = kube.request("POST", "/api/v1/namespaces/default/pods", pod)
         self.assertEqual(status, 201, body)
-        report_running(sim, "w-0")  # what its kubelet would report
+        # kwok, node-0's kubelet, reports it Running.
+        wait_for(lambda: kube.kubectl_json("get", "pod", "w-0")["status"].get("phase") ==
+                 "Running", 60, "kwok to report pod w-0 Running")
         (self.health_dir / "worker.yaml").write_text(
             "spec:\n  containers:\n  - {name: slurmd, image: x}\n")
         conf = self.health_dir / "k8sbridge.conf"
@@ -247,7 +252,7 @@ class HealthRigTest(RigTestCase):
                          "drained with the XID reason")
 
         def cordoned():
-            node = sim.kubectl_json("get", "node", "node-0")
+            node = kube.kubectl_json("get", "node", "node-0")
             spec = node.get("spec", {})  # absent until something sets it
             taints = spec.get("taints", [])
             if spec.get("unschedulable") and any(
@@ -259,9 +264,9 @@ class HealthRigTest(RigTestCase):
         except Exception as e:  # the daemon's log says why
             raise AssertionError(f"{e}\nsync.log:\n{daemon.log()}") from None
         self.assertEqual(node["metadata"]["annotations"]["k8sbridge.io/cordoned-by"], "rig")
-        self.assertFalse(sim.kubectl_json("get", "node", "node-1").get("spec", {})
+        self.assertFalse(kube.kubectl_json("get", "node", "node-1").get("spec", {})
                          .get("unschedulable"))
-        annotations = sim.kubectl_json("get", "pod", "w-0")["metadata"]["annotations"]
+        annotations = kube.kubectl_json("get", "pod", "w-0")["metadata"]["annotations"]
         self.assertTrue(annotations["k8sbridge.io/slurm-drain-reason"].startswith(XID_REASON))
 
 

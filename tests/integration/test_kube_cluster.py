@@ -130,6 +130,27 @@ class KubeClusterTest(unittest.TestCase):
                  if r["verb"] == "create" and r["name"] == "refused-once"]
         self.assertEqual(codes, [503, 201])
 
+    def test_a_throttled_account_gets_429_until_unthrottled(self):
+        self.kube.create_service_account("default", "noisy")
+        token = self.kube.service_account_token("default", "noisy")
+        self.kube.kubectl("create", "rolebinding", "noisy-edit", "--clusterrole=edit",
+                          "--serviceaccount=default:noisy")
+        path = "/api/v1/namespaces/default/configmaps"
+        wait_for_condition(lambda: self.kube.request("GET", path, token=token)[0] == 200, 30,
+                           "the edit binding to take effect")
+        self.kube.throttle("default", "noisy")
+        try:
+            status, headers, _ = wait_for_condition(
+                lambda: (lambda r: r if r[0] == 429 else None)(
+                    self.kube.request("GET", path, token=token)), 30,
+                "API Priority and Fairness to reject the account")
+            self.assertIn("Retry-After", headers)
+            self.assertEqual(self.kube.request("GET", path)[0], 200)  # the admin is not capped
+        finally:
+            self.kube.unthrottle("default", "noisy")
+        wait_for_condition(lambda: self.kube.request("GET", path, token=token)[0] == 200, 30,
+                           "the account to be served again")
+
     def test_a_restarted_api_server_keeps_its_objects(self):
         cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "survivor"}}
         self.kube.create("/api/v1/namespaces/default/configmaps", cm, ok=(201,))

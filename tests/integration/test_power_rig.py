@@ -1,22 +1,24 @@
 """k8sbridge-power as a real slurmctld's ResumeProgram/SuspendProgram/ResumeFailProgram,
-against kubesim with its scheduler (no kubelet: the test plays it, TestKubelet, and
-starts a node's slurmd in the rig when its pod is bound and stops it when the pod
-is deleted).
+against the real Kubernetes (harness.kube.KubeCluster: API server, scheduler,
+controllers, kwok's two fake nodes). The test plays the kubelet of the rig's nodes
+(TestKubelet): it starts a node's slurmd in the rig when its pod is bound and stops
+it when the pod is deleted.
 
 - A job on powered-down CLOUD nodes: the pods appear with ownership labels, the
   slurmd register, the job completes, and after SuspendTime the pods are deleted
   and the nodes are POWERED_DOWN again.
-- A pod the API rejects (422): the node goes DOWN and POWER_DOWN with the
-  reason "k8sbridge: <message>" long before ResumeTimeout, and the job is
-  requeued and pending.
+- A pod the API rejects (422, from an admission webhook): the node goes DOWN and
+  POWER_DOWN with the reason "k8sbridge: <message>" long before ResumeTimeout, and
+  the job is requeued and pending.
 """
 
 import shutil
 import tempfile
 from pathlib import Path
 
-from harness.cluster import TestKubelet, power_program_lines
-from harness.kubesim import KubeSim, WORKER_TEMPLATE as TEMPLATE
+from harness.cluster import (WORKER_TEMPLATE as TEMPLATE, TestKubelet, power_program_lines,
+                             wait_for_default_service_account)
+from harness.kube import KubeCluster
 from harness.paths import POWER
 from harness.rig import Rig, wait_for
 from harness.testcase import RigTestCase, main
@@ -30,12 +32,13 @@ class PowerRig(RigTestCase):
         self.dir = Path(tempfile.mkdtemp(prefix="power-rig-"))
         self.dir.chmod(0o755)
         self.addCleanup(shutil.rmtree, self.dir, True)
-        self.sim = KubeSim("--fake-nodes", "2", scheduler=True)
-        self.addCleanup(self.sim.close)
+        self.kube = KubeCluster(nodes=2)
+        self.addCleanup(self.kube.close)
         # k8sbridge-power runs as the deployment's controller ServiceAccount.
-        self.sim.apply_deploy_rbac("default")
-        self.kubeconfig = self.sim.service_account_kubeconfig(
+        self.kube.apply_deploy_rbac("default")
+        self.kubeconfig = self.kube.service_account_kubeconfig(
             "default", "k8sbridge-controller", expiration_seconds=24 * 3600)
+        wait_for_default_service_account(self.kube, "default")
 
     def programs(self, slurm_conf_path):
         """Wrapper scripts, the way an admin points slurm.conf at k8sbridge-power with
@@ -49,7 +52,7 @@ class PowerRig(RigTestCase):
         return "\n".join(lines + ["SuspendTimeout=5", "ResumeTimeout=300"])
 
     def pod(self, name):
-        status, _, body = self.sim.request("GET", f"/api/v1/namespaces/default/pods/{name}")
+        status, _, body = self.kube.request("GET", f"/api/v1/namespaces/default/pods/{name}")
         return body if status == 200 else None
 
     def log(self):
@@ -68,7 +71,7 @@ class PowerRig(RigTestCase):
             out = rig.workdir / "job.out"
             job = rig.sbatch("#!/bin/sh\nsrun hostname\n", ["-N2", "-o", str(out)])
             # Our kubelet: a node's slurmd starts when its pod is bound.
-            kubelet = TestKubelet(self.sim, rig).start()
+            kubelet = TestKubelet(self.kube, rig).start()
             self.addCleanup(kubelet.stop)
             wait_for(lambda: len(kubelet.started) == 2, 60,
                      lambda: f"both pods; power.log:\n{self.log()}")
@@ -96,14 +99,17 @@ class PowerRig(RigTestCase):
         self.assertNoLeftovers()
 
     def test_rejected_pod_downs_the_node_and_requeues_the_job(self):
-        self.sim.add_fault(resource="pods", verb="create", type="status", code=422, times=0)
+        self.kube.add_fault("pods", "create", 422, times=0, message="pod refused by policy")
         with self.make_rig(suspend_time=600) as rig:
             job = rig.sbatch("#!/bin/sh\nhostname\n", ["-N1", "-w", "w-0"])
 
             # Well inside ResumeTimeout (300 s).
             node = rig.wait_reason("w-0", "k8sbridge:", 30,
                                    lambda: f"w-0 to be set down; power.log:\n{self.log()}")
-            self.assertIn("kubesim injected fault: HTTP 422", node["Reason"])
+            # The API server's own message for a webhook's refusal.
+            self.assertTrue(node["Reason"].startswith(
+                'k8sbridge: admission webhook "faults.test.k8sbridge.io" denied the request: '
+                'pod refused by policy'), node["Reason"])
             self.assertIn("DOWN", node["State"])
             self.assertIn("POWER", node["State"])
             wait_for(lambda: rig.job(job)["JobState"] == "PENDING" and

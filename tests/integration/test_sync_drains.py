@@ -1,12 +1,13 @@
-"""k8sbridge-sync with a real slurmctld/slurmd (the rig) and kubesim: drains in both
-directions.
+"""k8sbridge-sync with a real slurmctld/slurmd (the rig) and a real Kubernetes
+(KubeCluster, its nodes played by kwok): drains in both directions.
 
 - An admin's hardware drain cordons and taints the Kubernetes node and annotates the
   pod; a resume undoes both. A cordon made by someone else is left alone (and drains
   the Slurm node with a k8sbridge: reason until it is lifted). `--once` does one pass,
   and refuses while a daemon holds the Lease.
-- A Kubernetes node NotReady (Ready False) drains its Slurm node with a k8sbridge: reason; when it
-  is Ready again the drain is undone, and an admin drain on another node is untouched.
+- A Kubernetes node NotReady (Ready False, posted as its kubelet while its Lease is
+  still renewed) drains its Slurm node with a k8sbridge: reason; when it is Ready
+  again the drain is undone, and an admin drain on another node is untouched.
 """
 
 import os
@@ -52,7 +53,7 @@ class SyncDrains(SyncRigTestCase):
             # The other node is untouched.
             self.assertFalse(self.knode("node-1")["spec"].get("unschedulable"))
             # An Event on the pod says so.
-            events = self.sim.kubectl_json("get", "events", "-n", "default")["items"]
+            events = self.kube.kubectl_json("get", "events", "-n", "default")["items"]
             self.assertIn("SlurmNodeDrained", [e.get("reason") for e in events])
 
             rig.check_output(["scontrol", "update", "nodename=w-0", "state=resume"])
@@ -66,7 +67,7 @@ class SyncDrains(SyncRigTestCase):
             wait_for(undone, 30, lambda: f"node-0 uncordoned; log:\n{d.log()[-3000:]}")
 
             # Someone else cordons node-0: w-0 is drained with our reason ...
-            self.sim.kubectl("cordon", "node-0")
+            self.kube.kubectl("cordon", "node-0")
             wait_for(lambda: rig.node("w-0").get("Reason", "").startswith(
                      "k8sbridge: Kubernetes node node-0 cordoned"), 30, "w-0 drained by us")
             self.assertIn("DRAIN", rig.node("w-0")["State"])
@@ -84,7 +85,7 @@ class SyncDrains(SyncRigTestCase):
                      "k8sbridge: Kubernetes node node-0 cordoned"), 30, "w-0 drained again")
             self.assertTrue(self.knode("node-0")["spec"].get("unschedulable"))
             # Lifted by its owner: our drain is undone.
-            self.sim.kubectl("uncordon", "node-0")
+            self.kube.kubectl("uncordon", "node-0")
             wait_for(lambda: "DRAIN" not in rig.node("w-0")["State"], 30, "w-0 undrained")
 
             # --once while the daemon leads: refused (it takes the Lease to act), and

@@ -1,13 +1,14 @@
-"""k8sbridge-sync against what a real API server does (issue 17), with the rig and
-kubesim:
+"""k8sbridge-sync against what a real API server does (issue 17), with the rig and a
+real Kubernetes (KubeCluster, kwok's nodes):
 
 - With Namespace=slurm, the Events about a Kubernetes node (HardwareDrain) are
   created in `default`: a real apiserver accepts events about a cluster-scoped object
   only in default or kube-system (422 elsewhere), so they must be listed by
   `kubectl get events -A` there, next to the pod's own events in slurm.
-- A leader whose API server stalls on the Lease stops leading before another
-  candidate could take the Lease (within the renew deadline, not after its client's
-  30 s request timeout), and leads again once the server answers.
+- A leader whose API server stalls on the Lease (an admission webhook that takes
+  9 s over every write of it) stops leading before another candidate could take the
+  Lease (within the renew deadline, not after its client's 30 s request timeout),
+  and leads again once the server answers.
 """
 
 from harness.rig import wait_for
@@ -16,6 +17,10 @@ from harness.testcase import main
 
 TAINT = "k8sbridge.io/hardware"
 LEASE_DURATION = 6  # SyncLeaseDuration of SyncRigTestCase: renew deadline 4 s, retry 1 s
+LEASE = "k8sbridge-sync-rig"  # the daemon's Lease: k8sbridge-sync-<ClusterName>
+# How long the webhook holds each write of the Lease: longer than the lease duration,
+# shorter than the API server waits for the webhook (KubeCluster: 10 s).
+STALL = 9
 
 
 class NodeEventsInDefault(SyncRigTestCase):
@@ -36,7 +41,7 @@ class NodeEventsInDefault(SyncRigTestCase):
                      30, lambda: f"node-0 tainted; log:\n{d.log()[-3000:]}")
 
             def events():
-                return self.sim.kubectl_json("get", "events", "-A")["items"]
+                return self.kube.kubectl_json("get", "events", "-A")["items"]
 
             def hardware_drain():
                 return [e for e in events() if e.get("reason") == "HardwareDrain"]
@@ -73,7 +78,7 @@ class LeaderUnderStall(SyncRigTestCase):
         with self.make_rig() as rig:
             d = self.start_daemon(rig)
             self.wait_leader(d)
-            stall = self.sim.add_fault(resource="leases", verb="*", type="stall", times=0)
+            self.kube.add_fault("leases", "*", None, times=0, name=LEASE, delay=STALL)
             try:
                 # Before another candidate could take the Lease (LEASE_DURATION after
                 # our last renewal), we no longer act as leader.
@@ -83,7 +88,7 @@ class LeaderUnderStall(SyncRigTestCase):
                 wait_for(lambda: "no longer leading" in d.log(), 10,
                          lambda: f"the log says so; log:\n{d.log()[-3000:]}")
             finally:
-                self.sim.admin("DELETE", f"faults/{stall}")
+                self.kube.clear_faults()
             # The server answers again: the same daemon takes the Lease back.
             self.wait_leader(d)
             self.assertIsNone(d.proc.poll(), d.log())

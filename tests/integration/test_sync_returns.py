@@ -1,5 +1,6 @@
 """Nodes returned to service stay schedulable across a slurmctld restart: real
-slurmctld and slurmd (the rig), kubesim, k8sbridge-power and k8sbridge-sync.
+slurmctld and slurmd (the rig), a real Kubernetes (KubeCluster, kwok's nodes),
+k8sbridge-power and k8sbridge-sync.
 
 slurmctld's RESUME of a DOWN node also marks it NOT_RESPONDING until its slurmd
 registers (node_mgr.c, _require_node_reg). A powered-down node stays so until a job
@@ -82,7 +83,7 @@ class SyncReturns(SyncRigTestCase):
             d = self.start_daemon(rig)
             self.wait_leader(d)
             self.power_up(rig, ["w-0"])
-            status, _, body = self.sim.request(
+            status, _, body = self.kube.request(
                 "DELETE", f"/api/v1/namespaces/{self.namespace}/pods/w-0")
             self.assertEqual(status, 200, body)
             # DOWN and POWER_DOWN, powered down after SuspendTimeout, returned.

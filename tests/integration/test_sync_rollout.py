@@ -1,5 +1,6 @@
 """k8sbridge-sync rolls worker pods to a changed pod template without touching a job
-(docs/sync.md, "Rollouts"), with a real slurmctld/slurmd (the rig) and kubesim.
+(docs/sync.md, "Rollouts"), with a real slurmctld/slurmd (the rig) and a real
+Kubernetes (KubeCluster: four kwok nodes).
 
 Four nodes up, a job on two of them; the template's image changes under the running
 daemon (as a ConfigMap update swaps the file). The two idle nodes' pods are replaced
@@ -15,7 +16,7 @@ NODES = ["w-0", "w-1", "w-2", "w-3"]
 
 
 class SyncRollout(SyncRigTestCase):
-    sim_args = ("--fake-nodes", "4")
+    cluster_args = {"nodes": 4}
     groups = (("g0", "w-[0-3]", template(image="registry.example/slurm-worker:v1")),)
 
     def image(self, node):

@@ -1,8 +1,10 @@
-"""k8sbridge-sync with a real slurmctld/slurmd (the rig) and kubesim: safety.
+"""k8sbridge-sync with a real slurmctld/slurmd (the rig) and a real Kubernetes
+(KubeCluster, kwok's nodes): safety.
 
-- With the stand-in's API failing every request (503) for 60 s, nothing is deleted,
-  drained or downed; the metrics say Kubernetes cannot be read; the daemon recovers
-  by itself and then does what it could not do meanwhile.
+- With the control plane down for 60 s (kube-apiserver stopped: every request fails,
+  its connection refused), nothing is deleted, drained or downed; the metrics say
+  Kubernetes cannot be read; once the API server is back the daemon recovers by
+  itself and then does what it could not do meanwhile.
 - Two daemons: only the leader acts; killed, the other takes over within the lease
   duration.
 """
@@ -31,7 +33,14 @@ class SyncApiDown(SyncRigTestCase):
             self.wait_leader(d)
             uids = {n: self.pod(n)["metadata"]["uid"] for n in ("w-0", "w-1")}
 
-            self.sim.add_fault(resource="*", verb="*", type="status", code=503, times=0)
+            # The control plane's machine goes down: its API server, and its
+            # controller-manager with it. (One that lived through the outage would
+            # have seen no node Lease renewed for longer than its grace period and
+            # could mark the kwok nodes Unknown as the API server comes back: a lost
+            # node, which is test_sync_lost_node.py's.)
+            self.kube.stop("kube-controller-manager")
+            self.kube.stop("kube-apiserver")
+            self.assertFalse(self.kube.answers())
             start = time.monotonic()
             saw_unreadable = False
             drained_meanwhile = False
@@ -51,7 +60,8 @@ class SyncApiDown(SyncRigTestCase):
             self.assertTrue(saw_unreadable, f"metrics never said so; log:\n{d.log()[-3000:]}")
             self.assertIn("Kubernetes cannot be read", d.log())
 
-            self.sim.admin("DELETE", "faults")
+            self.kube.start("kube-apiserver")  # returns once it is ready
+            self.kube.start("kube-controller-manager")
             wait_for(lambda: d.metric(FRESH_K8S) == 1 and
                      d.metric("k8sbridge_sync_leader") == 1, 60,
                      lambda: f"the daemon to recover; log:\n{d.log()[-3000:]}")

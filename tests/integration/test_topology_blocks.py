@@ -5,7 +5,8 @@ The fabric ibsim simulates (2 leaves x 4 hosts, named as the rig's nodes) goes t
 ibnetdiscover and `k8sbridge-topology --format yaml` into the rig's topology.yaml: a
 tree topology `fabric` (the cluster default, used by partition `main`) and a block
 topology `fabric-blocks` (partition `blocks`, `Topology=fabric-blocks`). The nodes are
-CLOUD nodes powered by k8sbridge-power (kubesim, the test as kubelet).
+CLOUD nodes powered by k8sbridge-power (the real Kubernetes, harness.kube.KubeCluster
+with eight kwok nodes; the test as the kubelet of the rig's nodes).
 
 A 4-node `--segment=2` job in `blocks` lands in one block; with w-0 busy, it is made
 of whole segments of two nodes, each inside one block (never w-[1-4], three and one).
@@ -18,9 +19,10 @@ ignored (docs/versions.md), which the second placement would show.
 
 from pathlib import Path
 
-from harness.cluster import TestKubelet, power_program_lines
+from harness.cluster import (WORKER_TEMPLATE as TEMPLATE, TestKubelet, power_program_lines,
+                             wait_for_default_service_account)
 from harness.fabrics import IbSim, PROGRAM, expand_hostlist, fat_tree, run_program, tempdir
-from harness.kubesim import KubeSim, WORKER_TEMPLATE as TEMPLATE
+from harness.kube import KubeCluster
 from harness.paths import POWER
 from harness.rig import Rig, slurm_version, wait_for
 from harness.testcase import RigTestCase, main
@@ -42,11 +44,12 @@ class TopologyBlocks(RigTestCase):
                 self.skipTest(f"{need} is not built")
         self.dir = tempdir(self)
         self.dir.chmod(0o755)
-        self.sim = KubeSim("--fake-nodes", "8", scheduler=True)
-        self.addCleanup(self.sim.close)
-        self.sim.apply_deploy_rbac("default")
-        self.kubeconfig = self.sim.service_account_kubeconfig(
+        self.kube = KubeCluster(nodes=8)
+        self.addCleanup(self.kube.close)
+        self.kube.apply_deploy_rbac("default")
+        self.kubeconfig = self.kube.service_account_kubeconfig(
             "default", "k8sbridge-controller", expiration_seconds=24 * 3600)
+        wait_for_default_service_account(self.kube, "default")
 
     def topology_yaml(self) -> str:
         with IbSim(fat_tree(hosts=8, hosts_per_leaf=4, spines=2), self.dir) as sim:
@@ -126,7 +129,7 @@ class TopologyBlocks(RigTestCase):
             partition = rig.check_output(["scontrol", "show", "partition", "blocks"])
             self.assertIn("Topology=fabric-blocks", partition)
 
-            kubelet = TestKubelet(self.sim, rig).start()
+            kubelet = TestKubelet(self.kube, rig).start()
             self.addCleanup(kubelet.stop)
             self.assertSegmentsHonoured(self.place(rig))
 

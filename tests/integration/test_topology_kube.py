@@ -1,10 +1,11 @@
-"""k8sbridge-topology --kube against kubesim, as the controller pod's topology
+"""k8sbridge-topology --kube against the real Kubernetes (harness.kube.KubeCluster, four
+kwok nodes w-0..w-3 with the fabric's leaf and spine labels), as the controller pod's topology
 sidecar runs it (deploy/base/controller.yaml): it reads the nodes' tiered labels
 with the ServiceAccount of deploy/base/rbac.yaml (k8sbridge-controller), its Slurm
 nodes are the NodeGroups of k8sbridge.conf, and with --interval it rewrites
 topology.conf (and runs `scontrol reconfigure`) once per real change and never
 when nothing changed. A verb missing from the ClusterRole stops the start with
-the permission named."""
+the permission named (the RBAC authorizer's refusal)."""
 
 import os
 import signal
@@ -12,7 +13,8 @@ import subprocess
 import unittest
 
 from harness.fabrics import PROGRAM, parse_tree_conf, run_program, tempdir
-from harness.kubesim import WORKER_TEMPLATE, KubeSim, wait_for
+from harness.cluster import WORKER_TEMPLATE
+from harness.kube import KubeCluster, wait_for_condition
 
 NAMESPACE = "slurm"
 LEAF = "network.topology.nvidia.com/leaf"
@@ -23,11 +25,12 @@ class TopologyKubeTest(unittest.TestCase):
         if not PROGRAM.exists():
             self.skipTest(f"{PROGRAM} not built")
         self.dir = tempdir(self)
-        # w-0, w-1 on leaf-0; w-2, w-3 on leaf-1; both under spine-0.
-        self.sim = KubeSim("--fake-nodes", "4", "--node-prefix", "w-", "--ib-leaves", "2")
-        self.addCleanup(self.sim.close)
-        self.sim.apply_deploy_rbac(NAMESPACE)
-        kubeconfig = self.sim.service_account_kubeconfig(NAMESPACE, "k8sbridge-controller")
+        # w-0, w-1 on leaf-0; w-2, w-3 on leaf-1; both under spine-0. Nothing here
+        # makes pods: no scheduler.
+        self.kube = KubeCluster(nodes=4, node_prefix="w-", ib_leaves=2, scheduler=False)
+        self.addCleanup(self.kube.close)
+        self.kube.apply_deploy_rbac(NAMESPACE)
+        kubeconfig = self.kube.service_account_kubeconfig(NAMESPACE, "k8sbridge-controller")
         (self.dir / "worker-pod.yaml").write_text(WORKER_TEMPLATE)
         # w-4 is a Slurm node that no Kubernetes node is named after: CPU-only.
         self.conf = self.dir / "k8sbridge.conf"
@@ -50,8 +53,17 @@ class TopologyKubeTest(unittest.TestCase):
     def set_clusterrole_verbs(self, verbs):
         patch = '[{"op":"replace","path":"/rules/0/verbs","value":%s}]' % str(verbs).replace(
             "'", '"')
-        self.sim.kubectl("patch", "clusterrole", "k8sbridge-controller-nodes", "--type=json",
-                         "-p", patch)
+        self.kube.kubectl("patch", "clusterrole", "k8sbridge-controller-nodes", "--type=json",
+                          "-p", patch)
+        # The RBAC authorizer reads roles from its informer: wait until it grants
+        # exactly `verbs` on nodes to the ServiceAccount.
+        user = f"system:serviceaccount:{NAMESPACE}:k8sbridge-controller"
+
+        def granted():
+            return all((self.kube.kubectl("auth", "can-i", verb, "nodes", "--as", user,
+                                          check=False).stdout.strip() == "yes") == (verb in verbs)
+                       for verb in ("get", "list", "watch", "update"))
+        wait_for_condition(granted, 30, f"RBAC to grant {verbs} on nodes")
 
     def start_sidecar(self):
         log = open(self.dir / "sidecar.log", "w+")
@@ -83,21 +95,21 @@ class TopologyKubeTest(unittest.TestCase):
         def rounds():
             return log().count("switches,")
         # Rounds over an unchanged cluster: the file is not touched, Slurm not asked.
-        wait_for(lambda: rounds() >= 3 or proc.poll() is not None, 30, what="three rounds")
+        wait_for_condition(lambda: rounds() >= 3 or proc.poll() is not None, 30, "three rounds")
         self.assertIsNone(proc.poll(), log())
         self.assertEqual(os.stat(self.out).st_ino, first.st_ino, log())
         self.assertEqual(self.reconfigures(), [])
 
         # w-1 moves to leaf-1: one rewrite, one reconfigure.
-        self.sim.kubectl("label", "node", "w-1", f"{LEAF}=leaf-1", "--overwrite")
-        wait_for(lambda: self.reconfigures(), 30, what="a reconfigure after the relabel")
+        self.kube.kubectl("label", "node", "w-1", f"{LEAF}=leaf-1", "--overwrite")
+        wait_for_condition(lambda: self.reconfigures(), 30, "a reconfigure after the relabel")
         conf = parse_tree_conf(self.out.read_text())
         self.assertEqual(conf["k8s1-leaf-0"]["Nodes"], ["w-0"])
         self.assertEqual(conf["k8s1-leaf-1"]["Nodes"], ["w-1", "w-2", "w-3"])
         second = os.stat(self.out)
         seen = rounds()
-        wait_for(lambda: rounds() >= seen + 3 or proc.poll() is not None, 30,
-                 what="three more rounds")
+        wait_for_condition(lambda: rounds() >= seen + 3 or proc.poll() is not None, 30,
+                           "three more rounds")
         self.assertEqual(self.reconfigures(), ["reconfigure"], log())
         self.assertEqual(os.stat(self.out).st_ino, second.st_ino, log())
         self.assertEqual(log().count("wrote new topology"), 1, log())

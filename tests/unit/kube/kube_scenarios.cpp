@@ -1,16 +1,24 @@
-// Scenarios of the Kubernetes client against the stand-in (kubesim), one per run:
+// Scenarios of the Kubernetes client against an API server, one per run:
 //   kube_scenarios DIR SCENARIO
-// DIR is kubesim's --out directory (kubeconfig, token). Prints what the client did
-// ("retried after 1 s", "relisted", "surfaced: ...") and exits 0 when the client
-// behaved as documented in docs/client.md, 1 otherwise. Driven by
-// tests/integration/test_kube_client.py, which starts kubesim.
+// DIR holds `kubeconfig` (its user's token in DIR/token, through tokenFile) and, for
+// the TLS scenario, `client-cert-kubeconfig`. Prints what the client did ("retried
+// after 1 s", "relisted", "surfaced: ...") and exits 0 when the client behaved as
+// documented in docs/client.md, 1 otherwise.
+//
+// The test that runs it makes the faults (harness.kube_scenarios: the real Kubernetes
+// in tests/integration/test_kube_client.py, kubesim for the faults only the stand-in
+// can make in test_kube_client_kubesim.py). A scenario asks for one with a line
+// "CONTROL <request>" on stdout and reads the answer on stdin: "OK[ <detail>]" once
+// it is in place, or "ERR <why>".
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -30,6 +38,47 @@ namespace fs = std::filesystem;
 
 std::string g_dir;
 
+void Say(const std::string& s) {
+  std::printf("%s\n", s.c_str());
+  std::fflush(stdout);
+}
+
+// Asks the test for a fault (see the top of this file); returns the answer's detail.
+Result<std::string> Control(const std::string& request) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  std::printf("CONTROL %s\n", request.c_str());
+  std::fflush(stdout);
+  std::string answer;
+  for (int ch; (ch = std::getchar()) != EOF && ch != '\n';)
+    answer += static_cast<char>(ch);
+  if (answer == "OK")
+    return std::string();
+  if (answer.rfind("OK ", 0) == 0)
+    return answer.substr(3);
+  return Status::Internal(
+      fmt::format("control {}: {}", request, answer.empty() ? "no answer" : answer));
+}
+
+// CountingMetrics, and a hook that sees each attempt before the client acts on its
+// answer (a retry's wait comes after it).
+class HookedMetrics final : public Metrics {
+ public:
+  explicit HookedMetrics(CountingMetrics& counts) : counts_(counts) {}
+  void RequestDone(std::string_view verb, int code, Clock::Steady::duration latency) override {
+    counts_.RequestDone(verb, code, latency);
+    if (on_request)
+      on_request(verb, code);
+  }
+  void WatchRestarted(std::string_view resource, std::string_view reason) override {
+    counts_.WatchRestarted(resource, reason);
+  }
+  std::function<void(std::string_view verb, int code)> on_request;
+
+ private:
+  CountingMetrics& counts_;
+};
+
 #define EXPECT(cond, ...)                                                                      \
   do {                                                                                         \
     if (!(cond))                                                                               \
@@ -40,20 +89,21 @@ std::string g_dir;
 struct Harness {
   RecordingLogger log;
   CountingMetrics metrics;
+  HookedMetrics hooked{metrics};
   Config config;
   std::unique_ptr<Client> client;
 
   static Result<std::unique_ptr<Harness>> Make(const std::string& kubeconfig = "",
                                                ClientOptions options = {}) {
     auto h = std::make_unique<Harness>();
-    // KubeClient's scenarios run against kubesim --http: they opt in to plain HTTP.
+    // The scenarios against kubesim run over its --http: they opt in to plain HTTP.
     auto cfg = LoadKubeconfig({kubeconfig.empty() ? g_dir + "/kubeconfig" : kubeconfig}, "",
                               /*allow_insecure_http=*/true);
     if (!cfg.ok())
       return cfg.status();
     h->config = *cfg;
     options.logger = &h->log;
-    options.metrics = &h->metrics;
+    options.metrics = &h->hooked;
     if (options.qps == 5)
       options.qps = 0;
     auto c = Client::Create(h->config, options);
@@ -62,19 +112,13 @@ struct Harness {
     h->client = std::move(*c);
     return h;
   }
-  // Adds a kubesim fault; returns its id.
-  Status Fault(const std::string& json) {
-    auto r = client->Request("POST", "/kubesim/faults", json, "application/json");
-    if (!r.ok())
-      return r.status();
-    if (r->status != 200)
-      return Status::Internal("adding fault " + json + ": " + r->body);
-    return Status::Ok();
-  }
-  Status ClearFaults() {
-    auto r = client->Request("DELETE", "/kubesim/faults");
+  // Asks the test for a fault (Control), as a Status.
+  static Status Fault(const std::string& request) {
+    auto r = Control(request);
     return r.ok() ? Status::Ok() : r.status();
   }
+  // Ends every fault (and resumes a paused API server).
+  static Status ClearFaults() { return Fault("clear"); }
   // The delay the client logged before retrying, e.g. "1 s" / "800 ms", or "".
   std::string LoggedRetry() const {
     for (const auto& l : log.lines()) {
@@ -117,10 +161,6 @@ bool Eventually(const std::function<bool()>& cond, std::chrono::seconds limit = 
     std::this_thread::sleep_for(50ms);
   }
   return cond();
-}
-
-void Say(const std::string& s) {
-  std::printf("%s\n", s.c_str());
 }
 
 // ---- calls ----------------------------------------------------------------------
@@ -273,14 +313,23 @@ Status Fault429() {
     return h.status();
   Client& c = *(*h)->client;
   (void)(*h)->ClearFaults();
-  if (auto s = (*h)->Fault(
-          R"({"resource":"nodes","verb":"list","type":"status","code":429,"retryAfterSeconds":1,"times":1})");
-      !s.ok())
+  // Our LISTs of nodes are refused with 429 and Retry-After (the API server's
+  // priority and fairness, while another request holds their priority level) until
+  // the test releases the level: here, once the client has seen the 429 and before
+  // its retry.
+  if (auto s = (*h)->Fault("reject-reads nodes"); !s.ok())
     return s;
+  Status released = Status::Internal("the LIST was never refused");
+  (*h)->hooked.on_request = [&](std::string_view verb, int code) {
+    if (verb == "LIST" && code == 429 && !released.ok())
+      released = Harness::Fault("release-reads");
+  };
   auto t0 = std::chrono::steady_clock::now();
   auto r = Nodes(c).List();
   auto took =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  (*h)->hooked.on_request = nullptr;
+  EXPECT(released.ok(), "{}", released.ToString());
   EXPECT(r.ok(), "{}", r.status().ToString());
   EXPECT((*h)->metrics.Requests("LIST", 429) == 1 && (*h)->metrics.Requests("LIST", 200) == 1,
          "metrics");
@@ -296,9 +345,7 @@ Status Fault503() {
     return h.status();
   Client& c = *(*h)->client;
   (void)(*h)->ClearFaults();
-  if (auto s = (*h)->Fault(
-          R"({"resource":"configmaps","verb":"create","type":"status","code":503,"retryAfterSeconds":1,"times":1})");
-      !s.ok())
+  if (auto s = (*h)->Fault("refuse configmaps create 503 times=1 retry-after=1"); !s.ok())
     return s;
   std::string name = Unique("cm503");
   auto r = ConfigMaps(c, "default").Create(ConfigMap(name, "x"));
@@ -315,16 +362,59 @@ Status Fault500() {
     return h.status();
   Client& c = *(*h)->client;
   (void)(*h)->ClearFaults();
-  if (auto s =
-          (*h)->Fault(R"({"resource":"nodes","verb":"get","type":"status","code":500,"times":1})");
-      !s.ok())
+  if (auto s = (*h)->Fault("refuse configmaps create 500 times=1"); !s.ok())
+    return s;
+  std::string name = Unique("cm500");
+  auto r = ConfigMaps(c, "default").Create(ConfigMap(name, "x"));
+  EXPECT(r.status().code() == Status::Code::kUnavailable && HttpCode(r.status()) == 500 &&
+             Reason(r.status()) == "InternalError",
+         "{}", r.status().ToString());
+  EXPECT((*h)->metrics.Requests("POST", 500) == 1, "one attempt only");
+  Say("500 without Retry-After on create surfaced: " + r.status().ToString());
+  return Status::Ok();
+}
+
+Status Fault500Read() {
+  auto h = Harness::Make();
+  if (!h.ok())
+    return h.status();
+  Client& c = *(*h)->client;
+  (void)(*h)->ClearFaults();
+  if (auto s = (*h)->Fault("refuse nodes get 500 times=1"); !s.ok())
     return s;
   auto r = Nodes(c).Get("anything");
   EXPECT(r.status().code() == Status::Code::kUnavailable && HttpCode(r.status()) == 500 &&
              Reason(r.status()) == "InternalError",
          "{}", r.status().ToString());
   EXPECT((*h)->metrics.Requests("GET", 500) == 1, "one attempt only");
-  Say("500 without Retry-After surfaced: " + r.status().ToString());
+  Say("500 without Retry-After on GET surfaced: " + r.status().ToString());
+  return Status::Ok();
+}
+
+// A write is not retried by the client: it may have been applied. `fault` asks for
+// the reset of the next create of a ConfigMap.
+Status WriteReset(Harness& h, const std::string& fault, const std::string& what) {
+  Client& c = *h.client;
+  if (auto s = h.Fault(fault); !s.ok())
+    return s;
+  std::string name = Unique("cmreset");
+  auto w = ConfigMaps(c, "default").Create(ConfigMap(name, "x"));
+  auto exists = ConfigMaps(c, "default").Get(name);
+  if (w.ok()) {
+    // Only libcurl's transparent re-send on a fresh connection can get here.
+    Say(fmt::format(
+        "{} on POST: re-sent once by libcurl (reused connection died before any answer); "
+        "object exists: {}",
+        what, exists.ok()));
+  } else {
+    EXPECT(w.status().code() == Status::Code::kUnavailable ||
+               w.status().code() == Status::Code::kAlreadyExists,
+           "{}", w.status().ToString());
+    Say(fmt::format("{} on POST surfaced: {} (object exists afterwards: {})", what,
+                    w.status().ToString(), exists.ok()));
+  }
+  EXPECT(h.metrics.Requests("POST", 0) <= 1, "the client retried a write");
+  (void)ConfigMaps(c, "default").Delete(name);
   return Status::Ok();
 }
 
@@ -336,9 +426,9 @@ Status FaultReset() {
   (void)(*h)->ClearFaults();
   // A read is retried after a reset: by the client after 0.8 s, or (when the reset
   // hit a reused keep-alive connection before any answer) re-sent at once by libcurl
-  // on a fresh connection.
-  if (auto s = (*h)->Fault(R"({"resource":"nodes","verb":"list","type":"reset-before","times":1})");
-      !s.ok())
+  // on a fresh connection. The LIST is this client's first request: its connection
+  // is new.
+  if (auto s = (*h)->Fault("reset-next-read"); !s.ok())
     return s;
   auto r = Nodes(c).List();
   EXPECT(r.ok(), "{}", r.status().ToString());
@@ -349,41 +439,19 @@ Status FaultReset() {
     Say("reset before answer on LIST re-sent by libcurl on a fresh connection (reused connection "
         "died)");
   }
-  // A write is not retried by the client: it may have been applied.
-  auto write = [&](const std::string& fault, const std::string& what) -> Status {
-    if (auto s = (*h)->Fault(fault); !s.ok())
-      return s;
-    std::string name = Unique("cmreset");
-    auto w = ConfigMaps(c, "default").Create(ConfigMap(name, "x"));
-    auto exists = ConfigMaps(c, "default").Get(name);
-    if (w.ok()) {
-      // Only libcurl's transparent re-send on a fresh connection can get here.
-      Say(fmt::format(
-          "{} on POST: re-sent once by libcurl (reused connection died before any answer); "
-          "object exists: {}",
-          what, exists.ok()));
-    } else {
-      EXPECT(w.status().code() == Status::Code::kUnavailable ||
-                 w.status().code() == Status::Code::kAlreadyExists,
-             "{}", w.status().ToString());
-      Say(fmt::format("{} on POST surfaced: {} (object exists afterwards: {})", what,
-                      w.status().ToString(), exists.ok()));
-    }
-    EXPECT((*h)->metrics.Requests("POST", 0) <= 1, "the client retried a write");
-    (void)ConfigMaps(c, "default").Delete(name);
-    return Status::Ok();
-  };
-  if (auto s = write(R"({"resource":"configmaps","verb":"create","type":"reset-before","times":1})",
-                     "reset before commit");
-      !s.ok()) {
-    return s;
-  }
-  if (auto s = write(R"({"resource":"configmaps","verb":"create","type":"reset-after","times":1})",
-                     "reset after commit");
-      !s.ok()) {
-    return s;
-  }
-  return Status::Ok();
+  // The write on a client of its own: on a new connection too.
+  auto writer = Harness::Make();
+  if (!writer.ok())
+    return writer.status();
+  return WriteReset(**writer, "reset-next-write configmaps", "reset before commit");
+}
+
+Status FaultResetAfterCommit() {
+  auto h = Harness::Make();
+  if (!h.ok())
+    return h.status();
+  (void)(*h)->ClearFaults();
+  return WriteReset(**h, "reset-after-commit configmaps", "reset after commit");
 }
 
 Status FaultStall() {
@@ -394,9 +462,8 @@ Status FaultStall() {
     return h.status();
   Client& c = *(*h)->client;
   (void)(*h)->ClearFaults();
-  // A stall lasts until the fault is removed (times 0).
-  if (auto s = (*h)->Fault(R"({"resource":"nodes","verb":"get","type":"stall","times":0})");
-      !s.ok())
+  // The API server answers nothing until the stall is cleared.
+  if (auto s = (*h)->Fault("stall"); !s.ok())
     return s;
   auto r = Nodes(c).Get("node-0");
   EXPECT(r.status().code() == Status::Code::kTimeout, "{}", r.status().ToString());
@@ -423,9 +490,10 @@ Status FaultLatency() {
     return h.status();
   Client& c = *(*h)->client;
   (void)(*h)->ClearFaults();
-  if (auto s = (*h)->Fault(
-          R"({"resource":"nodes","verb":"list","type":"latency","latencyMs":300,"times":1})");
-      !s.ok())
+  auto before = Nodes(c).Get("node-0");  // the connection the LIST goes on
+  EXPECT(before.ok(), "{}", before.status().ToString());
+  // The server is slow: it answers the next request only after a while.
+  if (auto s = (*h)->Fault("slow-next"); !s.ok())
     return s;
   auto r = Nodes(c).List();
   EXPECT(r.ok(), "{}", r.status().ToString());
@@ -466,13 +534,15 @@ Status WatchExpireMidStream() {
     return w.status();
   Harness& h = *w->h;
   (void)h.ClearFaults();
-  // The next watch request gets a 200 stream carrying an ERROR 410 event.
-  if (auto s =
-          h.Fault(R"({"resource":"configmaps","verb":"watch","type":"watch-expire","times":1})");
-      !s.ok())
-    return s;
   std::string name = Unique("expire");
   EXPECT(ConfigMaps(*h.client, "default").Create(ConfigMap(name, "x")).ok(), "create");
+  EXPECT(Eventually([&] { return w->informer->Get("default/" + name).has_value(); }),
+         "the informer did not see {}", name);
+  // The history the informer watches from is compacted away (the API server
+  // restarts, as in a rollout): its next watch gets a 200 stream carrying an ERROR
+  // 410 event.
+  if (auto s = h.Fault("expire-watches"); !s.ok())
+    return s;
   bool relisted = Eventually([&] { return h.metrics.WatchRestarts("expired") >= 1; }, 60s);
   std::string after = Unique("after");
   auto created_after = ConfigMaps(*h.client, "default").Create(ConfigMap(after, "x"));
@@ -500,8 +570,8 @@ Status Watch410Http() {
   std::string name = Unique("compact");
   EXPECT(ConfigMaps(c, "default").Create(ConfigMap(name, "x")).ok(), "create");
   EXPECT(ConfigMaps(c, "default").Delete(name).ok(), "delete");
-  auto compact = c.Request("POST", "/kubesim/compact", "{}", "application/json");
-  EXPECT(compact.ok() && compact->status == 200, "compact");
+  // The history from the listed resourceVersion on is compacted away.
+  EXPECT(Harness::Fault("expire-watches").ok(), "compaction");
   WatchOptions wo;
   wo.resource_version = list->resource_version;
   wo.timeout_seconds = 5;
@@ -522,8 +592,8 @@ Status WatchStall() {
     return w.status();
   Harness& h = *w->h;
   (void)h.ClearFaults();
-  if (auto s = h.Fault(R"({"resource":"configmaps","verb":"watch","type":"stall","times":0})");
-      !s.ok())
+  // Watches of ConfigMaps are answered 200 and then get nothing until cleared.
+  if (auto s = h.Fault("stall-watches configmaps"); !s.ok())
     return s;
   // Once a stream that was open before the fault has ended, every new one is stalled.
   int64_t before = h.metrics.Requests("WATCH", 200);
@@ -563,47 +633,60 @@ Status WatchReset() {
     return w.status();
   Harness& h = *w->h;
   (void)h.ClearFaults();
-  if (auto s =
-          h.Fault(R"({"resource":"configmaps","verb":"watch","type":"reset-before","times":2})");
-      !s.ok())
-    return s;
-  if (auto s = h.Fault(
-          R"({"resource":"configmaps","verb":"watch","type":"status","code":500,"times":1})");
-      !s.ok())
-    return s;
+  // The connection the watch runs on is reset (as by a load balancer), twice; each
+  // time the informer watches again.
+  int resets = 0;
+  for (int i = 0; i < 2; ++i) {
+    int64_t streams = h.metrics.Requests("WATCH", 200);
+    auto reset = Control("reset-connections");
+    if (!reset.ok())
+      return reset.status();
+    resets += std::atoi(reset->c_str());
+    EXPECT(Eventually([&] { return h.metrics.Requests("WATCH", 200) > streams; }, 60s),
+           "no watch after reset {}", i + 1);
+  }
   std::string name = Unique("reset");
+  EXPECT(ConfigMaps(*h.client, "default").Create(ConfigMap(name, "x")).ok(), "create");
+  bool seen = Eventually([&] { return w->informer->Get("default/" + name).has_value(); }, 60s);
+  w->informer->Stop();
+  EXPECT(resets >= 2, "{} connections reset", resets);
+  EXPECT(seen, "cache did not converge");
+  Say(fmt::format(
+      "watch connections reset twice: watched again each time ({} failed attempts, restarts "
+      "error={} closed={} expired={}); cache converged",
+      h.metrics.Requests("WATCH", 0), h.metrics.WatchRestarts("error"),
+      h.metrics.WatchRestarts("closed"), h.metrics.WatchRestarts("expired")));
+  (void)ConfigMaps(*h.client, "default").Delete(name);
+  return Status::Ok();
+}
+
+Status Watch5xx() {
+  auto w = StartInformer([] {
+    ReflectorOptions ro;
+    ro.watch_timeout_seconds = 1;
+    return ro;
+  }());
+  if (!w.ok())
+    return w.status();
+  Harness& h = *w->h;
+  (void)h.ClearFaults();
+  if (auto s = h.Fault("refuse-watches configmaps 500 times=1"); !s.ok())
+    return s;
+  std::string name = Unique("watch500");
   bool hit = Eventually([&] { return h.metrics.Requests("WATCH", 500) >= 1; }, 60s);
   EXPECT(ConfigMaps(*h.client, "default").Create(ConfigMap(name, "x")).ok(), "create");
   bool seen = Eventually([&] { return w->informer->Get("default/" + name).has_value(); }, 60s);
   w->informer->Stop();
-  EXPECT(hit, "faults not hit");
+  EXPECT(hit, "fault not hit");
   EXPECT(seen, "cache did not converge");
   Say(fmt::format(
-      "watch resets retried by the client ({} failed attempts), 500 backed off and re-watched "
-      "(restarts error={}, expired={}); cache converged",
-      h.metrics.Requests("WATCH", 0), h.metrics.WatchRestarts("error"),
-      h.metrics.WatchRestarts("expired")));
+      "500 on a watch backed off and re-watched (restarts error={}, expired={}); cache converged",
+      h.metrics.WatchRestarts("error"), h.metrics.WatchRestarts("expired")));
   (void)ConfigMaps(*h.client, "default").Delete(name);
   return Status::Ok();
 }
 
 // ---- credentials --------------------------------------------------------------
-
-Status RotateServerToken(Client& c, const std::string& token) {
-  auto r = c.Request("POST", "/kubesim/token", fmt::format(R"({{"token":"{}"}})", token),
-                     "application/json");
-  if (!r.ok())
-    return r.status();
-  if (r->status != 200)
-    return Status::Internal("token rotation: " + r->body);
-  return Status::Ok();
-}
-
-bool WriteToken(const std::string& token) {
-  std::string tmp = g_dir + "/token.tmp";
-  std::ofstream(tmp) << token;
-  return std::rename(tmp.c_str(), (g_dir + "/token").c_str()) == 0;
-}
 
 Status TokenRotationDuringWatch() {
   ReflectorOptions ro;
@@ -612,10 +695,9 @@ Status TokenRotationDuringWatch() {
   if (!w.ok())
     return w.status();
   Harness& h = *w->h;
-  std::string token = Unique("token");
-  if (auto s = RotateServerToken(*h.client, token); !s.ok())
+  // The server revokes the token and DIR/token holds a new one.
+  if (auto s = h.Fault("rotate-token"); !s.ok())
     return s;
-  EXPECT(WriteToken(token), "write token");
   // The client still holds the old token: its next request gets 401, re-reads the
   // file and retries.
   std::string name = Unique("rotated");
@@ -651,27 +733,31 @@ Status TokenRotationDuringWatch() {
 }
 
 Status ExecPluginExpiry() {
-  // A plugin that hands out the server's current token, valid for 2 seconds.
+  // A plugin that hands out the server's current token, valid for as many seconds as
+  // DIR/exec-plugin.validity says: 2 at first.
   std::string plugin = g_dir + "/exec-plugin.sh";
   std::string counter = g_dir + "/exec-plugin.runs";
+  std::string validity = g_dir + "/exec-plugin.validity";
   fs::remove(counter);
+  std::ofstream(validity) << "2\n";
   std::ofstream(plugin)
       << "#!/bin/sh\n"
       << "echo run >> '" << counter << "'\n"
       << "case \"$KUBERNETES_EXEC_INFO\" in *ExecCredential*) ;; *) exit 3;; esac\n"
-      << "exp=$(date -u -d '+2 seconds' +%Y-%m-%dT%H:%M:%SZ)\n"
+      << "exp=$(date -u -d \"+$(cat '" << validity << "') seconds\" +%Y-%m-%dT%H:%M:%SZ)\n"
       << "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
          "\"status\":{\"token\":\"%s\",\"expirationTimestamp\":\"%s\"}}' \"$(cat '"
       << g_dir << "/token')\" \"$exp\"\n";
   chmod(plugin.c_str(), 0755);
-  // The same cluster, with the exec user.
+  // The same cluster, with the exec user (DIR/kubeconfig's user is "scenarios", and
+  // its users come last).
   std::ifstream in(g_dir + "/kubeconfig");
   std::stringstream ss;
   ss << in.rdbuf();
   std::string kc = ss.str();
   auto pos = kc.find("users:");
   kc = kc.substr(0, pos) +
-       "users:\n- name: kubesim-admin\n  user:\n    exec:\n      apiVersion: "
+       "users:\n- name: scenarios\n  user:\n    exec:\n      apiVersion: "
        "client.authentication.k8s.io/v1\n"
        "      command: ./exec-plugin.sh\n";
   std::string kc_path = g_dir + "/exec-kubeconfig";
@@ -694,14 +780,20 @@ Status ExecPluginExpiry() {
   bool rerun = Eventually([&] { return Nodes(c).List().ok() && runs() >= 2; }, 20s);
   EXPECT(rerun, "plugin not re-run after its credential expired (runs {})", runs());
   Say(fmt::format("exec credential cached until expiry, then re-run (runs: {})", runs()));
+  // A credential that outlives the rotation below: the plugin's next one is valid
+  // for 10 minutes.
+  std::ofstream(validity) << "600\n";
+  int renewed = runs();
+  EXPECT(Eventually([&] { return Nodes(c).List().ok() && runs() > renewed; }, 20s),
+         "plugin not re-run after its credential expired (runs {})", runs());
   // The server rotates: the cached credential gets 401, the plugin runs again.
   int before = runs();
-  std::string token = Unique("exec-token");
-  if (auto s = RotateServerToken(c, token); !s.ok())
-    return s;  // sent with the still-valid old token
-  EXPECT(WriteToken(token), "write token");
+  if (auto s = Harness::Fault("rotate-token"); !s.ok())
+    return s;
   auto after = Nodes(c).List();
   EXPECT(after.ok(), "{}", after.status().ToString());
+  EXPECT((*h)->metrics.Requests("LIST", 401) == 1, "LIST 401: {}",
+         (*h)->metrics.Requests("LIST", 401));
   EXPECT(runs() > before, "plugin not re-run on 401");
   Say(fmt::format("401 re-ran the exec plugin (LIST 401: {})",
                   (*h)->metrics.Requests("LIST", 401)));
@@ -714,7 +806,7 @@ Status Tls() {
     return h.status();
   Config cfg = (*h)->config;
   if (cfg.server.rfind("https://", 0) != 0) {
-    Say("kubesim runs plain HTTP: TLS scenario skipped");
+    Say("the server runs plain HTTP: TLS scenario skipped");
     return Status::Ok();
   }
   // Verification is on by default: without the CA the handshake fails.
@@ -733,8 +825,8 @@ Status Tls() {
   auto c2 = Client::Create(insecure, o);
   EXPECT((*c2)->List(kNodes, "").ok(), "insecure");
   EXPECT(log.Contains("insecure-skip-tls-verify", LogLevel::kWarning), "no warning");
-  // Client certificates (the kubesim-cert context).
-  auto cert_cfg = LoadKubeconfig({g_dir + "/kubeconfig"}, "kubesim-cert");
+  // Client certificates (DIR/client-cert-kubeconfig).
+  auto cert_cfg = LoadKubeconfig({g_dir + "/client-cert-kubeconfig"}, "");
   EXPECT(cert_cfg.ok(), "{}", cert_cfg.status().ToString());
   auto c3 = Client::Create(*cert_cfg);
   auto r3 = (*c3)->List(kNodes, "");
@@ -793,7 +885,7 @@ Status LeaderAndEvents() {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: kube_scenarios KUBESIM_OUT_DIR SCENARIO\n");
+    std::fprintf(stderr, "usage: kube_scenarios DIR SCENARIO\n");
     return 2;
   }
   g_dir = argv[1];
@@ -803,13 +895,16 @@ int main(int argc, char** argv) {
       {"fault-429", Fault429},
       {"fault-503", Fault503},
       {"fault-500", Fault500},
+      {"fault-500-read", Fault500Read},
       {"fault-reset", FaultReset},
+      {"fault-reset-after-commit", FaultResetAfterCommit},
       {"fault-stall", FaultStall},
       {"fault-latency", FaultLatency},
       {"watch-expire-mid-stream", WatchExpireMidStream},
       {"watch-410-http", Watch410Http},
       {"watch-stall", WatchStall},
       {"watch-reset", WatchReset},
+      {"watch-5xx", Watch5xx},
       {"token-rotation", TokenRotationDuringWatch},
       {"exec-expiry", ExecPluginExpiry},
       {"tls", Tls},
