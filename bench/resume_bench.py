@@ -7,8 +7,12 @@ Set-up (harness.cluster.PodCluster): real slurmctld and slurmd (Slurm 24.11.5, o
 26.05.5 with K8SBRIDGE_SLURM_ROOT as in scripts/test.sh), the real Kubernetes
 (harness.kube.KubeCluster: its scheduler, kwok's fake nodes, which report the pods
 Running), k8sbridge-power as ResumeProgram/SuspendProgram, and the test's kubelet,
-which starts a node's slurmd in the rig as soon as its pod is bound. Each size runs on powered-down nodes w-[0-n-1]; after the job the nodes
-power down again (SuspendTime=5) before the next size.
+which starts a node's slurmd in the rig as soon as its pod is bound. Each size runs
+on powered-down nodes w-[0-n-1]; after the job the nodes power down again
+(SuspendTime=5) before the next size. With --kubelet real the pods are containers on
+four real Kubernetes nodes instead (kubelet, containerd, runc: PodCluster's
+default), k8sbridge-worker and slurmd in them: the figures then include what a
+kubelet takes to start a pod.
 
 Two runs, the same in all but one line of slurm.conf:
   - k8sbridge: PrologSlurmctld=k8sbridge-prolog, which ends once the job's nodes are
@@ -19,7 +23,7 @@ Time 0 is just before sbatch; squeue and the pods are polled every 50 ms (the
 figures include up to that delay).
 
     /usr/bin/python3 bench/resume_bench.py [--sizes 1,8,32,64] [--runs 1]
-        [--build-root BUILD]
+        [--kubelet test|real] [--build-root BUILD]
 
 Goal (issue 21): a 32-node job RUNNING under 5 s after sbatch on this machine.
 """
@@ -42,6 +46,9 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1,8,32,64", help="job sizes in nodes, comma-separated")
     ap.add_argument("--runs", type=int, default=1, help="jobs per size and mode (median shown)")
+    ap.add_argument("--kubelet", choices=("test", "real"), default="test",
+                    help="who runs the pods: the test's kubelet (slurmd in the rig as soon "
+                         "as a pod is bound) or four real nodes (containers)")
     ap.add_argument("--build-root", help="the meson build directory (default: build/)")
     return ap.parse_args()
 
@@ -77,15 +84,16 @@ def one_job(cluster, n: int) -> tuple:
     return pods_at, run_at
 
 
-def measure(sizes, runs, prolog: bool) -> dict:
+def measure(sizes, runs, prolog: bool, kubelet: str = "test") -> dict:
     from harness.cluster import PodCluster
     from harness.rig import NodeSpec
     most = max(sizes)
     nodes = [NodeSpec(f"w-{i}", cpus=1) for i in range(most)]
     groups = [("w", f"w-[0-{most - 1}]", "")]
     out = {}
-    with PodCluster(nodes, groups, fake_nodes=16, suspend_time=5, kubelet="test",
-                    prolog=prolog) as cluster:
+    # Real nodes: a rig slot's pod network has room for four (60 pods each).
+    with PodCluster(nodes, groups, fake_nodes=16 if kubelet == "test" else 4,
+                    suspend_time=5, kubelet=kubelet, prolog=prolog) as cluster:
         cluster.wait_powered_down([n.name for n in nodes], timeout=120)
         for n in sizes:
             samples = [one_job(cluster, n) for _ in range(runs)]
@@ -106,9 +114,10 @@ def main():
         os.environ["K8SBRIDGE_BUILD_ROOT"] = str(Path(args.build_root).resolve())
     sizes = [int(s) for s in args.sizes.split(",") if s]
     from harness.rig import slurm_version
-    print(f"resume_bench: Slurm {slurm_version()}, sizes {sizes}, {args.runs} run(s) each")
-    ours = measure(sizes, args.runs, prolog=True)
-    peer = measure(sizes, args.runs, prolog=False)
+    print(f"resume_bench: Slurm {slurm_version()}, sizes {sizes}, {args.runs} run(s) each, "
+          f"the pods run by the {args.kubelet} kubelet")
+    ours = measure(sizes, args.runs, prolog=True, kubelet=args.kubelet)
+    peer = measure(sizes, args.runs, prolog=False, kubelet=args.kubelet)
     print("\nnodes | last pod Running | RUNNING, k8sbridge-prolog | RUNNING, Slurm alone | "
           "ratio (Slurm alone / k8sbridge)")
     for n in sizes:

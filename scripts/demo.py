@@ -13,8 +13,10 @@ k8sbridge's programs as slurm.conf has them. Two modes:
   from the controller image, worker pods from the worker image, and the job is
   submitted from the login pod with `kubectl exec`;
 - --host-controller: slurmctld on this host, outside Kubernetes (a site whose
-  controller is not a pod), with worker pods that run the host's slurmd
-  (harness.cluster.PodCluster).
+  controller is not a pod); Kubernetes is the upstream one (harness.cluster's
+  PodCluster) with four real nodes, each a kubelet with containerd and runc, that
+  advertise 8 GPUs each in two InfiniBand leaves, and the worker pods are containers
+  that run the host's k8sbridge-worker and slurmd.
 """
 
 import argparse
@@ -78,8 +80,9 @@ class Demo:
 
     def run(self):
         rig = self.c.rig
-        show("Kubernetes nodes (kubesim) with their GPU and InfiniBand leaf labels:",
-             self.kubectl("get", "nodes", "-L", "nvidia.com/gpu.product", "-L", LEAF_LABEL))
+        show("Kubernetes nodes (real kubelets) with their GPU and InfiniBand leaf labels:",
+             self.kubectl("get", "nodes", "-o", "wide", "-L", "nvidia.com/gpu.product",
+                          "-L", LEAF_LABEL))
         show("k8sbridge.conf:", self.c.conf_path.read_text())
         show("slurm.conf power saving:",
              "\n".join(line for line in rig.slurm_conf.read_text().splitlines()
@@ -191,14 +194,16 @@ class InClusterDemo:
 def host_controller_demo():
     nodes = [NodeSpec(f"w-{i}", features=["h100"]) for i in range(4)]
     groups = [("w", "w-[0-3]", f"Gpus=8 PlacementLabel={LEAF_LABEL}")]
-    say("starting kubesim (4 fake GPU nodes, 2 InfiniBand leaves), munge and slurmctld")
+    say("starting Kubernetes (etcd, kube-apiserver, controller-manager, scheduler, CoreDNS) "
+        "with 4 real nodes (kubelet, containerd, runc; 8 GPUs each, 2 InfiniBand leaves), "
+        "munge and slurmctld")
     with PodCluster(nodes, groups, fake_nodes=4, ib_leaves=2, suspend_time=SUSPEND_TIME,
                     conf_extra=f"Feature=h100 Selector=nvidia.com/gpu.product={GPU_PRODUCT}\n"
                                "PlacementAffinity=preferred") as cluster:
         ok = Demo(cluster).run()
-    say("stopped: kubesim, slurmctld and munge are gone")
-    # The demo's own rig only: test rigs may be running beside it.
-    left = {k: v for k, v in leftovers([cluster.rig.id]).items() if v}
+    say("stopped: Kubernetes, its nodes and containers, slurmctld and munge are gone")
+    # The demo's own rigs only: test rigs may be running beside it.
+    left = {k: v for k, v in leftovers(cluster.rig_ids).items() if v}
     if left:
         say(f"warning: the demo left things behind: {left}")
     return ok

@@ -22,13 +22,13 @@ build=${K8SBRIDGE_BUILD:-$root/build}
 opts=(-Dslurm_prefix="$K8SBRIDGE_CACHE/slurm-24.11.5/install" -Dslurm_src="$K8SBRIDGE_CACHE/slurm-24.11.5/src")
 if [ -f "$build/build.ninja" ]; then meson setup --reconfigure "$build" "${opts[@]}" >/dev/null
 else meson setup "$build" "${opts[@]}" >/dev/null; fi
-# What --host-controller runs here: kubesim and its pod runner, the power program
-# and the worker entrypoint. ninja shows its progress; a cached build has nothing to
-# do. The default mode runs only the packages and images.
+# What --host-controller runs from the build (the worker pods' containers run the
+# host's programs): the power program and the worker entrypoint. ninja shows its
+# progress; a cached build has nothing to do. The default mode runs only the
+# packages and images.
 if [ "${1:-}" = "--host-controller" ]; then
-  echo "demo: building kubesim, k8sbridge-power and k8sbridge-worker in $build"
-  meson compile -C "$build" programs/power/k8sbridge-power programs/worker/k8sbridge-worker \
-    tests/kubesim/kubesim:executable tests/kubesim/kubesim-podrun
+  echo "demo: building k8sbridge-power and k8sbridge-worker in $build"
+  meson compile -C "$build" programs/power/k8sbridge-power programs/worker/k8sbridge-worker
 fi
 export K8SBRIDGE_BUILD_ROOT="$build"
 export K8SBRIDGE_SLURM_PREFIX="$K8SBRIDGE_CACHE/slurm-24.11.5/install"

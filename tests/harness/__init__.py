@@ -6,9 +6,11 @@
     harness.kube      KubeCluster: the real Kubernetes (upstream programs, kwok nodes)
     harness.kube_scenarios  runs the Kubernetes client's C++ scenarios and their faults
     harness.kubesim   KubeSim: starts the Kubernetes stand-in and talks to it
+    harness.kubelet_node  RealCluster: KubeCluster with real nodes (kubelet, containerd,
+                      runc, CNI, kube-proxy in namespaces) whose pods are containers
     harness.cluster   a rig with a Kubernetes and k8sbridge-power, and the kubelet
-                      choice: none or the test's own (TestKubelet) on KubeCluster's
-                      kwok nodes, or kubesim's
+                      choice: real nodes' (RealCluster), or none or the test's own
+                      (TestKubelet) on KubeCluster's kwok nodes
     harness.jail      jail fixtures and rigs for spank_jail
     harness.features  the node_features/k8s rig
     harness.sync      k8sbridge-sync daemons and their rig

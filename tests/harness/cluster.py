@@ -2,46 +2,79 @@
 
 The kubelet is one choice, `kubelet=`:
 
+- "real" (PodCluster's default): real Kubernetes nodes (harness.kubelet_node's
+  RealCluster: the kubelet, containerd, runc, the CNI bridge and kube-proxy of each
+  node in namespaces of its own) run the worker pods as containers, and in them
+  k8sbridge-worker and real slurmd;
 - None: a real cluster (harness.kube.KubeCluster) whose nodes are kwok's fake nodes:
   kwok reports their pods Running, and nothing runs in them (no slurmd starts);
 - "test": the same cluster, and the test plays the kubelet of the rig's nodes
   (TestKubelet): a node's slurmd starts in the rig, in the node's own namespaces, once
-  its pod is bound to a fake node, and stops when the pod goes;
-- "kubesim": kubesim (the stand-in) with its kubelet runs the pods, k8sbridge-worker
-  and real slurmd in them (PodCluster's default, until real kubelet nodes replace it).
+  its pod is bound to a fake node, and stops when the pod goes.
 
-PodCluster is the whole main job on one machine: the API server, scheduler and a
-kubelet whose pods run slurmd, a real slurmctld from the rig whose power saving runs
-k8sbridge-power, and munge.
+PodCluster is the whole main job on one machine: the API server, scheduler and the
+real kubelets whose pods run k8sbridge-worker and real slurmd, a real slurmctld from
+the rig whose power saving runs k8sbridge-power, and munge.
 
 Used by the end-to-end tests and by the README's demo (scripts/demo.sh). Nothing
 here is a shortcut the bridge could depend on: the pods are rendered by
 k8sbridge-power from a pod template, the worker checks the munge key and execs
 slurmd, slurmd registers with its pod IP, and Slurm deletes the pods when idle.
 
-Networking: the rig's bridge holds slurmctld's address. With kubesim's kubelet each
-pod has its own network namespace on kubesim's bridge, routed through the host, so
-pods reach slurmctld and one another, and the host's srun reaches the pods; with the
-test's kubelet a pod's slurmd runs in its rig node's namespace on the rig's bridge.
-No packet leaves the machine: pods get a resolv.conf without name servers.
+The worker image (kubelet="real"): no registry can be reached, so PodCluster writes
+a tiny image (WORKER_IMAGE, harness.oci_layout) whose root is a skeleton, empty
+directories and the host's top-level links into /usr, and imports it into every
+node's containerd. The pod template mounts what the container runs from the host:
+/usr and /etc read-only, the Slurm prefix and k8sbridge's build read-only, and the
+rig's directory (slurm.conf, the spool and log directories, the jobs' files). The
+container is privileged, as the deployed worker is: k8sbridge-worker is its PID 1,
+starts the pod's own munged and supervises slurmd. Its output is the container's
+log, which the kubelet serves (`kubectl logs`, PodCluster.pod_log).
+
+The Kubernetes nodes (kubelet="real"): `fake_nodes` real nodes real-0, real-1, ...
+(at most four: a rig slot's pod network has room for four podCIDRs), labelled as
+kwok's fake nodes are (GPU product and count, InfiniBand leaf and spine) and with
+`gpus_per_node` nvidia.com/gpu in their capacity, advertised as the Kubernetes
+documentation advertises an extended resource: a PATCH of the Node's status, after
+which the kubelet itself adds it to the allocatable resources. A restarted kubelet
+zeroes extended resources (as after a reboot), so start_kubelet() advertises them
+again, as a device plugin would.
+
+Networking (kubelet="real"): the rig's bridge holds slurmctld's address; the real
+nodes sit on a bridge of their own (another slot's subnet), with the pods on each
+node's CNI bridge. The pods keep their addresses off their node (no masquerade):
+each node routes the rig's subnet to the host, and the host routes each node's
+podCIDR to that node, so pods reach slurmctld and one another, and slurmctld and
+the host's srun reach the pods. The host forwards nothing (its own addresses are
+the only ones pods reach on it), no namespace has a default route, and the pods'
+resolv.conf names no name server: no packet leaves the machine. With the test's
+kubelet a pod's slurmd runs in its rig node's namespace on the rig's bridge.
 """
 
 import base64
+import io
 import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 from pathlib import Path
 
-from harness.kube import LEAF_LABEL, KubeCluster  # noqa: F401  (LEAF_LABEL: for importers)
-from harness.paths import BUILD_ROOT, POWER, WORKER
-from harness.rig import Rig, RigError, kill_and_wait, wait_for
+from harness import oci_layout
+from harness.kube import (GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, LEAF_LABEL, SPINE_LABEL,
+                          KubeCluster)
+from harness.paths import BUILD_ROOT, POWER, SLURM_BUILD, WORKER
+from harness.rig import Rig, RigError, host_path, kill_and_wait, wait_for
 
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
-KUBELETS = (None, "test", "kubesim")
+GPU_RESOURCE = "nvidia.com/gpu"
+KUBELETS = ("real", None, "test")
+# The worker pods' image on real nodes: a skeleton root (see the module's docstring).
+WORKER_IMAGE = "k8sbridge.invalid/worker-root:1"
 NO_KUBELET = "test.k8sbridge.io/no-kubelet"  # pods the test's kubelet leaves alone
 # Worker pod template lines (append to PodCluster.template()): a pod on a lost node
 # is evicted after 2 s, not the default 300 s, so whether or not the API server's
@@ -84,6 +117,39 @@ def power_program_lines(directory: Path, conf: Path, slurm_conf: Path, prolog=Tr
     # would hand k8sbridge-power five nodes every two seconds.
     lines += ["ResumeRate=0", "SuspendRate=0"]
     return "\n".join(lines)
+
+
+def write_worker_image(directory: Path):
+    """The worker pods' image (WORKER_IMAGE) as a docker-archive for `ctr images
+    import`: one layer holding the root's top-level directories, empty (mount points
+    for /usr, /etc, /proc, ...; /tmp world-writable) and the links that lead into /usr
+    on the host (bin -> usr/bin, lib64 -> usr/lib64, ...), or in the root Slurm runs in
+    (K8SBRIDGE_SLURM_ROOT). Returns a kubelet_node.NodeImage."""
+    from harness.kubelet_node import NodeImage
+    root = host_path(Path("/"))
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        def entry(name, kind, mode, link=""):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.mtime, info.linkname = kind, mode, 0, link
+            tar.addfile(info)
+        for d in ("dev", "etc", "proc", "root", "run", "sys", "usr", "var"):
+            entry(d, tarfile.DIRTYPE, 0o755)
+        entry("tmp", tarfile.DIRTYPE, 0o1777)
+        for top in sorted(root.iterdir()):
+            if top.is_symlink() and os.readlink(top).startswith("usr/"):
+                entry(top.name, tarfile.SYMTYPE, 0o777, os.readlink(top))
+    directory.mkdir(parents=True, exist_ok=True)
+    layout = directory / "worker-root"
+    manifest = oci_layout.build_image(layout, "1", "k8sbridge-worker-root", {
+        "Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": ["/bin/sh"]},
+        layer=raw.getvalue())
+    archive = directory / "worker-root.tar"
+    subprocess.run(["skopeo", "--insecure-policy", "copy", "-q", f"oci:{layout}:1",
+                    f"docker-archive:{archive}:{WORKER_IMAGE}"], check=True,
+                   capture_output=True, text=True)
+    blob = layout / "blobs" / "sha256" / manifest.split(":", 1)[1]
+    return NodeImage(WORKER_IMAGE, archive, json.loads(blob.read_text())["config"]["digest"])
 
 
 def report_running(sim, name: str, namespace: str = "default") -> None:
@@ -206,20 +272,24 @@ class TestKubelet:
 class PodCluster:
     """Use as a context manager. Node groups: a list of (name, hostlist, extra keys,
     template overrides) written to k8sbridge.conf; `nodes` are the Slurm NodeSpecs.
-    `slurm_conf_extra` may be a function of the Rig (for lines naming its paths)."""
+    `slurm_conf_extra` may be a function of the Rig (for lines naming its paths).
+    `fake_nodes`: how many Kubernetes nodes (real ones with kubelet="real", at most
+    four), with `gpus_per_node` GPUs each, spread over `ib_leaves` leaves."""
 
     def __init__(self, nodes, groups, *, fake_nodes=4, gpus_per_node=8, ib_leaves=2,
                  suspend_time=600, conf_extra="", slurm_conf_extra="", extra_templates=None,
-                 log_root=None, kubelet="kubesim", retry_deadline=15, prolog=True):
+                 log_root=None, kubelet="real", retry_deadline=15, prolog=True):
         if kubelet not in KUBELETS:
             raise ValueError(f"kubelet must be one of {KUBELETS}, not {kubelet!r}")
         self.kubelet = kubelet
         self.test_kubelet = None  # the TestKubelet, with kubelet="test"
+        self.real = None  # the RealCluster, with kubelet="real"
         self.nodes = nodes
         self.groups = groups
-        self.fake_nodes = fake_nodes  # node-0..., kwok's (or kubesim's) fake nodes
+        self.fake_nodes = fake_nodes  # node-0..., kwok's fake nodes (or real-0... real ones)
         self.gpus_per_node = gpus_per_node
         self.ib_leaves = ib_leaves
+        self._host_routes = []  # (podCIDR, via): the host's routes to the real nodes' pods
         self.suspend_time = suspend_time
         self.retry_deadline = retry_deadline
         self.prolog = prolog  # k8sbridge-prolog as PrologSlurmctld
@@ -227,7 +297,7 @@ class PodCluster:
         self.slurm_conf_extra = slurm_conf_extra
         self.extra_templates = extra_templates or {}
         self.log_root = log_root
-        self.sim = None  # the API server: a KubeCluster, or a KubeSim with kubelet="kubesim"
+        self.sim = None  # the API server: a KubeCluster (the RealCluster's, with real nodes)
         self.rig = None
         self.dir = None
 
@@ -251,18 +321,11 @@ class PodCluster:
     def _start(self):
         self.dir = Path(tempfile.mkdtemp(prefix="podcluster-"))
         self.dir.chmod(0o755)
-        # With kubesim's kubelet the nodes are its pods, with no namespaces of the rig.
+        # With real nodes the Slurm nodes are their pods, with no namespaces of the rig.
         self.rig = Rig(nodes=self.nodes, start_slurmd=False,
-                       node_namespaces=self.kubelet != "kubesim", log_root=self.log_root)
-        if self.kubelet == "kubesim":
-            from harness.kubesim import KubeSim  # the stand-in's kubelet runs the pods
-            # The kubelet's bridge and pod network are the rig's own (its id, its slot).
-            self.sim = KubeSim("--kubelet", "--bridge", f"kspc{self.rig.id}",
-                               "--pod-network", str(self.rig.pod_network),
-                               "--kubelet-state-dir", str(self.dir / "kubelet"),
-                               "--fake-nodes", str(self.fake_nodes), "--gpus-per-node",
-                               str(self.gpus_per_node), "--gpu-product", GPU_PRODUCT,
-                               "--ib-leaves", str(self.ib_leaves), scheduler=True)
+                       node_namespaces=self.kubelet != "real", log_root=self.log_root)
+        if self.kubelet == "real":
+            self._start_real_nodes()
         else:
             # kwok plays the Kubernetes nodes; the rig's slurmd are the test's to run.
             self.sim = KubeCluster(nodes=self.fake_nodes, gpus_per_node=self.gpus_per_node,
@@ -279,6 +342,10 @@ class PodCluster:
                                             (extra(self.rig) if callable(extra) else extra))
         self._write_k8sbridge_conf()
         self.rig.start()
+        for name in self.rig.workers if self.real is not None else ():
+            # SlurmdSpoolDir (in the rig's directory, which the pods mount), as
+            # Rig.start_slurmd makes it for a slurmd of its own.
+            (self.rig.workdir / "spool" / name).mkdir(parents=True, exist_ok=True)
         self.create_munge_secret("munge-key", self.rig.munge_key.read_bytes())
         if isinstance(self.sim, KubeCluster):
             # The ServiceAccount admission gives pods without serviceAccountName the
@@ -291,12 +358,99 @@ class PodCluster:
         # Pods first (their slurmd talk to slurmctld), then Slurm.
         if self.test_kubelet is not None:
             self.test_kubelet.stop()
-        if self.sim is not None:
-            self.sim.close()
-        if self.rig is not None:
-            self.rig.stop()
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            if self.real is not None:
+                for cidr, via in self._host_routes:
+                    subprocess.run(["ip", "route", "del", cidr, "via", via],
+                                   capture_output=True)
+                self.real.close()  # the API server too
+            elif self.sim is not None:
+                self.sim.close()
+        finally:
+            if self.rig is not None:
+                self.rig.stop()
+            if self.dir is not None:
+                shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def rig_ids(self) -> list:
+        """The ids of everything this cluster started, for rig.leftovers()."""
+        return ([self.rig.id] if self.rig else []) + (self.real.rig_ids if self.real else [])
+
+    # ---- real nodes (kubelet="real") -----------------------------------------------
+
+    def _start_real_nodes(self):
+        from harness.kubelet_node import (RealCluster,  # noqa: F401 - the tools it needs
+                                          skip_unless_real_nodes_can_run)
+        skip_unless_real_nodes_can_run()
+        # The pods keep their addresses: slurmd registers with its pod IP, and a
+        # slurmstepd calls back the srun that launched it at that srun's address.
+        self.real = RealCluster(nodes=self.fake_nodes, masquerade=False)
+        self.sim = self.real.kube
+        image = write_worker_image(self.dir / "image")
+        network = self.real.network
+        for node in self.real.nodes:
+            node.ctr("images", "import", image.archive, timeout=120)
+            # slurmctld's address (the rig's bridge) through the host; the host
+            # reaches the node's pods through the node.
+            subprocess.run(["ip", "-n", node.netns, "route", "replace", str(self.rig.subnet),
+                            "via", network.address], check=True, capture_output=True)
+            subprocess.run(["ip", "route", "replace", node.pod_cidr, "via", node.address],
+                           check=True, capture_output=True)
+            self._host_routes.append((node.pod_cidr, node.address))
+        leaves = max(self.ib_leaves, 1)
+        per_leaf = max((len(self.real.nodes) + leaves - 1) // leaves, 1)
+        for i, node in enumerate(self.real.nodes):
+            labels = {LEAF_LABEL: f"leaf-{i // per_leaf}", SPINE_LABEL: "spine-0"}
+            if self.gpus_per_node > 0:
+                labels.update({GPU_PRODUCT_LABEL: GPU_PRODUCT,
+                               GPU_COUNT_LABEL: str(self.gpus_per_node)})
+            self.sim.kubectl("label", "node", node.name, "--overwrite",
+                             *(f"{k}={v}" for k, v in labels.items()))
+            self.advertise_gpus(node.name)
+
+    @property
+    def k8s_nodes(self) -> list:
+        """The Kubernetes nodes' names: the real nodes' (real-0, ...), else kwok's fake
+        ones (node-0, ...)."""
+        if self.real is not None:
+            return [n.name for n in self.real.nodes]
+        return [f"node-{i}" for i in range(self.fake_nodes)]
+
+    def real_node(self, name):
+        return next(n for n in self.real.nodes if n.name == name)
+
+    def advertise_gpus(self, name):
+        """Puts the node's GPUs (gpus_per_node nvidia.com/gpu) in its capacity, as the
+        Kubernetes documentation advertises an extended resource (a JSON patch of the
+        Node's status), and returns once the kubelet has kept it: it adds the resource
+        to the node's allocatable resources itself, from the capacity."""
+        if self.gpus_per_node <= 0:
+            return
+        count = str(self.gpus_per_node)
+        status, _, body = self.sim.request(
+            "PATCH", f"/api/v1/nodes/{name}/status",
+            [{"op": "add", "path": "/status/capacity/nvidia.com~1gpu", "value": count}],
+            content_type="application/json-patch+json")
+        if status != 200:
+            raise RuntimeError(f"advertising {name}'s GPUs: {status} {body}")
+
+        def kept():
+            node = self.k8s_node(name) or {}
+            st = node.get("status", {})
+            return st.get("capacity", {}).get(GPU_RESOURCE) == count and \
+                st.get("allocatable", {}).get(GPU_RESOURCE) == count
+        self.wait(kept, 60, f"{name}'s kubelet to report {count} {GPU_RESOURCE} allocatable")
+
+    def stop_kubelet(self, name):
+        """Stops the kubelet of real node `name` (its containers run on)."""
+        self.real_node(name).stop_kubelet()
+
+    def start_kubelet(self, name):
+        """Starts the kubelet of real node `name` again; returns once the node is Ready
+        with its GPUs advertised again (a restarted kubelet zeroes them)."""
+        self.real_node(name).start_kubelet()
+        self.advertise_gpus(name)
 
     # ---- configuration --------------------------------------------------------------
 
@@ -314,13 +468,33 @@ class PodCluster:
     def power_log(self) -> Path:
         return self.dir / "power.log"
 
-    def template(self, secret="munge-key", container_extra="") -> str:
-        """The worker pod template: the image's slurmd and k8sbridge-worker are the
-        host's (kubesim's kubelet runs commands from the host's filesystem; the test's
-        kubelet starts the rig's slurmd and only reads the pod's binding); the pod's own munged
-        gets the key from a Secret and its socket in an emptyDir at the path slurm.conf
-        names, the key's copy in an emptyDir of its own; /etc/hosts and resolv.conf are the rig's node files."""
+    def host_mounts(self) -> list:
+        """(volume name, path in the pod, path on the host, read-only) of what the
+        worker container runs from the host (see the module's docstring)."""
         rig = self.rig
+        mounts = [("host-usr", "/usr", host_path(Path("/usr")), True),
+                  ("host-etc", "/etc", host_path(Path("/etc")), True),
+                  ("slurm", rig.prefix, host_path(rig.prefix), True),
+                  ("build", SLURM_BUILD, SLURM_BUILD, True),
+                  ("rig", rig.workdir, rig.workdir, False)]
+        if BUILD_ROOT.resolve() != SLURM_BUILD.resolve():
+            mounts.insert(3, ("build-root", BUILD_ROOT, BUILD_ROOT, True))
+        return mounts
+
+    def template(self, secret="munge-key", container_extra="") -> str:
+        """The worker pod template: the image is WORKER_IMAGE, whose container runs the
+        host's k8sbridge-worker, munged and slurmd from hostPath volumes (host_mounts),
+        privileged; the pod's own munged gets the key from a Secret and its socket in
+        an emptyDir at the path slurm.conf names, the key's copy in an emptyDir of its
+        own; /etc/hosts and resolv.conf are the rig's node files."""
+        rig = self.rig
+        host = self.host_mounts()
+        host_mounts = "".join(
+            f'      - {{name: {name}, mountPath: "{inside}"'
+            f'{", readOnly: true" if ro else ""}}}\n' for name, inside, _, ro in host)
+        host_volumes = "".join(
+            f'    - {{name: {name}, hostPath: {{path: "{path}", type: Directory}}}}\n'
+            for name, _, path, _ in host)
         return f"""\
 kind: PodTemplate
 template:
@@ -330,7 +504,8 @@ template:
     terminationGracePeriodSeconds: 5
     containers:
     - name: slurmd
-      image: registry.example/slurm-worker:24.11.5
+      image: {WORKER_IMAGE}
+      securityContext: {{privileged: true}}
       env:
       - {{name: SLURM_CONF, value: "{rig.slurm_conf}"}}
       - {{name: K8SBRIDGE_SLURMD, value: "{rig.prefix}/sbin/slurmd"}}
@@ -339,13 +514,13 @@ template:
       - {{name: K8SBRIDGE_MUNGE_SOCKET, value: "{rig.munge_socket}"}}
       - {{name: K8SBRIDGE_MUNGED_DIR, value: "{rig.workdir}/pod-munged"}}
 {container_extra}      volumeMounts:
-      - {{name: munge-run, mountPath: "{rig.munge_socket.parent}"}}
+{host_mounts}      - {{name: munge-run, mountPath: "{rig.munge_socket.parent}"}}
       - {{name: munged-private, mountPath: "{rig.workdir}/pod-munged"}}
       - {{name: munge-key, mountPath: "{rig.workdir}/pod-munge-key", readOnly: true}}
       - {{name: hosts, mountPath: /etc/hosts, readOnly: true}}
       - {{name: resolv, mountPath: /etc/resolv.conf, readOnly: true}}
     volumes:
-    - {{name: munge-run, emptyDir: {{}}}}
+{host_volumes}    - {{name: munge-run, emptyDir: {{}}}}
     - {{name: munged-private, emptyDir: {{}}}}
     - {{name: munge-key, secret: {{secretName: {secret}}}}}
     - {{name: hosts, hostPath: {{path: "{rig.node_hosts}", type: File}}}}
@@ -391,10 +566,11 @@ template:
         return body if status == 200 else None
 
     def pod_log(self, pod) -> str:
-        uid = pod["metadata"]["uid"]
-        for path in (self.dir / "kubelet").glob(f"*/pods/{uid}/*.log"):
-            return path.read_text(errors="replace")
-        return "(no log)"
+        """The worker container's output, as its kubelet serves it (`kubectl logs`)."""
+        meta = pod["metadata"]
+        r = self.sim.kubectl("logs", "-n", meta.get("namespace", "default"), meta["name"],
+                             check=False, timeout=30)
+        return r.stdout if r.returncode == 0 else f"(no log: {r.stderr.strip()})"
 
     def describe(self) -> str:
         """What a failing test prints: pods, Slurm nodes and the power log."""
@@ -406,6 +582,13 @@ template:
                        f"phase={st.get('phase')} ip={st.get('podIP')} "
                        f"conditions={json.dumps(st.get('conditions', []))[:300]} "
                        f"containers={json.dumps(st.get('containerStatuses', []))[:400]}")
+        for name in self.k8s_nodes if self.real is not None else ():
+            node = self.k8s_node(name) or {}
+            ready = [c.get("status") for c in node.get("status", {}).get("conditions", [])
+                     if c["type"] == "Ready"]
+            out.append(f"k8s node {name}: ready={ready} "
+                       f"unschedulable={node.get('spec', {}).get('unschedulable', False)} "
+                       f"taints={[t['key'] for t in node.get('spec', {}).get('taints', [])]}")
         try:
             for name, n in self.rig.nodes().items():
                 out.append(f"slurm node {name}: {n.get('State')} addr={n.get('NodeAddr')} "

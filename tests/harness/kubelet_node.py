@@ -20,9 +20,12 @@ How a node is kept apart from the host, from other nodes and from other tests:
   from its quarter of the slot's pod network (its podCIDR), and each node routes the
   other nodes' podCIDRs to them: pods reach each other across nodes with their own
   addresses, no NAT (Kubernetes' network model; slurmctld takes a worker's address
-  from its connection). Only what leaves the pod network (for the API server and
-  CoreDNS on the host's bridge) is masqueraded to the node's address. kube-proxy's,
-  the CNI plugins' and that rule's iptables rules live in the namespace and go with
+  from its connection). What leaves the pod network (for the API server and CoreDNS
+  on the host's bridge) is masqueraded to the node's address, unless
+  masquerade=False: then pods keep their addresses towards the host too, and whoever
+  they talk to there routes the podCIDRs to the nodes (the host's routes are then the
+  caller's; they go with the bridge). kube-proxy's, the CNI plugins' and that rule's
+  iptables rules live in the namespace and go with
   it.
 - Mounts: a mount namespace of the node's own (made by a `sleep` process that holds it;
   every process of the node joins it), so containerd's overlays, the pods' network
@@ -190,7 +193,7 @@ class Daemons:
 
     def start(self, name, argv):
         env = {"PATH": PATH, RIG_ENV: self.rig_id, "HOME": str(self.dir)}
-        with open(self.dir / f"{name}.log", "w") as log:
+        with open(self.dir / f"{name}.log", "a") as log:  # a restart adds to it
             self.procs[name] = subprocess.Popen([str(a) for a in argv], stdout=log,
                                                 stderr=subprocess.STDOUT, env=env, cwd="/",
                                                 start_new_session=True)
@@ -368,8 +371,9 @@ class RealNode:
     close() stops everything and removes what it made, also after a failed start."""
 
     def __init__(self, kube: KubeCluster, network: NodeNetwork, index: int, workdir: Path,
-                 rig_id: str, images: list):
+                 rig_id: str, images: list, masquerade: bool = True):
         self.kube = kube
+        self.masquerade = masquerade  # of the pods' traffic that leaves the pod network
         self.network = network
         self.name = f"real-{index}"
         self.address = network.node_address(index)
@@ -441,10 +445,11 @@ class RealNode:
               "net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1"])
         # Not the bridge plugin's ipMasq, which would masquerade pod to pod across
         # nodes too: only what leaves the cluster's pod network.
-        _run(["nsenter", f"--net=/run/netns/{self.netns}", "iptables", "-t", "nat", "-A",
-              "POSTROUTING", "-s", self.pod_cidr, "!", "-d", str(self.network.pod_network),
-              "-m", "comment", "--comment", "k8sbridge-tests: pods leaving the pod network",
-              "-j", "MASQUERADE"])
+        if self.masquerade:
+            _run(["nsenter", f"--net=/run/netns/{self.netns}", "iptables", "-t", "nat", "-A",
+                  "POSTROUTING", "-s", self.pod_cidr, "!", "-d", str(self.network.pod_network),
+                  "-m", "comment", "--comment", "k8sbridge-tests: pods leaving the pod network",
+                  "-j", "MASQUERADE"])
 
     def _make_mount_namespace(self):
         """A mount namespace for every process of the node (slave: the host's unmounts,
@@ -569,17 +574,31 @@ state = "{d}/state"
         resolv.write_text("# The test node's resolv.conf: no name server outside the cluster.\n")
         config = self.dir / "kubelet.yaml"
         config.write_text(yaml.safe_dump(self._kubelet_config(serving, resolv)))
-        self.daemons.start("kubelet", self._node_argv([
+        self._kubelet_argv = self._node_argv([
             self.kube.bin / "kubelet", f"--config={config}",
             f"--kubeconfig={self.kube.node_kubeconfig(self.name)}",
             f"--root-dir={self.dir / 'kubelet'}", f"--hostname-override={self.name}",
-            f"--node-ip={self.address}", "--v=2"]))
+            f"--node-ip={self.address}", "--v=2"])
+        self.daemons.start("kubelet", self._kubelet_argv)
         wait_for_condition(self._registered, 120, f"the kubelet to register {self.name}")
         # The Node's podCIDR, as --allocate-node-cidrs would set it (the CNI config
         # names the same range).
         self.kube.kubectl("patch", "node", self.name, "--type=merge", "-p", json.dumps(
             {"spec": {"podCIDR": self.pod_cidr, "podCIDRs": [self.pod_cidr]}}))
         wait_for_condition(self._ready, 120, f"node {self.name} to be Ready")
+
+    def stop_kubelet(self):
+        """Stops the node's kubelet (SIGTERM), as a crashed or stopped kubelet: the
+        containers run on (containerd keeps them), and nobody renews the Node's status
+        and Lease, so the node controller marks it Unknown after its grace period."""
+        self.daemons.stop("kubelet")
+
+    def start_kubelet(self):
+        """Starts the stopped kubelet again with its first command line; returns once
+        the Node is Ready. (A restarted kubelet zeroes the extended resources of the
+        Node's capacity, as after a reboot: whoever advertised them does it again.)"""
+        self.daemons.start("kubelet", self._kubelet_argv)
+        wait_for_condition(self._ready, 120, f"node {self.name} to be Ready again")
 
     def _kubelet_config(self, serving, resolv):
         never = "0%"  # a busy CI disk must not evict the tests' pods
@@ -679,16 +698,18 @@ class RealCluster:
     """A KubeCluster with real nodes: a slot, the host bridge, the API server listening
     on it, CoreDNS, and `nodes` RealNodes real-0, real-1, ... `images`: NodeImages
     imported into every node's containerd beside busybox and the sandbox image (as
-    a site without a registry loads its images onto each node). `kube_args` go to
-    KubeCluster (fake nodes beside the real ones, ...). `rig_ids` names what
-    rig.leftovers() checks."""
+    a site without a registry loads its images onto each node). `masquerade`: whether
+    pods' traffic that leaves the pod network is masqueraded (see the module's
+    docstring). `kube_args` go to KubeCluster (fake nodes beside the real ones, ...).
+    `rig_ids` names what rig.leftovers() checks."""
 
-    def __init__(self, nodes=1, images=(), **kube_args):
+    def __init__(self, nodes=1, images=(), masquerade=True, **kube_args):
         self.id = secrets.token_hex(4)
         self.dir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{self.id}-"))
         self.slot = claim_slot()
         self.network = self.kube = self.dns = None
         self.nodes = []
+        self.masquerade = masquerade  # RealNode's: False, the pods keep their addresses
         try:
             self.network = NodeNetwork(self.slot, self.id).up()
             self.kube = KubeCluster(address=self.network.address, slot=self.slot,
@@ -715,7 +736,7 @@ class RealCluster:
 
     def add_node(self) -> RealNode:
         node = RealNode(self.kube, self.network, len(self.nodes), self.dir, self.id,
-                        self.images)
+                        self.images, masquerade=self.masquerade)
         for other in self.nodes:
             other.route_pods_of(node)
             node.route_pods_of(other)

@@ -56,9 +56,11 @@ def _layer(marker: str) -> bytes:
     return raw.getvalue()
 
 
-def build_image(layout: Path, tag: str, marker: str, config: dict = None) -> str:
+def build_image(layout: Path, tag: str, marker: str, config: dict = None,
+                layer: bytes = None) -> str:
     """Writes an OCI layout at `layout` whose index names the image `tag`; `config`
-    adds to the image configuration (Entrypoint, Cmd, Env, User, ...). Returns the
+    adds to the image configuration (Entrypoint, Cmd, Env, User, ...). Its one layer
+    is the busybox one above, or `layer` (an uncompressed tar) when given. Returns the
     manifest's digest."""
     blobs = layout / "blobs" / "sha256"
     blobs.mkdir(parents=True, exist_ok=True)
@@ -68,7 +70,7 @@ def build_image(layout: Path, tag: str, marker: str, config: dict = None) -> str
         (blobs / digest).write_bytes(data)
         return f"sha256:{digest}"
 
-    raw = _layer(marker)
+    raw = _layer(marker) if layer is None else layer
     layer = gzip.compress(raw, mtime=0)
     image_config = {"Env": ["PATH=/bin", "IMAGE_VAR=from-image"],
                     "Cmd": ["/bin/sh", "-c", "echo from the image's Cmd"], "WorkingDir": "/"}

@@ -1,14 +1,16 @@
-"""power_k8s end to end: Slurm's power saving makes worker pods in kubesim, whose
-kubelet runs k8sbridge-worker and real slurmd in them (harness.cluster.PodCluster).
+"""power_k8s end to end: Slurm's power saving makes worker pods in a real Kubernetes
+whose real nodes (kubelet, containerd, runc) run k8sbridge-worker and real slurmd in
+them as containers (harness.cluster.PodCluster): four nodes of 8 GPUs, two leaves.
 
 One cluster for the class; the tests run in order and use their own Slurm nodes:
 - w-[0-3]: `sbatch -N4 -C h100` resumes four pods (selectors, GPUs, ownership labels), the
   slurmd register with their pod IPs, the job's output names the four pods, and
   after SuspendTime the pods are deleted and the nodes POWERED_DOWN again;
-- c-[0-1]: `--constraint fast` (mapped to a label two Kubernetes nodes carry) lands
-  the pods only on those nodes;
+- c-[0-1]: `--constraint fast` (mapped to a label two Kubernetes nodes carry, one in
+  each leaf) lands the pods only on those nodes;
 - p-[0-1]: a 2-node job with a placement label lands both pods under one leaf;
-- w-0 again: injected 429 and 503 answers during the resume are retried;
+- w-0 again: 429 and 503 answers to the pod's creation (an admission webhook's) are
+  retried;
 - r-0: a template the API rejects (422) sets the node DOWN/POWER_DOWN with a reason
   quoting the field within 10 s of the resume, and the job is requeued;
 - b-0: a pod with the wrong munge key fails with a message naming the mismatch.
@@ -50,7 +52,7 @@ class PowerEndToEnd(RigTestCase):
                   ("r", "r-0", "PodTemplate=reject.yaml"),
                   ("b", "b-0", "PodTemplate=wrong-key.yaml")]
         cls.cluster = PodCluster(
-            nodes, groups, fake_nodes=6, suspend_time=15,
+            nodes, groups, fake_nodes=4, suspend_time=15,
             conf_extra=(f"Feature=fast Selector={FAST_LABEL}=true\n"
                         f"Feature=h100 Selector=nvidia.com/gpu.product={GPU_PRODUCT}"),
             extra_templates={"reject.yaml": reject_template, "wrong-key.yaml": wrong_key_template})
@@ -92,25 +94,26 @@ class PowerEndToEnd(RigTestCase):
 
     def test_2_constraint_places_pods_on_labelled_nodes(self):
         c = self.cluster
-        # Not the nodes the scheduler would pick first (it prefers node-0).
-        self.sim.kubectl("label", "node", "node-1", "node-4", f"{FAST_LABEL}=true")
+        # Two of the four nodes, one in each leaf: the others fit the pods as well.
+        fast = [c.k8s_nodes[1], c.k8s_nodes[3]]
+        self.sim.kubectl("label", "node", *fast, f"{FAST_LABEL}=true")
         out = self.rig.workdir / "fast.out"
         job = self.rig.sbatch("#!/bin/sh\nsrun hostname | sort\n",
                               ["-N2", "-C", "fast", "-o", str(out)])
         c.wait_job(job, timeout=240)
         self.assertEqual(out.read_text().split(), ["c-0", "c-1"])
         placed = {c.pod(n)["spec"]["nodeName"] for n in ("c-0", "c-1")}
-        self.assertLessEqual(placed, {"node-1", "node-4"})
+        self.assertLessEqual(placed, set(fast))
         self.assertEqual(c.pod("c-0")["spec"]["nodeSelector"], {FAST_LABEL: "true"})
 
     def test_3_two_node_job_stays_in_one_leaf(self):
         c = self.cluster
-        # Leave one node schedulable in node-0's leaf, so a pod placed without the
-        # affinity would go to the emptier other leaf.
-        leaf_of = {n: c.k8s_node(n)["metadata"]["labels"][LEAF_LABEL]
-                   for n in (f"node-{i}" for i in range(6))}
-        first_leaf = leaf_of["node-0"]
-        cordoned = [n for n, leaf in leaf_of.items() if leaf == first_leaf and n != "node-0"]
+        # Leave one node schedulable in the first node's leaf, so a pod placed without
+        # the affinity would go to the emptier other leaf.
+        first = c.k8s_nodes[0]
+        leaf_of = {n: c.k8s_node(n)["metadata"]["labels"][LEAF_LABEL] for n in c.k8s_nodes}
+        first_leaf = leaf_of[first]
+        cordoned = [n for n, leaf in leaf_of.items() if leaf == first_leaf and n != first]
         self.sim.kubectl("cordon", *cordoned)
         self.addCleanup(self.sim.kubectl, "uncordon", *cordoned)
         out = self.rig.workdir / "leaf.out"
@@ -124,11 +127,9 @@ class PowerEndToEnd(RigTestCase):
     def test_4_throttled_and_unavailable_answers_are_retried(self):
         c = self.cluster
         c.wait_powered_down(["w-0"], timeout=180)
-        f429 = self.sim.add_fault(resource="pods", verb="create", type="status", code=429,
-                                  retryAfterSeconds=1, times=2)
-        f503 = self.sim.add_fault(resource="pods", verb="create", type="status", code=503,
-                                  times=2)
-        self.addCleanup(self.sim.admin, "DELETE", "faults")
+        f429 = self.sim.add_fault("pods", "create", 429, times=2, message="too many requests")
+        f503 = self.sim.add_fault("pods", "create", 503, times=2, message="unavailable")
+        self.addCleanup(self.sim.clear_faults)
         out = self.rig.workdir / "retry.out"
         job = self.rig.sbatch("#!/bin/sh\nhostname\n", ["-N1", "-w", "w-0", "-o", str(out)])
         c.wait_job(job, timeout=240)

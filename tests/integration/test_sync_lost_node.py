@@ -1,14 +1,16 @@
-"""Worker pods on lost Kubernetes nodes, end to end: kubesim with its scheduler and
-kubelet (real k8sbridge-worker and slurmd in the pods, harness.cluster.PodCluster),
-the rig's slurmctld running k8sbridge-power, and a k8sbridge-sync daemon.
+"""Worker pods on lost Kubernetes nodes, end to end: the real Kubernetes with three
+real nodes whose kubelets run the worker pods as containers (real k8sbridge-worker
+and slurmd in them, harness.cluster.PodCluster), the rig's slurmctld running
+k8sbridge-power, and a k8sbridge-sync daemon.
 
-- A lost node (its kubelet stopped through kubesim's NotReady fault, for longer
-  than the pods' tolerations): the Slurm node of the job's pod goes DOWN with a
-  k8sbridge: reason naming the node, within SyncPollInterval + 2 s of the node's
-  Ready transition; the job requeues; the next resume of that Slurm node gets a
-  running pod on another node at once (RetryDeadline is far beyond the test's
-  time-outs, so waiting for the stuck pod would fail it); when the node comes back,
-  the stuck pod goes, and everything powers down (no down~, no orphan pod).
+- A lost node (its kubelet stopped, for longer than the node controller's grace
+  period and the pods' tolerations; the containers run on): the Slurm node of the
+  job's pod goes DOWN with a k8sbridge: reason naming the node, within
+  SyncPollInterval + 2 s of the node's Ready transition to Unknown; the job
+  requeues; the next resume of that Slurm node gets a running pod on another node
+  at once (RetryDeadline is far beyond the test's time-outs, so waiting for the
+  stuck pod would fail it); when the kubelet is started again, it finishes the
+  stuck pod, and everything powers down (no down~, no orphan pod).
 - kubectl drain of the node under a running job's pod: the Slurm node goes DOWN with
   a k8sbridge: reason, the job is requeued and runs again on a pod on another node,
   no pod is made on the drained node, and after kubectl uncordon the node is used
@@ -32,7 +34,6 @@ from harness.rig import NodeSpec, free_tcp_port, wait_for
 from harness.sync import Daemon
 from harness.testcase import RigTestCase, main
 
-FAULT = "kubesim.k8sbridge.io/fault"
 POLL = 0.25  # SyncPollInterval below, in seconds
 NODES = [NodeSpec("w-0"), NodeSpec("w-1")]
 GROUPS = [("w", "w-[0-1]", "")]
@@ -74,6 +75,7 @@ class LostNodeTestCase(RigTestCase):
             extra_templates={"worker.yaml": lambda c: c.template() + TOLERATIONS})
         self.cluster.__enter__()
         self.addCleanup(self.cluster.close)
+        self.child_rig_ids += self.cluster.rig_ids
         self.rig, self.sim = self.cluster.rig, self.cluster.sim
         self.daemon = Daemon({"path": str(self.cluster.conf_path), "port": port},
                              self.rig.slurm_conf, "lost", self.dir, wrap=self.rig.host_command)
@@ -158,12 +160,14 @@ class SyncLostNode(LostNodeTestCase):
     def test_lost_node_downs_at_once_and_the_next_resume_does_not_wait(self):
         job, out, pod = self.start_job()
         host = pod["spec"]["nodeName"]
-        self.sim.kubectl("annotate", "node", host, f"{FAULT}=NotReady")
-        self.addCleanup(self.sim.kubectl, "annotate", "node", host, f"{FAULT}-", check=False)
+        # The node is lost: its kubelet stops (the cluster's close ends the rest).
+        self.cluster.stop_kubelet(host)
 
+        # The node controller marks the node Unknown once its Lease is older than
+        # --node-monitor-grace-period (50 s by default), noticed within its 5 s period.
         prefix = f"k8sbridge: Kubernetes node {host} lost"
         node = self.wait(lambda: (lambda n: n if n.get("Reason", "").startswith(prefix) else None)(
-            self.rig.node("w-0")), 60, f"w-0 DOWN with a reason starting {prefix!r}")
+            self.rig.node("w-0")), 120, f"w-0 DOWN with a reason starting {prefix!r}")
         self.assertIn("DOWN", node["State"])
         self.assertIn("Kubelet stopped posting node status", node["Reason"])
         ready = next(c for c in self.cluster.k8s_node(host)["status"]["conditions"]
@@ -179,8 +183,9 @@ class SyncLostNode(LostNodeTestCase):
         self.assertNotEqual(pod["metadata"]["name"], "w-0", "a replacement under a fresh name")
         self.assertNotIn("still there when RetryDeadline", self.cluster.power_log.read_text())
 
-        # The node comes back: its kubelet finalizes the stuck pod.
-        self.sim.kubectl("annotate", "node", host, f"{FAULT}-")
+        # The node comes back: its kubelet stops the stuck pod's container and
+        # finishes its deletion.
+        self.cluster.start_kubelet(host)
         self.wait(lambda: all(p["spec"].get("nodeName") != host for p in self.pods_of("w-0")),
                   60, f"the stuck pod on {host} to go")
         self.wait_all_powered_down()
