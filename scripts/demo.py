@@ -5,7 +5,10 @@ them, and deletes the pods once they are idle. Run it through scripts/demo.sh.
 Everything on the Slurm side is real: munge, slurmctld, slurmd in the pods, and
 k8sbridge's programs as slurm.conf has them. Two modes:
 
-- in-cluster (the default): k8sbridge deployed as a platform team deploys it,
+- in-cluster (the default): a real Kubernetes (tests/harness/deployment.py: the
+  upstream control plane, CoreDNS and two real nodes, each a kubelet with
+  containerd, runc, a CNI bridge and kube-proxy, the images imported into their
+  containerd), and k8sbridge deployed on it as a platform team deploys it,
   `kubectl apply` of deploy/overlays/demo; slurmctld runs in the controller pod
   from the controller image, worker pods from the worker image, and the job is
   submitted from the login pod with `kubectl exec`;
@@ -25,8 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the harness package
 from harness.cluster import GPU_PRODUCT, LEAF_LABEL, PodCluster  # noqa: E402
+from harness import kube  # noqa: E402
 from harness.deployment import Deployment  # noqa: E402
 from harness.rig import NodeSpec, leftovers  # noqa: E402
+from harness.testcase import wait_for_no_leftovers  # noqa: E402
 
 SUSPEND_TIME = 20
 
@@ -138,6 +143,9 @@ class InClusterDemo:
 
     def run(self):
         d = self.d
+        show("Kubernetes nodes (real kubelets) with their GPU and InfiniBand leaf labels:",
+             d.kube.kubectl("get", "nodes", "-o", "wide", "-L", kube.GPU_PRODUCT_LABEL,
+                            "-L", kube.LEAF_LABEL, check=False).stdout)
         show("kubectl -n slurm get statefulset,deployment,job,pvc:",
              d.kubectl("get", "statefulset,deployment,job,pvc", check=False).stdout)
         say("waiting for the jail populate Job and slurmctld in pod slurmctld-0")
@@ -163,6 +171,11 @@ class InClusterDemo:
             show("srun failed:", r.stderr)
             show("the cluster:", d.describe())
             return False
+        show("kubectl -n slurm get events --field-selector involvedObject.name=w-0 "
+             "(the kubelet ran it):",
+             d.kubectl("get", "events", "--field-selector", "involvedObject.name=w-0",
+                       "-o", "custom-columns=SOURCE:.source.component,HOST:.source.host,"
+                       "REASON:.reason,MESSAGE:.message", check=False).stdout)
         say("the nodes are idle: after SuspendTime=30s Slurm runs SuspendProgram, "
             "which deletes the pods")
         deadline = time.monotonic() + 240
@@ -197,14 +210,16 @@ def host_controller_demo():
 
 
 def in_cluster_demo(images):
-    say(f"starting kubesim as a cluster (4 fake GPU nodes, cluster DNS, an OCI kubelet "
-        f"running the images in {images} with runc)")
-    say("kubectl create namespace slurm; kubectl -n slurm create secret generic "
-        "slurm-munge-key --from-file=munge.key=...; "
-        "kubectl kustomize deploy/overlays/demo | kubectl apply -f -")
-    with Deployment(Path(images)) as d:
+    say(f"starting a real Kubernetes on this machine: the control plane, CoreDNS and two "
+        f"nodes (kubelet, containerd, runc, kube-proxy), with the images in {images}")
+    deployment = Deployment(Path(images), progress=say)
+    with deployment as d:
         ok = InClusterDemo(d).run()
-    say("stopped: kubesim and every container it ran are gone")
+    say("stopped: the nodes, their containers and the control plane are gone")
+    # The demo's own cluster only: test rigs may be running beside it.
+    left = {k: v for k, v in wait_for_no_leftovers(deployment.rc.rig_ids).items() if v}
+    if left:
+        say(f"warning: the demo left things behind: {left}")
     return ok
 
 

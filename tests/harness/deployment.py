@@ -1,77 +1,116 @@
-"""k8sbridge deployed on kubesim as a platform team deploys it on Kubernetes.
+"""k8sbridge deployed on a real Kubernetes as a platform team deploys it.
 
-kubesim runs as a whole cluster: the API server with RBAC and admission, the
-scheduler, the workload controllers, cluster DNS and a kubelet that runs every
-container from the OCI images scripts/images.py builds, with runc. The deployment
-is `kubectl kustomize deploy/overlays/<overlay> | kubectl apply -f -` after the
-munge key Secret, as docs/deploy.md tells an admin. Nothing on the Slurm side runs
-on the host: slurmctld and k8sbridge-sync run in the controller pod, which resumes
-worker pods with its power programs; users reach Slurm with `kubectl exec` into the
-login pod.
+The cluster is RealCluster (tests/harness/kubelet_node.py): the upstream control
+plane (etcd, kube-apiserver with RBAC, Node authorization and admission,
+controller-manager, scheduler), CoreDNS, and real nodes, each a kubelet with
+containerd, runc, a CNI bridge and kube-proxy in namespaces of its own. No registry
+can be reached: the three images scripts/images.py builds are imported into every
+node's containerd from their docker-archives, under the names the overlay gives
+them (k8sbridge-worker:<tag> is docker.io/library/k8sbridge-worker:<tag> to
+containerd), so the kubelet finds them present and pulls nothing.
+
+What the harness does is what an admin does on a cluster without a registry or a
+dynamic provisioner (docs/deploy.md, "On Kubernetes"):
+- labels the nodes as the fabric's topology labeller and NVIDIA's GPU feature
+  discovery would (InfiniBand leaf and spine, GPU product and count) and
+  advertises their GPUs as an extended resource (a PATCH of the Node's status
+  capacity, as the Kubernetes documentation describes for extended resources);
+- creates the namespace and the munge key Secret;
+- makes a static hostPath PersistentVolume for each claim the overlay makes (the
+  jail, slurmctld's state);
+- applies the overlay through a site kustomization that only sets what a site
+  sets: the images' names and tags (kustomize's `images:`). Everything else is
+  applied as shipped.
+
+slurmctld and k8sbridge-sync then run in the controller pod, whose power programs
+create the worker pods; users reach Slurm with `kubectl exec` into the login pod.
 
 Used by tests/integration/test_deploy_e2e.py and by the README's demo
-(scripts/demo.sh). Needs root (namespaces, a bridge, overlays, runc) and the images
-(K8SBRIDGE_IMAGES: a directory with k8sbridge-{controller,worker,login}/).
+(scripts/demo.sh). Needs root and what real nodes need (scripts/setup.sh), and the
+images (K8SBRIDGE_IMAGES: a directory with k8sbridge-{controller,worker,login}/).
 """
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
-from harness.kubesim import KubeSim, remove_oci_kubelet_leftovers, wait_for
+import yaml
+
+from harness.kube import (GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, LEAF_LABEL, SPINE_LABEL,
+                          kubectl_program, wait_for_condition)
+from harness.kubelet_node import NodeImage, RealCluster, RealNode
 from harness.paths import SOURCE_ROOT
-from harness.rig import claim_slot
 
 NAMESPACE = "slurm"
 DEPLOY = SOURCE_ROOT / "deploy"
 IMAGE_NAMES = ("k8sbridge-controller", "k8sbridge-worker", "k8sbridge-login")
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 
 
 def images_or_skip() -> Path:
-    """The images directory of K8SBRIDGE_IMAGES for a test that runs them under
-    kubesim's OCI kubelet; raises unittest.SkipTest when they or what runs them are
-    not there (scripts/test.sh sets the variable for the artifacts suite)."""
+    """The images directory of K8SBRIDGE_IMAGES for a test that runs them on real
+    nodes; raises unittest.SkipTest when they or what runs them are not there
+    (scripts/test.sh sets the variable for the artifacts suite)."""
     import unittest
-    from harness.kubesim import KUBESIM
+    from harness.kubelet_node import skip_unless_real_nodes_can_run
     images = os.environ.get("K8SBRIDGE_IMAGES")
     if not images:
         raise unittest.SkipTest("K8SBRIDGE_IMAGES is not set: scripts/test.sh sets it for "
                                 "the artifacts suite once scripts/images.py built the images")
-    if os.geteuid() != 0:
-        raise unittest.SkipTest("needs root: namespaces, a bridge, overlays and runc")
-    if not KUBESIM.exists():
-        raise unittest.SkipTest(f"{KUBESIM} is not built")
-    if shutil.which("runc") is None:
-        raise unittest.SkipTest("runc is not installed (scripts/setup.sh)")
+    skip_unless_real_nodes_can_run()
     return Path(images)
 
 
 def missing_images(images: Path) -> list:
-    """The images the deployment needs that `images` does not hold."""
-    return [name for name in IMAGE_NAMES if not (images / name / "oci" / "index.json").exists()
-            and not (images / name / "index.json").exists()]
+    """The images the deployment needs that `images` does not hold (its OCI layout,
+    its docker-archive or its image.json)."""
+    return [name for name in IMAGE_NAMES
+            if not all((images / name / f).exists()
+                       for f in ("oci/index.json", f"{name}.tar", "image.json"))]
+
+
+def image_info(images: Path, name: str) -> dict:
+    """scripts/images.py's image.json: image, tag, digest (the manifest's), slurm."""
+    return json.loads((Path(images) / name / "image.json").read_text())
+
+
+def node_image(images: Path, name: str) -> NodeImage:
+    """Image `name` of scripts/images.py's output as the nodes import it: its
+    docker-archive, the name containerd gives it (the archive's <image>:<tag> in
+    docker.io/library) and its ID (the configuration's digest, which containerd
+    reports as the container's imageID)."""
+    layout = Path(images) / name / "oci"
+    blobs = layout / "blobs" / "sha256"
+    index = json.loads((layout / "index.json").read_text())
+    manifest = json.loads((blobs / index["manifests"][0]["digest"].split(":", 1)[1])
+                          .read_text())
+    info = image_info(images, name)
+    return NodeImage(f"docker.io/library/{name}:{info['tag']}",
+                     Path(images) / name / f"{name}.tar", manifest["config"]["digest"])
 
 
 class Deployment:
-    """kubesim (with its OCI kubelet over `images`) and k8sbridge applied to it from
-    deploy/overlays/<overlay>; use as a context manager. Everything it made (runc
-    containers, mounts, the bridge, its directory) is gone after close, also when
-    the start failed half way."""
+    """A RealCluster of `nodes` real nodes (the three images imported into each) and
+    k8sbridge applied to it from deploy/overlays/<overlay>; use as a context manager.
+    The nodes are spread over `ib_leaves` InfiniBand leaves in order and advertise
+    `gpus_per_node` GPUs each. Everything it made (containers, namespaces, cgroups,
+    the bridge, its directory) is gone after close, also when the start failed half
+    way."""
 
-    def __init__(self, images: Path, overlay: str = "demo", fake_nodes: int = 4,
-                 ib_leaves: int = 2, keep_dir: bool = False):
+    def __init__(self, images: Path, overlay: str = "demo", nodes: int = 2,
+                 ib_leaves: int = 2, gpus_per_node: int = 8, progress=None):
         self.images = Path(images)
+        self.progress = progress or (lambda text: None)
         self.overlay = overlay
-        self.fake_nodes = fake_nodes
+        self.node_count = nodes
         self.ib_leaves = ib_leaves
-        self.keep_dir = keep_dir
-        self.sim: Optional[KubeSim] = None
+        self.gpus_per_node = gpus_per_node
+        self.rc: Optional[RealCluster] = None
         self.dir: Optional[Path] = None
-        self.slot = None
+        self.rendered: list = []
 
     # ---- lifecycle ------------------------------------------------------------------
 
@@ -91,59 +130,150 @@ class Deployment:
         self.close()
         return False
 
-    @property
-    def bridge(self) -> str:
-        return f"ksimd{self.slot.number}"
-
-    @property
-    def runc_root(self) -> str:
-        return f"/run/kubesim-runc/{self.bridge}"
-
     def _start(self):
-        self.slot = claim_slot()
-        self.dir = Path(tempfile.mkdtemp(prefix="k8sbridge-deploy-"))
-        self.sim = KubeSim("--kubelet", "--bridge", self.bridge,
-                           "--pod-network", str(self.slot.pod_network),
-                           "--kubelet-state-dir", str(self.dir / "state"),
-                           "--image-store", str(self.images),
-                           "--fake-nodes", str(self.fake_nodes),
-                           "--ib-leaves", str(self.ib_leaves), scheduler=True)
+        self.progress("starting the control plane (etcd, kube-apiserver, "
+                      "kube-controller-manager, kube-scheduler) and CoreDNS")
+        self.rc = RealCluster(nodes=0,
+                              images=[node_image(self.images, n) for n in IMAGE_NAMES])
+        self.dir = self.rc.dir / "deployment"
+        self.dir.mkdir()
+        for i in range(self.node_count):
+            self.progress(f"starting node real-{i}: containerd, importing the images into "
+                          "it, the kubelet, kube-proxy")
+            self.rc.add_node()
+        self.progress("labelling the nodes (leaf, spine, GPUs) and advertising "
+                      f"{GPU_RESOURCE} in their status")
+        self.label_nodes()
+        self.progress("kubectl create namespace slurm; kubectl -n slurm create secret "
+                      "generic slurm-munge-key; a PersistentVolume for each claim; "
+                      f"kubectl kustomize deploy/overlays/{self.overlay} (images: set) | "
+                      "kubectl apply -f -")
         self.apply()
+
+    @property
+    def kube(self):
+        return self.rc.kube
+
+    @property
+    def nodes(self) -> list:
+        return self.rc.nodes
+
+    def node(self, name: str) -> RealNode:
+        return next(n for n in self.rc.nodes if n.name == name)
+
+    def image(self, name: str) -> NodeImage:
+        return next(i for i in self.rc.images if i.name.split("/")[-1].split(":")[0] == name)
+
+    def label_nodes(self):
+        """The nodes' topology and GPU labels, and their GPUs as the extended resource
+        nvidia.com/gpu in the Node's status capacity (the kubelet keeps an extended
+        resource it does not manage, and makes it allocatable)."""
+        leaves = max(self.ib_leaves, 1)
+        for i, node in enumerate(self.rc.nodes):
+            leaf = i * leaves // len(self.rc.nodes)
+            self.kube.kubectl("label", "node", node.name, "--overwrite",
+                              f"{LEAF_LABEL}=leaf-{leaf}", f"{SPINE_LABEL}=spine-0",
+                              f"{GPU_PRODUCT_LABEL}={GPU_PRODUCT}",
+                              f"{GPU_COUNT_LABEL}={self.gpus_per_node}")
+            path = "/status/capacity/" + GPU_RESOURCE.replace("/", "~1")
+            self.kube.kubectl("patch", "node", node.name, "--subresource=status",
+                              "--type=json", "-p", json.dumps(
+                                  [{"op": "add", "path": path,
+                                    "value": str(self.gpus_per_node)}]))
+        for node in self.rc.nodes:
+            wait_for_condition(
+                lambda: self.kube.kubectl_json("get", "node", node.name)["status"]
+                .get("allocatable", {}).get(GPU_RESOURCE) == str(self.gpus_per_node),
+                60, f"{GPU_RESOURCE} allocatable on {node.name}", interval=0.5)
+
+    def site_kustomization(self) -> Path:
+        """The site's kustomization over the shipped overlay: what a site sets, here
+        the images' names and tags as scripts/images.py tagged them (no registry:
+        the nodes hold them). The worker pod template is a file in the ConfigMap,
+        beyond kustomize's `images:`: it must name the worker image as built."""
+        site = self.dir / "site"
+        site.mkdir()
+        images = []
+        for name in IMAGE_NAMES:
+            images.append({"name": name, "newName": name,
+                           "newTag": image_info(self.images, name)["tag"]})
+        overlay = DEPLOY / "overlays" / self.overlay
+        (site / "kustomization.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            # kustomize takes a relative path only.
+            "resources": [os.path.relpath(overlay, site)],
+            "images": images}))
+        return site
+
+    def render(self) -> str:
+        rendered = subprocess.run([str(kubectl_program()), "kustomize",
+                                   str(self.site_kustomization())],
+                                  capture_output=True, text=True, check=True).stdout
+        (self.dir / "rendered.yaml").write_text(rendered)
+        self.rendered = [d for d in yaml.safe_load_all(rendered) if d]
+        worker = image_info(self.images, "k8sbridge-worker")
+        expected = f"{worker['image']}:{worker['tag']}"
+        for doc in self.rendered:
+            if doc["kind"] == "ConfigMap":
+                for key, text in doc.get("data", {}).items():
+                    template = yaml.safe_load(text) if key.endswith(".yaml") else None
+                    if not isinstance(template, dict) or template.get("kind") != "PodTemplate":
+                        continue
+                    for c in template["template"]["spec"]["containers"]:
+                        if c["image"] != expected:
+                            raise RuntimeError(
+                                f"deploy/overlays/{self.overlay}'s {key} names {c['image']}, "
+                                f"the images are {expected}")
+        return rendered
+
+    def claims(self) -> list:
+        """(claim name, size, access modes) of every claim the rendered overlay makes:
+        its PersistentVolumeClaims and its StatefulSets' volumeClaimTemplates."""
+        out = []
+        for doc in self.rendered:
+            specs = []
+            if doc["kind"] == "PersistentVolumeClaim":
+                specs.append((doc["metadata"]["name"], doc["spec"]))
+            elif doc["kind"] == "StatefulSet":
+                for t in doc["spec"].get("volumeClaimTemplates", []):
+                    for ordinal in range(doc["spec"].get("replicas", 1)):
+                        specs.append((f"{t['metadata']['name']}-{doc['metadata']['name']}-"
+                                      f"{ordinal}", t["spec"]))
+            for name, spec in specs:
+                if spec.get("storageClassName"):
+                    raise RuntimeError(f"claim {name} asks for storage class "
+                                       f"{spec['storageClassName']}: this cluster has none")
+                out.append((name, spec["resources"]["requests"]["storage"],
+                            spec["accessModes"]))
+        return out
 
     def apply(self):
         """The admin's steps (docs/deploy.md, "On Kubernetes"): the namespace, the
-        munge key Secret from 1 KiB of random bytes, then the overlay."""
-        self.sim.kubectl("create", "namespace", NAMESPACE)
+        munge key Secret from 1 KiB of random bytes, a static PersistentVolume for
+        each claim, then the overlay."""
+        rendered = self.render()
+        self.kube.kubectl("create", "namespace", NAMESPACE)
         key = self.dir / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o600)
         self.kubectl("create", "secret", "generic", "slurm-munge-key",
                      f"--from-file=munge.key={key}")
-        rendered = subprocess.run(["/usr/bin/kubectl", "kustomize",
-                                   str(DEPLOY / "overlays" / self.overlay)],
-                                  capture_output=True, text=True, check=True).stdout
-        (self.dir / "rendered.yaml").write_text(rendered)
-        self.sim.kubectl("apply", "-f", "-", input=rendered)
+        key.unlink()
+        for name, size, modes in self.claims():
+            self.kube.create_host_path_volume(f"{NAMESPACE}-{name}", size, modes,
+                                              self.rc.dir / "volumes" / name)
+        self.kube.kubectl("apply", "-f", "-", input=rendered, timeout=120)
 
     def close(self):
-        try:
-            if self.sim is not None:
-                self.sim.close()  # the kubelet stops and removes its containers
-        finally:
-            self._remove_leftovers()
-
-    def _remove_leftovers(self):
-        if self.slot is not None:
-            remove_oci_kubelet_leftovers(self.runc_root, self.dir, self.bridge)
-        if self.dir is not None and not self.keep_dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        if self.rc is not None:
+            self.rc.close()  # the nodes stop, their containers with them
 
     # ---- talking to it ----------------------------------------------------------------
 
     def kubectl(self, *args, check=True, timeout=120, input=None):
         """kubectl in the deployment's namespace, as the cluster admin."""
-        return self.sim.kubectl("-n", NAMESPACE, *args, check=check, timeout=timeout,
-                                input=input)
+        return self.kube.kubectl("-n", NAMESPACE, *args, check=check, timeout=timeout,
+                                 input=input)
 
     def get(self, kind: str, name: str) -> Optional[dict]:
         r = self.kubectl("get", kind, name, "-o", "json", check=False)
@@ -155,6 +285,11 @@ class Deployment:
 
     def worker_pods(self) -> list:
         return self.pods("app.kubernetes.io/name=slurm-worker")
+
+    def events(self, pod: str) -> list:
+        """The core/v1 Events about pod `pod`, oldest first."""
+        return json.loads(self.kubectl("get", "events", "-o", "json", "--field-selector",
+                                       f"involvedObject.name={pod}").stdout)["items"]
 
     def login(self, command: Sequence[str], check=True, timeout=300, input=None,
               user: Optional[str] = None) -> subprocess.CompletedProcess:
@@ -184,9 +319,10 @@ class Deployment:
     # ---- waiting ----------------------------------------------------------------------
 
     def wait(self, predicate, timeout, what):
-        """wait_for, and on time-out an AssertionError that shows the cluster."""
+        """wait_for_condition, and on time-out an AssertionError that shows the
+        cluster."""
         try:
-            return wait_for(predicate, timeout, interval=0.5, what=what)
+            return wait_for_condition(predicate, timeout, what, interval=0.5)
         except AssertionError as e:
             raise AssertionError(f"{e}\n{self.describe()}") from None
 
@@ -222,15 +358,17 @@ class Deployment:
         return (r.stdout + r.stderr).rstrip()
 
     def pod_file(self, pod: dict, volume: str, name: str) -> Optional[Path]:
-        """A file in one of the pod's emptyDir volumes, as the kubelet keeps it."""
+        """A file in one of the pod's (disk) emptyDir volumes, where its node's kubelet
+        keeps it."""
         uid = pod["metadata"]["uid"]
-        for path in (self.dir / "state").glob(f"*/pods/{uid}/volumes/{volume}/{name}"):
+        for path in self.rc.dir.glob(f"real-*/kubelet/pods/{uid}/volumes/"
+                                     f"kubernetes.io~empty-dir/{volume}/{name}"):
             return path
         return None
 
     def describe(self) -> str:
-        """What a failing test prints: pods, their logs, slurmctld's and the power
-        programs' logs, and the Slurm nodes."""
+        """What a failing test prints: pods, their logs and events, slurmctld's and
+        the power programs' logs, and the Slurm nodes."""
         out = []
         try:
             pods = self.pods()
@@ -242,7 +380,13 @@ class Deployment:
             out.append(f"pod {name}: node={p['spec'].get('nodeName')} "
                        f"phase={st.get('phase')} ip={st.get('podIP')} "
                        f"containers={json.dumps(st.get('containerStatuses', []))[:600]}")
-            for c in p["spec"]["containers"]:
+            if st.get("phase") != "Running":
+                try:
+                    for e in self.events(name)[-8:]:
+                        out.append(f"  event {e.get('reason')}: {e.get('message')}")
+                except AssertionError:
+                    pass
+            for c in p["spec"].get("initContainers", []) + p["spec"]["containers"]:
                 out.append(f"  log {c['name']}:\n    " +
                            self.container_log(name, c["name"]).replace("\n", "\n    "))
             for log in ("slurmctld.log", "k8sbridge-power.log"):
@@ -254,6 +398,6 @@ class Deployment:
             for name, n in self.slurm_nodes().items():
                 out.append(f"slurm node {name}: {n.get('State')} addr={n.get('NodeAddr')} "
                            f"reason={n.get('Reason')}")
-        except AssertionError as e:
+        except (AssertionError, subprocess.TimeoutExpired) as e:
             out.append(f"scontrol in the login pod failed: {e}")
         return "\n".join(out)

@@ -27,6 +27,7 @@ import shutil
 import signal
 import ssl
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -233,6 +234,9 @@ class KubeCluster:
         except BaseException:
             self.close()
             raise
+        # The test's log names the Kubernetes it ran against.
+        print(f"kube cluster {self.id} at {self.url}: `kube-apiserver --version` printed "
+              f"{self.version()!r}", file=sys.stderr)
 
     # --- start -----------------------------------------------------------------
 

@@ -17,12 +17,15 @@ How a node is kept apart from the host, from other nodes and from other tests:
 - Network: a namespace k8sb-<id>-<node> on the host bridge k8sb<id> (the rig slot's
   subnet: the host's side is .1, node i is .10+i) and no default route, so nothing a
   node does leaves for an address the tests do not own. A node's pods get addresses
-  from its quarter of the slot's pod network (its podCIDR), are masqueraded (CNI
-  ipMasq) when they leave the node, and each node routes the other nodes' podCIDRs to
-  them. With masquerade=False they keep their own addresses on the way out (pod to
-  pod across nodes, pod to host): whoever they talk to routes the podCIDRs to the
-  nodes (the host's routes are then the caller's; they go with the bridge).
-  kube-proxy's and the CNI plugins' iptables rules live in the namespace and go with
+  from its quarter of the slot's pod network (its podCIDR), and each node routes the
+  other nodes' podCIDRs to them: pods reach each other across nodes with their own
+  addresses, no NAT (Kubernetes' network model; slurmctld takes a worker's address
+  from its connection). What leaves the pod network (for the API server and CoreDNS
+  on the host's bridge) is masqueraded to the node's address, unless
+  masquerade=False: then pods keep their addresses towards the host too, and whoever
+  they talk to there routes the podCIDRs to the nodes (the host's routes are then the
+  caller's; they go with the bridge). kube-proxy's, the CNI plugins' and that rule's
+  iptables rules live in the namespace and go with
   it.
 - Mounts: a mount namespace of the node's own (made by a `sleep` process that holds it;
   every process of the node joins it), so containerd's overlays, the pods' network
@@ -370,7 +373,7 @@ class RealNode:
     def __init__(self, kube: KubeCluster, network: NodeNetwork, index: int, workdir: Path,
                  rig_id: str, images: list, masquerade: bool = True):
         self.kube = kube
-        self.masquerade = masquerade  # CNI ipMasq for the pods' traffic off the node
+        self.masquerade = masquerade  # of the pods' traffic that leaves the pod network
         self.network = network
         self.name = f"real-{index}"
         self.address = network.node_address(index)
@@ -440,6 +443,13 @@ class RealNode:
         # un-DNATed): both are settings of the namespace, not of the machine.
         _run(["nsenter", f"--net=/run/netns/{self.netns}", "sysctl", "-q", "-w",
               "net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1"])
+        # Not the bridge plugin's ipMasq, which would masquerade pod to pod across
+        # nodes too: only what leaves the cluster's pod network.
+        if self.masquerade:
+            _run(["nsenter", f"--net=/run/netns/{self.netns}", "iptables", "-t", "nat", "-A",
+                  "POSTROUTING", "-s", self.pod_cidr, "!", "-d", str(self.network.pod_network),
+                  "-m", "comment", "--comment", "k8sbridge-tests: pods leaving the pod network",
+                  "-j", "MASQUERADE"])
 
     def _make_mount_namespace(self):
         """A mount namespace for every process of the node (slave: the host's unmounts,
@@ -549,8 +559,7 @@ state = "{d}/state"
         (conf_dir / "10-pods.conflist").write_text(json.dumps({
             "cniVersion": "1.0.0", "name": "k8sbridge-pods",
             "plugins": [
-                {"type": "bridge", "bridge": "cni0", "isGateway": True,
-                 "ipMasq": self.masquerade,
+                {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": False,
                  "hairpinMode": True,
                  "ipam": {"type": "host-local", "ranges": [[{"subnet": self.pod_cidr}]],
                           "routes": [{"dst": "0.0.0.0/0"}],
@@ -687,12 +696,14 @@ state = "{d}/state"
 
 class RealCluster:
     """A KubeCluster with real nodes: a slot, the host bridge, the API server listening
-    on it, CoreDNS, and `nodes` RealNodes real-0, real-1, ... `kube_args` go to
-    KubeCluster (fake nodes beside the real ones, ...). `masquerade`: the nodes'
-    CNI ipMasq (see the module's docstring). `rig_ids` names what rig.leftovers()
-    checks."""
+    on it, CoreDNS, and `nodes` RealNodes real-0, real-1, ... `images`: NodeImages
+    imported into every node's containerd beside busybox and the sandbox image (as
+    a site without a registry loads its images onto each node). `masquerade`: whether
+    pods' traffic that leaves the pod network is masqueraded (see the module's
+    docstring). `kube_args` go to KubeCluster (fake nodes beside the real ones, ...).
+    `rig_ids` names what rig.leftovers() checks."""
 
-    def __init__(self, nodes=1, masquerade=True, **kube_args):
+    def __init__(self, nodes=1, images=(), masquerade=True, **kube_args):
         self.id = secrets.token_hex(4)
         self.dir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{self.id}-"))
         self.slot = claim_slot()
@@ -705,7 +716,7 @@ class RealCluster:
                                     kubelet_address_types=["InternalIP"], **kube_args)
             self._let_api_server_use_kubelets()
             self.dns = ClusterDNS(self.kube, self.network, self.dir / "coredns", self.id).start()
-            self.images = write_node_images(self.dir / "images")
+            self.images = write_node_images(self.dir / "images") + list(images)
             for _ in range(nodes):
                 self.add_node()
             # Pods are admitted once their namespace's ServiceAccount exists.

@@ -24,6 +24,11 @@ from harness.testcase import wait_for_no_leftovers
 
 HTTPD = "mkdir -p /www && echo served-by-$(hostname) > /www/index.html && " \
         "exec httpd -f -p 8080 -h /www"
+# An httpd whose /cgi-bin/ip answers the address the request came from (httpd
+# gives it as [::ffff:a.b.c.d]).
+WHO_CALLS = "mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\n" \
+            "echo\\na=${REMOTE_ADDR##*:}\\necho from ${a%%]}\\n' > /www/cgi-bin/ip && " \
+            "chmod +x /www/cgi-bin/ip && exec httpd -f -p 8080 -h /www"
 
 
 class RealNodeTest(unittest.TestCase):
@@ -64,11 +69,11 @@ class RealNodeTest(unittest.TestCase):
     def exec(self, pod, *argv, check=True):
         return self.kube.kubectl("exec", pod, "--", *argv, check=check, timeout=30)
 
-    def fetch_until(self, client, host, port, expected):
-        """An HTTP GET of / from pod `client` until host:port answers 200 and
+    def fetch_until(self, client, host, port, expected, path="/"):
+        """An HTTP GET of `path` from pod `client` until host:port answers 200 and
         `expected` (rules and routes take effect a moment after the objects exist).
         By nc: this busybox's wget crashes when given a time-out (-T)."""
-        request = f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {host} {port}"
+        request = f"printf 'GET {path} HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {host} {port}"
 
         def answered():
             try:
@@ -162,6 +167,14 @@ class RealNodeTest(unittest.TestCase):
         self.run_pod("caller", "exec sleep 3600", self.node0)
         self.fetch_until("caller", near["status"]["podIP"], 8080, "served-by-near")
         self.fetch_until("caller", far["status"]["podIP"], 8080, "served-by-far")
+
+    def test_pods_on_two_nodes_see_each_other_s_own_address(self):
+        """No NAT between pods (Kubernetes' network model): a pod on the other node
+        sees the caller's pod IP, not its node's address."""
+        far = self.run_pod("echoer", WHO_CALLS, self.node1)
+        caller = self.run_pod("asker", "exec sleep 3600", self.node0)
+        self.fetch_until("asker", far["status"]["podIP"], 8080,
+                         f"from {caller['status']['podIP']}", path="/cgi-bin/ip")
 
     def test_service_cluster_ip_reaches_a_pod_through_kube_proxy(self):
         self.run_pod("web", HTTPD, self.node1, labels={"app": "web"})

@@ -6,8 +6,8 @@
 // documented in docs/client.md, 1 otherwise.
 //
 // The test that runs it makes the faults (harness.kube_scenarios: the real Kubernetes
-// in tests/integration/test_kube_client.py, kubesim for the faults only the stand-in
-// can make in test_kube_client_kubesim.py). A scenario asks for one with a line
+// in tests/integration/test_kube_client.py, and a failing load balancer in front of it
+// in test_kube_client_lb.py). A scenario asks for one with a line
 // "CONTROL <request>" on stdout and reads the answer on stdin: "OK[ <detail>]" once
 // it is in place, or "ERR <why>".
 #include <sys/stat.h>
@@ -96,9 +96,8 @@ struct Harness {
   static Result<std::unique_ptr<Harness>> Make(const std::string& kubeconfig = "",
                                                ClientOptions options = {}) {
     auto h = std::make_unique<Harness>();
-    // The scenarios against kubesim run over its --http: they opt in to plain HTTP.
     auto cfg = LoadKubeconfig({kubeconfig.empty() ? g_dir + "/kubeconfig" : kubeconfig}, "",
-                              /*allow_insecure_http=*/true);
+                              /*allow_insecure_http=*/false);
     if (!cfg.ok())
       return cfg.status();
     h->config = *cfg;
@@ -585,7 +584,7 @@ Status Watch410Http() {
 
 Status WatchStall() {
   ReflectorOptions ro;
-  ro.watch_timeout_seconds = 1;  // kubesim still ends a stalled stream at timeoutSeconds
+  ro.watch_timeout_seconds = 1;  // the API server still ends a stalled stream then
   ro.watch_slack = 2s;           // a stream silent past that is dropped by the client
   auto w = StartInformer(ro);
   if (!w.ok())
