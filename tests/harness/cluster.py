@@ -290,6 +290,7 @@ class PodCluster:
         self.gpus_per_node = gpus_per_node
         self.ib_leaves = ib_leaves
         self._host_routes = []  # (podCIDR, via): the host's routes to the real nodes' pods
+        self._closed = False
         self.suspend_time = suspend_time
         self.retry_deadline = retry_deadline
         self.prolog = prolog  # k8sbridge-prolog as PrologSlurmctld
@@ -355,6 +356,9 @@ class PodCluster:
             self.test_kubelet = TestKubelet(self.sim, self.rig).start()
 
     def close(self):
+        if self._closed:  # a test's finish() and its cleanup both close
+            return
+        self._closed = True
         # Pods first (their slurmd talk to slurmctld), then Slurm.
         if self.test_kubelet is not None:
             self.test_kubelet.stop()
@@ -385,12 +389,13 @@ class PodCluster:
         skip_unless_real_nodes_can_run()
         # The pods keep their addresses: slurmd registers with its pod IP, and a
         # slurmstepd calls back the srun that launched it at that srun's address.
-        self.real = RealCluster(nodes=self.fake_nodes, masquerade=False)
-        self.sim = self.real.kube
+        # The worker image goes onto every node, as a site without a registry loads it.
         self.worker_image = write_worker_image(self.dir / "image")
+        self.real = RealCluster(nodes=self.fake_nodes, images=[self.worker_image],
+                                masquerade=False)
+        self.sim = self.real.kube
         network = self.real.network
         for node in self.real.nodes:
-            self.import_worker_image(node.name)
             # slurmctld's address (the rig's bridge) through the host; the host
             # reaches the node's pods through the node.
             subprocess.run(["ip", "-n", node.netns, "route", "replace", str(self.rig.subnet),
