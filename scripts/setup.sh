@@ -45,13 +45,13 @@ packages=(
   # test's clean roots, and the images, built offline (scripts/images.py) and run by
   # a real OCI runtime in tests (runc: crun refuses this kernel's hybrid cgroups)
   mmdebstrap umoci skopeo runc
-  # the one-layer busybox image kubesim's OCI-mode test writes (tests/harness/oci_layout.py)
+  # the one-layer busybox image of the real nodes' tests (tests/harness/oci_layout.py)
   busybox-static
   # the real Kubernetes nodes of tests/harness/kubelet_node.py: their container runtime
   # (runc above), CNI plugins, and the iptables and conntrack that kube-proxy, the
   # kubelet and the CNI plugins use inside each node's network namespace
   containerd containernetworking-plugins iptables conntrack
-  # benchmarks only: bench/power_bench.py's floor, kubesim's raw pod-create rate
+  # benchmarks only: bench/power_bench.py's floor, the API server's raw pod-create rate
   # (wrk POSTs the 1000 rendered pods through bench/wrk_create.lua)
   wrk
 )

@@ -152,13 +152,6 @@ def write_worker_image(directory: Path):
     return NodeImage(WORKER_IMAGE, archive, json.loads(blob.read_text())["config"]["digest"])
 
 
-def report_running(sim, name: str, namespace: str = "default") -> None:
-    """What a kubelet reports once pod `name`'s containers run: phase Running (for a
-    KubeSim, which has no kwok to report it)."""
-    sim.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status",
-                {"status": {"phase": "Running"}}, content_type="application/merge-patch+json")
-
-
 def wait_for_default_service_account(kube: KubeCluster, namespace: str) -> None:
     """Returns once `namespace` has its "default" ServiceAccount: the controller-manager
     makes it, and the API server refuses a pod that names no ServiceAccount until then
@@ -194,9 +187,8 @@ class TestKubelet:
     pod is bound it starts the node's slurmd in the rig, with what the downward API
     would set (K8SBRIDGE_HOST_NODE, K8SBRIDGE_NODE_NAME, and what `slurmd_env` holds
     for the node); when the pod is gone, terminating or replaced it stops slurmd and
-    kills the pod's processes. On a KubeCluster the pods are bound to kwok's fake
-    nodes, and kwok reports them Running and removes them once deleted; on a KubeSim
-    (no kwok) this kubelet reports them Running itself. API errors change nothing (a
+    kills the pod's processes. The pods are bound to kwok's fake nodes, and kwok
+    reports them Running and removes them once deleted. API errors change nothing (a
     kubelet keeps running its pods when the API server is away); pods annotated
     NO_KUBELET are left alone. Ends with stop(), or when the rig stops."""
 
@@ -204,8 +196,7 @@ class TestKubelet:
 
     def __init__(self, sim, rig: Rig, names=None, interval: float = 0.2,
                  namespace: str = "default"):
-        self.sim = sim  # the API server: a KubeCluster (or a KubeSim)
-        self.reports_running = not isinstance(sim, KubeCluster)
+        self.sim = sim  # the API server: a KubeCluster
         self.rig = rig
         self.namespace = namespace  # k8sbridge.conf's Namespace=, where the pods are
         self.names = tuple(names) if names is not None else None
@@ -264,9 +255,6 @@ class TestKubelet:
             env.update(self.slurmd_env.get(name, {}))
             self.rig.start_slurmd(name, env=env)
             self.started[name] = uid
-        if alive and self.reports_running and \
-                pod.get("status", {}).get("phase", "Pending") == "Pending":
-            report_running(self.sim, name, self.namespace)
 
 
 class PodCluster:

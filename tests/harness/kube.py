@@ -197,8 +197,7 @@ def fake_node(name: str, index: int, leaf: int, spine: int, gpus: int, gpu_produ
 class KubeCluster:
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok in a
     directory of their own. `nodes` fake nodes named <node_prefix>0... are spread
-    over `ib_leaves` leaves in order, with `gpus_per_node` GPUs each (as kubesim's
-    --fake-nodes made them). `address`: where the API server listens (a rig bridge's
+    over `ib_leaves` leaves in order, with `gpus_per_node` GPUs each. `address`: where the API server listens (a rig bridge's
     address, for pods in network namespaces); 127.0.0.1 by default. `slot`: a rig
     slot the caller claimed (and releases) to build that bridge from its subnet
     before the API server starts; by default the cluster claims one of its own.

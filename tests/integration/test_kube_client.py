@@ -23,9 +23,9 @@ this file runs each against one cluster and makes the faults it asks for
 - token rotation: the ServiceAccount is deleted and made again (its old tokens are
   refused) and the token file gets a new token.
 
-What only the stand-in can make (a reset after the server committed a write, watch
-streams answered and then silent while writes go on, a 500 on a read or a watch) is
-in test_kube_client_kubesim.py.
+What only a load balancer in front of the API server makes (a reset after the server
+acted on a write, watch events lost, a 500 of its own on a read or a watch) is in
+test_kube_client_lb.py.
 """
 
 import os
