@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The chaos suite's long variant (issue 21): 200 jobs and every fault kind at least 5
 times on the world of tests/chaos/chaos.py, with the long run's fault durations (a
-60 s API outage, kubelets stopped for 30 s). Prints the report: jobs run, faults
+60 s API outage, kubelets stopped for 90 s). Prints the report: jobs run, faults
 injected by kind with recovery p50/p99, and every invariant's count; exits 1 if any
 invariant was violated. Needs root and a build (meson compile -C BUILD).
 

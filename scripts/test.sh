@@ -27,6 +27,11 @@ export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-6G}
 start=$(date +%s)
 bash scripts/setup.sh || { echo "test: set-up failed"; echo "0 passed, 1 failed"; exit 1; }
 echo "test: set-up took $(( $(date +%s) - start ))s"
+# The Kubernetes programs set-up built (cached: this only finds them), for every
+# test's cluster (tests/harness/kube.py).
+K8SBRIDGE_KUBERNETES_BIN=$(bash scripts/build-kubernetes.sh 2>/dev/null | tail -n 1)
+export K8SBRIDGE_KUBERNETES_BIN
+echo "test: Kubernetes: $("$K8SBRIDGE_KUBERNETES_BIN/kube-apiserver" --version)"
 
 slurm_prefix="$K8SBRIDGE_CACHE/slurm-24.11.5/install"
 slurm_src="$K8SBRIDGE_CACHE/slurm-24.11.5/src"

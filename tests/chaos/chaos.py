@@ -2,15 +2,18 @@
 flow, and the promises checked all along (issue 21).
 
 The world (World): the rig's real slurmctld with 16 CLOUD nodes (w-[0-11] plain,
-w-[12-15] with the feature `gpu`), kubesim with its scheduler and kubelet on four
-Kubernetes nodes of 8 GPUs each, whose pods run k8sbridge-worker and real slurmd
-(harness.cluster.PodCluster), k8sbridge-power as the power programs and
+w-[12-15] with the feature `gpu`), the real Kubernetes (etcd, kube-apiserver,
+controller-manager, scheduler) with four real nodes of 8 GPUs each, whose kubelets
+run the pods as containers (containerd, runc) with k8sbridge-worker and real slurmd
+in them (harness.cluster.PodCluster), k8sbridge-power as the power programs and
 k8sbridge-prolog, and two k8sbridge-sync daemons sharing one Lease.
 
 A seeded schedule (Schedule) submits a stream of jobs (1-8 nodes, short and long,
 some `--requeue`, some `-C gpu`, whose pods ask for GPUs) and injects one fault at a
 time, each for a while, then clears it (FAULTS: API, pod, node, control-plane and
-admin faults). A monitor thread (Monitor) samples Slurm, the pods and the daemons
+admin faults, each made the real way: API Priority and Fairness, etcd stopped, the
+API server paused, restarted or its connections reset, a kubelet stopped, an image
+gone from a node's containerd, signals to a container's processes, kubectl). A monitor thread (Monitor) samples Slurm, the pods and the daemons
 every half second and counts the violations of each promise (INVARIANTS); the end
 (Driver.finish) waits until the jobs are done and the world is at rest, and checks
 again. The report gives jobs run, faults by kind, recovery time per kind
@@ -36,17 +39,25 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from harness.cluster import SHORT_TOLERATIONS as TOLERATIONS, PodCluster
+from harness.kubelet_node import BUSYBOX_IMAGE
 from harness.rig import NodeSpec, free_tcp_port, kill_and_wait, wait_for
 from harness.sync import Daemon
 
-FAULT_ANNOTATION = "kubesim.k8sbridge.io/fault"
 NODES = [NodeSpec(f"w-{i}") for i in range(12)] + \
     [NodeSpec(f"w-{i}", features=["gpu"]) for i in range(12, 16)]
 GROUPS = [("cpu", "w-[0-11]", ""), ("gpu", "w-[12-15]", "PodTemplate=gpu.yaml")]
 GPU_NODES = [f"w-{i}" for i in range(12, 16)]
 NODE_NAMES = [spec.name for spec in NODES]
-K8S_NODES = [f"node-{i}" for i in range(4)]
+K8S_NODE_COUNT = 4  # real nodes: real-0 ... real-3
+CONTROLLER_SA = ("default", "k8sbridge-controller")  # the daemons' and programs' identity
+THROTTLE = "chaos-throttle"  # the api-429 fault's FlowSchema and priority level
+SEAT_HOLDER = "chaos-apf-seat"  # the pod the api-429 fault's slow dry-run creates name
+# What the World restarts when it exits, as the kubelet does a static pod (the faults
+# stop etcd and kube-apiserver on purpose: those they start again themselves).
+SUPERVISED = ("kube-scheduler", "kube-controller-manager")
 GPUS_PER_NODE = 8
 GPUS_PER_POD = 2
 SUSPEND_TIME = 15
@@ -83,32 +94,6 @@ def expand(rig, hostlist: str) -> list:
     return out.split()
 
 
-def pod_pids(pod: dict) -> list:
-    """The processes of a kubesim pod: K8SBRIDGE_NODE_NAME is its Slurm node (other
-    rigs' pods may share the name), and its network namespace holds its pod IP
-    (unique: every rig has its own pod network)."""
-    node = pod["metadata"]["labels"].get("k8sbridge.io/node", "")
-    ip = pod.get("status", {}).get("podIP")
-    if not ip:
-        return []
-    needle = f"K8SBRIDGE_NODE_NAME={node}".encode()
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle not in f.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/net/fib_trie") as f:
-                trie = f.read()
-        except OSError:
-            continue
-        if re.search(rf"\|-- {re.escape(ip)}\n\s+/32 host LOCAL", trie):
-            pids.append(int(entry))
-    return pids
-
-
 # ---- the world ---------------------------------------------------------------------
 
 class World:
@@ -125,7 +110,7 @@ class World:
                      "SyncRegistrationGrace=30s "
                      "SyncCircuitBreakerCooldown=30s")
         self.cluster = PodCluster(
-            NODES, GROUPS, fake_nodes=len(K8S_NODES), gpus_per_node=GPUS_PER_NODE,
+            NODES, GROUPS, fake_nodes=K8S_NODE_COUNT, gpus_per_node=GPUS_PER_NODE,
             suspend_time=SUSPEND_TIME, retry_deadline=20, log_root=log_root,
             conf_extra=f"{sync_keys} SyncMetricsListen=127.0.0.1:{self.ports[0]}",
             # A requeued job may start again after about 11 s, not 121 s; deploy/'s
@@ -139,11 +124,19 @@ class World:
                 "gpu.yaml": lambda c: c.template(container_extra=GPU_LIMITS) + TOLERATIONS})
         self.daemons = {}
         self.jobdir = None
+        # Control-plane components that exited, restarted as a kubelet restarts its
+        # static pods (the scheduler exits on purpose when its cache disagrees with
+        # the API, after a bind that succeeded but whose answer it lost): name -> count.
+        self.control_plane_restarts = {}
+        self._supervising = threading.Event()
+        self._supervisor = None
 
     def __enter__(self):
         try:
             self.cluster.__enter__()
             self.rig, self.sim = self.cluster.rig, self.cluster.sim
+            self._supervisor = threading.Thread(target=self._supervise, daemon=True)
+            self._supervisor.start()
             self.jobdir = self.rig.workdir / "chaos-jobs"
             self.jobdir.mkdir(mode=0o777)
             conf = self.cluster.conf_path.read_text()
@@ -164,7 +157,20 @@ class World:
         self.close()
         return False
 
+    def _supervise(self):
+        while not self._supervising.wait(1):
+            for name in SUPERVISED:
+                proc = self.sim.procs.get(name)
+                if proc is None or proc.poll() is None:
+                    continue
+                print(f"chaos: {name} exited ({proc.returncode}): started again", flush=True)
+                self.control_plane_restarts[name] = self.control_plane_restarts.get(name, 0) + 1
+                self.sim.start(name)
+
     def close(self):
+        self._supervising.set()
+        if self._supervisor is not None:
+            self._supervisor.join(timeout=30)
         for d in self.daemons.values():
             d.stop()
         self.keep_logs()
@@ -172,19 +178,25 @@ class World:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def keep_logs(self):
-        """The daemons', the power programs' and kubesim's logs go with the rig's daemon
-        logs, which the rig keeps (/tmp/k8sbridge-rig-logs/rig-ID): a violation in a
-        40-minute run must be explained from them afterwards."""
+        """The daemons', the power programs' and Kubernetes' logs (the control plane's,
+        each node's kubelet and containerd) go with the rig's daemon logs, which the
+        rig keeps (/tmp/k8sbridge-rig-logs/rig-ID): a violation in a 40-minute run
+        must be explained from them afterwards."""
         rig = getattr(self.cluster, "rig", None)
         if rig is None or not rig.logdir.exists():
             return
-        sim = getattr(self.cluster, "sim", None)
-        logs = list(self.dir.glob("sync-*.log")) + [self.cluster.power_log]
-        if sim is not None:
-            logs.append(sim.dir / "kubesim.log")
-        for log in logs:
+        logs = [(log, f"chaos-{log.name}") for log in self.dir.glob("sync-*.log")]
+        logs.append((self.cluster.power_log, "chaos-power.log"))
+        real = getattr(self.cluster, "real", None)
+        if real is not None and real.kube is not None:
+            logs += [(real.kube.dir / f"{name}.log", f"chaos-{name}.log") for name in
+                     ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")]
+            for node in real.nodes:
+                logs += [(node.dir / f"{name}.log", f"chaos-{node.name}-{name}.log")
+                         for name in ("kubelet", "containerd")]
+        for log, name in logs:
             try:
-                shutil.copy2(log, rig.logdir / f"chaos-{log.name}")
+                shutil.copy2(log, rig.logdir / name)
             except OSError:
                 pass  # not written (a world that failed to start)
 
@@ -237,6 +249,26 @@ class World:
             if now() > deadline:
                 raise RuntimeError(f"{method} {path}: the API did not answer for 120 s")
             time.sleep(0.5)
+
+    @property
+    def k8s_nodes(self):
+        return self.cluster.k8s_nodes
+
+    def k8sbridge_pids(self):
+        """k8sbridge's processes that talk to the API server: the sync daemons, and the
+        power programs (resume, suspend, prolog) this world's slurmctld runs."""
+        pids = [d.proc.pid for d in self.daemons.values() if d.proc.poll() is None]
+        mine = f"SLURM_CONF={self.rig.slurm_conf}".encode()
+        for entry in os.listdir("/proc"):
+            try:
+                if not entry.isdigit() or \
+                        Path(f"/proc/{entry}/comm").read_text().strip() != "k8sbridge-power":
+                    continue
+                if mine in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                    pids.append(int(entry))
+            except OSError:
+                continue
+        return pids
 
     def kubectl(self, *args):
         for _ in range(60):
@@ -300,7 +332,8 @@ FAULTS = {
     "pod-evict": (True, (0, 0)),
     "gpu-unschedulable": (False, (25, 40)),
     "image-pull-error": (False, (20, 40)),
-    "kubelet-stop": (True, (12, 30)),
+    # Longer than the node controller's grace period (50 s) and the tolerations (2 s).
+    "kubelet-stop": (True, (65, 90)),
     "k8s-cordon": (True, (8, 20)),
     "kubectl-drain": (True, (8, 20)),
     "sync-leader-kill": (False, (0, 0)),
@@ -352,47 +385,174 @@ class Injector:
         f.cleared = now()
 
     # ---- API faults
-    def _api(self, f, **fault):
-        ids = [self.w.sim.add_fault(**fault)]
-        f.undo = lambda: [self._remove_fault(i) for i in ids]
+    def _controller_codes(self):
+        """The answers the API server gave k8sbridge's ServiceAccount since the last
+        KubeCluster.clear_requests() (the audit log), by code; not those of the
+        api-429 fault's own requests."""
+        user = "system:serviceaccount:{}:{}".format(*CONTROLLER_SA)
+        codes = {}
+        for r in self.w.sim.requests_log():
+            if r["user"] == user and r["name"] != SEAT_HOLDER:
+                codes[r["code"]] = codes.get(r["code"], 0) + 1
+        return dict(sorted(codes.items()))
 
-    def _remove_fault(self, fault_id):
-        self.w.sim.request("DELETE", f"/kubesim/faults/{fault_id}")
+    def _noting_codes(self, f, undo, what):
+        """f.undo: `undo`, then a note of `what` (a string or a function giving one)
+        and of the answers the controller's requests got meanwhile."""
+        self.w.sim.clear_requests()
+
+        def undo_and_note():
+            undo()
+            said = what() if callable(what) else what
+            f.note = f"{said}; the controller's requests got {self._controller_codes()}"
+        f.undo = undo_and_note
+
+    def _remove_fault_webhook(self):
+        """No fault webhook on the cluster's writes for the rest of the run
+        (KubeCluster.add_fault registers it again when asked)."""
+        self.w.admin_request("DELETE", "/apis/admissionregistration.k8s.io/v1/"
+                             "validatingwebhookconfigurations/k8sbridge-test-faults")
+
+    def _repeat(self, f, every, act, what):
+        """Does `act` at once and every `every` seconds until the fault is cleared."""
+        stop = threading.Event()
+        count = [0]
+
+        def loop():
+            while True:
+                try:
+                    count[0] += act() or 0
+                except Exception as e:  # noqa: BLE001 - the next one may work
+                    print(f"chaos: {f.kind}: {e}", flush=True)
+                if stop.wait(every):
+                    return
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+
+        def undo():
+            stop.set()
+            thread.join(timeout=60)
+        self._noting_codes(f, undo, lambda: f"{what}: {count[0]} connections reset")
 
     def _api_429(self, f, _):
-        self._api(f, resource="*", verb="*", type="status", code=429, retryAfterSeconds=1,
-                  times=0)
-        f.note = "every request 429, Retry-After 1"
+        # API Priority and Fairness: the ServiceAccount's requests go to a priority
+        # level with no seats of its own and no borrowing, whose limit response is
+        # Reject, so the API server runs one of them at a time (it lets one through
+        # when none runs) and answers the others 429 with Retry-After. That seat is
+        # kept busy by requests of the same account that an admission webhook holds
+        # for a second (dry-run creations of a pod SEAT_HOLDER), as other work of the
+        # account would use it: k8sbridge's requests meanwhile get 429.
+        kube = self.w.sim
+        api = "/apis/flowcontrol.apiserver.k8s.io/v1"
+        kube.add_fault("pods", "create", None, times=0, name=SEAT_HOLDER, delay=1.0)
+        kube.create(f"{api}/prioritylevelconfigurations", {
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "PriorityLevelConfiguration", "metadata": {"name": THROTTLE},
+            "spec": {"type": "Limited", "limited": {
+                "nominalConcurrencyShares": 0, "lendablePercent": 0,
+                "borrowingLimitPercent": 0, "limitResponse": {"type": "Reject"}}}},
+            ok=(201,))
+        kube.create(f"{api}/flowschemas", {
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+            "metadata": {"name": THROTTLE},
+            "spec": {"priorityLevelConfiguration": {"name": THROTTLE},
+                     "matchingPrecedence": 100, "distinguisherMethod": {"type": "ByUser"},
+                     "rules": [{
+                         "subjects": [{"kind": "ServiceAccount", "serviceAccount": {
+                             "namespace": CONTROLLER_SA[0], "name": CONTROLLER_SA[1]}}],
+                         "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"],
+                                            "resources": ["*"], "namespaces": ["*"],
+                                            "clusterScope": True}],
+                         "nonResourceRules": [{"verbs": ["*"],
+                                               "nonResourceURLs": ["*"]}]}]}}, ok=(201,))
+        stop = threading.Event()
+        token_file = Path(yaml.safe_load(Path(self.w.cluster.controller_kubeconfig).read_text())
+                          ["users"][0]["user"]["tokenFile"])
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": SEAT_HOLDER},
+                "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE}]}}
+
+        def hold_the_seat():
+            while not stop.is_set():
+                try:
+                    status, _, _ = kube.request(
+                        "POST", "/api/v1/namespaces/default/pods?dryRun=All", body,
+                        token=token_file.read_text().strip(), timeout=10)
+                except OSError:
+                    status = None
+                if status != 201:  # another holder has the seat, or the API is away
+                    stop.wait(0.05)
+        holders = [threading.Thread(target=hold_the_seat, daemon=True) for _ in range(2)]
+        for t in holders:
+            t.start()
+
+        def undo():
+            stop.set()
+            for t in holders:
+                t.join(timeout=30)
+            for kind in ("flowschemas", "prioritylevelconfigurations"):
+                self.w.admin_request("DELETE", f"{api}/{kind}/{THROTTLE}")
+            kube.clear_faults()
+            self._remove_fault_webhook()
+        self._noting_codes(f, undo, "APF: one request of the account at a time, the rest "
+                                    "429, the seat held")
 
     def _api_5xx(self, f, _):
+        # etcd goes away (stopped, or frozen), so requests that need it wait and the
+        # API server answers 504 to those that outlive its time-outs; and the
+        # writes, which admission sees before storage, are refused with a 500 or 503
+        # by an admission webhook, as a policy webhook that depends on the broken
+        # store would refuse them.
+        kube = self.w.sim
         code = self.rng.choice([500, 503])
-        self._api(f, resource="*", verb="*", type="status", code=code, times=0)
-        f.note = f"every request {code}"
+        how = self.rng.choice(["stop", "pause"])
+        kube.add_fault("*", "*", code, times=0, message="chaos: the store is unavailable")
+        (kube.stop if how == "stop" else kube.pause)("etcd")
+
+        def undo():
+            (kube.start if how == "stop" else kube.resume)("etcd")
+            kube.clear_faults()
+            self._remove_fault_webhook()
+        self._noting_codes(f, undo, f"etcd {'stopped' if how == 'stop' else 'frozen'}, "
+                                    f"every write {code}")
 
     def _api_reset(self, f, _):
-        self._api(f, resource="pods", verb="*", type=self.rng.choice(
-            ["reset-before", "reset-after"]), times=0)
+        # Every TCP connection of k8sbridge (the daemons, the power programs) to the
+        # API server reset, twice a second, as a load balancer that drops its state:
+        # requests fail before or after the server acted.
+        def reset():
+            return sum(self.w.sim.reset_connections(pid=pid) for pid in self.w.k8sbridge_pids())
+        self._repeat(f, 0.5, reset, "k8sbridge's connections reset twice a second")
 
     def _watch_reset(self, f, _):
-        self._api(f, resource="*", verb="watch", type="watch-reset",
-                  afterEvents=self.rng.randint(0, 5), times=0)
+        # The k8sbridge-sync daemons' connections, their watches among them, reset
+        # every second or two.
+        def reset():
+            return sum(self.w.sim.reset_connections(pid=d.proc.pid)
+                       for d in self.w.daemons.values() if d.proc.poll() is None)
+        every = self.rng.uniform(1, 2)
+        self._repeat(f, every, reset, f"the daemons' connections reset every {every:.1f} s")
 
     def _watch_410(self, f, _):
-        self._api(f, resource="*", verb="watch", type="watch-expire", times=0)
+        # etcd's history compacted and the API server restarted (a new watch cache):
+        # a watch resumed from an older resourceVersion gets 410 Gone.
+        kube = self.w.sim
+        revision = kube.compact_etcd()
+        kube.restart("kube-apiserver")
+        f.note = f"etcd compacted at revision {revision}, kube-apiserver restarted"
 
     def _api_outage(self, f, _):
-        self._api(f, resource="*", verb="*", type="reset-before", times=0)
-        f.note = "every connection reset"
+        # The API server frozen (SIGSTOP): connections open and requests hang.
+        self.w.sim.pause("kube-apiserver")
+        self._noting_codes(f, lambda: self.w.sim.resume("kube-apiserver"),
+                           "kube-apiserver frozen")
 
     def _api_restart(self, f, _):
-        # kube-apiserver restarts over etcd: refused while down, every watch cut, and
-        # resumed watches 410; kubesim comes back by itself after the hold.
-        self.w.sim.admin("POST", "restart", {"downSeconds": int(f.hold)})
+        # kube-apiserver stopped (connections refused, every watch cut) and started
+        # again after the hold over the same etcd: a new watch cache.
+        self.w.sim.stop("kube-apiserver")
         f.note = "connections refused, then a new watch cache"
-
-        # The fault ends when the new server answers.
-        f.undo = lambda: wait_for(self.w.sim.answers, timeout=60, interval=0.2,
-                                  what="kubesim's API server back")
+        # The fault ends when the new server answers (start() waits for it).
+        f.undo = lambda: self.w.sim.start("kube-apiserver")
 
     def _token_rotation(self, f, _):
         # Every token of the daemons' and programs' ServiceAccount stops working (as
@@ -413,21 +573,24 @@ class Injector:
         self.w.kubectl("delete", "pod", node, "--wait=false")
 
     def _kill(self, f, node, sig):
+        # Every process of the pod's container (k8sbridge-worker, munged, slurmd,
+        # the job's): the container ends, and the kubelet reports it.
         pod = self._pod(f, node)
-        pids = pod_pids(pod) if pod else []
+        pids = self.w.cluster.container_pids(pod) if pod else []
         for pid in pids:
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-        f.note = f"{len(pids)} processes"
+        f.note = f"{signal.Signals(sig).name} to the container's {len(pids)} processes"
 
     def _worker_kill(self, f, node):
         self._kill(f, node, signal.SIGTERM)
 
     def _worker_oom(self, f, node):
-        # A SIGKILL the kubelet did not send: kubesim reports OOMKilled, as a kubelet
-        # does when the kernel's OOM killer struck.
+        # A SIGKILL the kubelet did not send, as the kernel's OOM killer's (the
+        # kubelet reports OOMKilled only for a kill its cgroup's OOM event names:
+        # this one it reports as an Error with exit code 137).
         self._kill(f, node, signal.SIGKILL)
 
     def _pod_evict(self, f, node):
@@ -447,15 +610,17 @@ class Injector:
             if node in GPU_NODES and host and not terminating:
                 used[host] = used.get(host, 0) + GPUS_PER_POD
         names = []
-        for k8s_node in K8S_NODES:
+        for k8s_node in self.w.k8s_nodes:
             free = GPUS_PER_NODE - used.get(k8s_node, 0)
             if free <= 0:
                 continue
             name = f"gpu-hog-{k8s_node}-{int(now() * 1000) % 100000}"
+            # A busybox the nodes have (no registry can be reached).
             body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
                     "spec": {"nodeSelector": {"kubernetes.io/hostname": k8s_node},
                              "terminationGracePeriodSeconds": 0,
-                             "containers": [{"name": "hog", "image": "hog:1",
+                             "containers": [{"name": "hog", "image": BUSYBOX_IMAGE,
+                                             "imagePullPolicy": "Never",
                                              "command": ["sleep", "3600"],
                                              "resources": {"limits": {
                                                  "nvidia.com/gpu": free}}}]}}
@@ -475,20 +640,21 @@ class Injector:
             self.monitor.schedule.submit_now(JobSpec(0, 1, 3, True, True, where=target))
 
     def _image_pull_error(self, f, _):
-        """The registry is out of reach: every Kubernetes node's kubelet fails image
-        pulls (ErrImagePull, ImagePullBackOff), and a job asks for a powered-down node:
-        its new pod cannot start until the pulls work again."""
-        for k8s_node in K8S_NODES:
-            self.w.kubectl("annotate", "--overwrite", "node", k8s_node,
-                           f"{FAULT_ANNOTATION}=ImagePullError")
+        """The worker image is gone from every Kubernetes node's containerd and its
+        registry is out of reach (no node has a route off the machine): the kubelets'
+        pulls fail (ErrImagePull, ImagePullBackOff), and a job asks for a powered-down
+        node: its new pod cannot start until the image is back (imported again, as a
+        pull that works again would bring it)."""
+        for k8s_node in self.w.k8s_nodes:
+            self.w.cluster.remove_worker_image(k8s_node)
 
         def undo():
-            for k8s_node in K8S_NODES:
-                self.w.kubectl("annotate", "node", k8s_node, f"{FAULT_ANNOTATION}-")
+            for k8s_node in self.w.k8s_nodes:
+                self.w.cluster.import_worker_image(k8s_node)
         f.undo = undo
         target = self.powered_down_node(NODE_NAMES)
         f.target = target or "-"
-        f.note = "image pulls fail on every Kubernetes node"
+        f.note = "the worker image removed from every node's containerd"
         if target:  # a job that needs a new pod now
             self.monitor.schedule.submit_now(JobSpec(0, 1, 3, True, target in GPU_NODES,
                                                      where=target))
@@ -518,11 +684,14 @@ class Injector:
         return host
 
     def _kubelet_stop(self, f, node):
+        # The node's kubelet stops (its containers run on); after the node
+        # controller's grace period (50 s) the node is Unknown and tainted
+        # unreachable, and the pods' 2 s tolerations have them evicted. Started
+        # again, the kubelet stops the evicted pods' containers.
         host = self._k8s_node_of(f, node)
         if host:
-            self.w.kubectl("annotate", "--overwrite", "node", host,
-                           f"{FAULT_ANNOTATION}=NotReady")
-            f.undo = lambda: self.w.kubectl("annotate", "node", host, f"{FAULT_ANNOTATION}-")
+            self.w.cluster.stop_kubelet(host)
+            f.undo = lambda: self.w.cluster.start_kubelet(host)
 
     def _k8s_cordon(self, f, node):
         host = self._k8s_node_of(f, node)
@@ -938,6 +1107,7 @@ class Driver:
             self.skipped.append(f.kind)
             return
         print(f"chaos: {f.kind} on {f.target or '-'} for {f.hold:.0f} s {f.note}", flush=True)
+        said = f.note
         self.monitor.faults_active += 1
         self.monitor.api_faulty = f.kind.startswith(("api-", "watch-"))
         try:
@@ -946,6 +1116,8 @@ class Driver:
             self.injector.clear(f)
             self.monitor.faults_active -= 1
             self.monitor.api_faulty = False
+        if f.note != said:  # what the fault did, known once it is cleared
+            print(f"chaos: {f.kind} cleared: {f.note}", flush=True)
         self.done_faults.append(f)
         # Recovery: the first sample at rest, at least 3 s after the fault (its
         # effects take a poll or two to show).
@@ -1026,6 +1198,7 @@ class Driver:
         return {"seed": self.plan.seed, "seconds": round(seconds),
                 "jobs": len(self.schedule.submitted), "reruns": restarts,
                 "samples": m.samples, "faults": kinds, "skipped": self.skipped,
+                "control_plane_restarts": dict(self.w.control_plane_restarts),
                 "violations": {k: len(v) for k, v in m.violations.items()},
                 "details": {k: v[:10] for k, v in m.violations.items() if v}}
 
@@ -1059,6 +1232,9 @@ def format_report(r: dict) -> str:
     if r["skipped"]:
         lines.append(f"not injected (no running job's node in 90 s, or failed): "
                      f"{r['skipped']}")
+    if r.get("control_plane_restarts"):
+        lines.append(f"control-plane components that exited and were started again: "
+                     f"{r['control_plane_restarts']}")
     lines.append("invariant violations:")
     for name, count in r["violations"].items():
         lines.append(f"  {count:>4}  {name}")

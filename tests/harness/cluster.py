@@ -375,10 +375,10 @@ class PodCluster:
         # slurmstepd calls back the srun that launched it at that srun's address.
         self.real = RealCluster(nodes=self.fake_nodes, masquerade=False)
         self.sim = self.real.kube
-        image = write_worker_image(self.dir / "image")
+        self.worker_image = write_worker_image(self.dir / "image")
         network = self.real.network
         for node in self.real.nodes:
-            node.ctr("images", "import", image.archive, timeout=120)
+            self.import_worker_image(node.name)
             # slurmctld's address (the rig's bridge) through the host; the host
             # reaches the node's pods through the node.
             subprocess.run(["ip", "-n", node.netns, "route", "replace", str(self.rig.subnet),
@@ -429,6 +429,41 @@ class PodCluster:
             return st.get("capacity", {}).get(GPU_RESOURCE) == count and \
                 st.get("allocatable", {}).get(GPU_RESOURCE) == count
         self.wait(kept, 60, f"{name}'s kubelet to report {count} {GPU_RESOURCE} allocatable")
+
+    def import_worker_image(self, name):
+        """Imports WORKER_IMAGE into real node `name`'s containerd (again)."""
+        self.real_node(name).ctr("images", "import", self.worker_image.archive, timeout=120)
+
+    def remove_worker_image(self, name):
+        """Removes WORKER_IMAGE from real node `name`'s containerd: a new worker pod
+        there must pull it, and no registry can be reached (the kubelet reports
+        ErrImagePull, then ImagePullBackOff); running containers go on."""
+        self.real_node(name).ctr("images", "rm", WORKER_IMAGE)
+
+    def container_pids(self, pod) -> list:
+        """The processes of `pod`'s first container on its real node, by the PID
+        namespace of the container's first process (k8sbridge-worker, whose pid
+        containerd's shim reports): slurmd, slurmstepd, the jobs' processes. [] when
+        the container does not run."""
+        statuses = pod.get("status", {}).get("containerStatuses") or [{}]
+        cid = statuses[0].get("containerID", "").split("://")[-1]
+        host = pod.get("spec", {}).get("nodeName")
+        if not cid or host not in self.k8s_nodes:
+            return []
+        init = self.real_node(host).tasks().get(cid)
+        try:
+            ns = os.stat(f"/proc/{init}/ns/pid") if init else None
+        except OSError:
+            return []
+        pids = []
+        for entry in os.listdir("/proc") if ns else ():
+            try:
+                st = os.stat(f"/proc/{entry}/ns/pid") if entry.isdigit() else None
+            except OSError:
+                continue
+            if st and (st.st_dev, st.st_ino) == (ns.st_dev, ns.st_ino):
+                pids.append(int(entry))
+        return pids
 
     def stop_kubelet(self, name):
         """Stops the kubelet of real node `name` (its containers run on)."""

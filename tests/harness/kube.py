@@ -679,7 +679,10 @@ class KubeCluster:
         of the probe ConfigMap) to FaultWebhook; returns once the API server uses it."""
         self._webhook_resources = getattr(self, "_webhook_resources", set()) | resources
         ca = base64.b64encode(self.pki.ca.read_bytes()).decode()
-        rule_resources = sorted(self._webhook_resources | {"configmaps"})
+        # "*" (a fault on every resource) must stand alone in a rule, and covers the
+        # probe's configmaps.
+        rule_resources = ["*"] if "*" in self._webhook_resources else \
+            sorted(self._webhook_resources | {"configmaps"})
         body = {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
@@ -710,8 +713,19 @@ class KubeCluster:
         wait_for_condition(probed, 30, "the API server to call the fault webhook", interval=0.05)
 
     def pause(self, name):
-        """Freezes a component (SIGSTOP): it holds its connections and answers nothing."""
-        os.kill(self.procs[name].pid, signal.SIGSTOP)
+        """Freezes a component (SIGSTOP): it holds its connections and answers nothing.
+        Returns once every thread of it has stopped: kill() only queues the stop, which
+        the one thread picked to take the signal carries out when it next runs, and
+        until then the other threads go on (on a loaded machine an API server
+        answered a request sent after kill() had returned)."""
+        proc = self.procs[name]
+        os.kill(proc.pid, signal.SIGSTOP)
+
+        def stopped():
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited while being paused")
+            return all(state in "TtZX" for state in _thread_states(proc.pid))
+        wait_for_condition(stopped, 30, f"every thread of {name} to stop", interval=0.001)
 
     def resume(self, name):
         os.kill(self.procs[name].pid, signal.SIGCONT)
@@ -850,6 +864,18 @@ class KubeCluster:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _thread_states(pid):
+    """The state letter (R, S, D, T, ...) of each thread of process `pid`."""
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the thread ended
+            continue
+        states.append(text.rsplit(")", 1)[1].split()[0])  # the name may hold ") "
+    return states
 
 
 def _write_private(path, text):
