@@ -66,6 +66,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 command -v kubectl >/dev/null || echo "setup: warning: kubectl not found; the Kubernetes conformance tests need kubectl 1.32 at /usr/bin/kubectl" >&2
 
+# Each real Kubernetes node of the tests (kubelet, containerd, kube-proxy) takes
+# inotify instances, and the integration tests run several nodes at a time: the
+# default of 128 instances per user runs out ("fsnotify watcher init: too many open
+# files"), as kind's documentation warns for multi-node clusters.
+if [ "$(sysctl -n fs.inotify.max_user_instances)" -lt 1024 ]; then
+  sysctl -qw fs.inotify.max_user_instances=1024
+fi
 kubernetes=$("$here/build-kubernetes.sh" | tail -n 1)
 echo "setup: Kubernetes programs at $kubernetes" >&2
 
