@@ -152,15 +152,6 @@ def write_worker_image(directory: Path):
     return NodeImage(WORKER_IMAGE, archive, json.loads(blob.read_text())["config"]["digest"])
 
 
-def wait_for_default_service_account(kube: KubeCluster, namespace: str) -> None:
-    """Returns once `namespace` has its "default" ServiceAccount: the controller-manager
-    makes it, and the API server refuses a pod that names no ServiceAccount until then
-    (k8sbridge-power's worker pods name none unless their template does)."""
-    wait_for(lambda: kube.request(
-        "GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default")[0] == 200, 60,
-        f"the default ServiceAccount of namespace {namespace}")
-
-
 def kill_pod_processes(rig: Rig, name: str) -> None:
     """What the end of a pod does to its processes: every one in the node's
     network namespace is killed, slurmd and also the slurmstepds and job processes
@@ -335,10 +326,6 @@ class PodCluster:
             # Rig.start_slurmd makes it for a slurmd of its own.
             (self.rig.workdir / "spool" / name).mkdir(parents=True, exist_ok=True)
         self.create_munge_secret("munge-key", self.rig.munge_key.read_bytes())
-        if isinstance(self.sim, KubeCluster):
-            # The ServiceAccount admission gives pods without serviceAccountName the
-            # namespace's "default", which the controller-manager makes.
-            wait_for_default_service_account(self.sim, "default")
         if self.kubelet == "test":
             self.test_kubelet = TestKubelet(self.sim, self.rig).start()
 

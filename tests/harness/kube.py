@@ -278,6 +278,8 @@ class KubeCluster:
             self._start_component("kube-scheduler", "system:kube-scheduler", [
                 "--leader-elect=false", "--kube-api-qps=1000", "--kube-api-burst=2000"])
         self._start_kwok()
+        if controllers:
+            self.wait_for_default_service_account("default")
 
     def _start_etcd(self):
         crt, key = self.pki.issue("etcd", "etcd", hosts=["127.0.0.1", "localhost"],
@@ -582,8 +584,19 @@ class KubeCluster:
     # --- ServiceAccounts --------------------------------------------------------
 
     def create_namespace(self, name):
+        """Creates the namespace (an existing one is fine) and, where the controllers
+        run, waits for its "default" ServiceAccount: until the ServiceAccount
+        controller made it, the API server refuses every pod there."""
         self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": name}})
+        manager = self.procs.get("kube-controller-manager")
+        if manager is not None and manager.poll() is None:
+            self.wait_for_default_service_account(name)
+
+    def wait_for_default_service_account(self, namespace):
+        wait_for_condition(lambda: self.request(
+            "GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default")[0] == 200, 120,
+            f"the ServiceAccount controller to make {namespace}'s default ServiceAccount")
 
     def create_service_account(self, namespace, name):
         """Creates the ServiceAccount (and its namespace); an existing one is fine."""

@@ -37,7 +37,6 @@ import unittest
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from harness.cluster import wait_for_default_service_account
 from harness.kube import KubeCluster, wait_for_condition
 from harness.kube_scenarios import ScenarioCase
 from harness.webhook import FaultWebhook
@@ -138,7 +137,6 @@ class KubeClient(ScenarioCase):
                         "name": "cluster-admin"},
             "subjects": [{"kind": "ServiceAccount", "namespace": SA[0], "name": SA[1]}]})
         kube.create_namespace(APF_NAMESPACE)
-        wait_for_default_service_account(kube, "default")  # the pods of "crud" name none
         write_private(cls.token_path, kube.service_account_token(*SA, 24 * 3600))
         cluster = f"- name: test\n  cluster:\n    server: {kube.url}\n" \
                   f"    certificate-authority: {kube.pki.ca}\n"
