@@ -55,7 +55,7 @@ def main():
                       long_faults=not args.short_faults,
                       repeat=args.repeat, settle=600.0, recovery_wait=180.0, kinds=kinds,
                       ctld_sigkill=args.ctld_sigkill)
-    # The rig and Kubernetes are torn down on SIGTERM too (the harness raises on it).
+    # The rig and the cluster are torn down on SIGTERM too (the harness raises on it).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     report = chaos.run(plan)
     if args.json:

@@ -160,16 +160,6 @@ def bench_kubeconfig(kube):
     return str(path), yaml.safe_load(Path(path).read_text())["users"][0]["user"]["token"]
 
 
-def wait_for_default_service_account(kube, timeout=60):
-    """The ServiceAccount admission refuses pods in "default" until the controllers
-    made its default ServiceAccount."""
-    deadline = time.monotonic() + timeout
-    while kube.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] != 200:
-        if time.monotonic() > deadline:
-            raise SystemExit("namespace default has no default ServiceAccount")
-        time.sleep(0.2)
-
-
 def process_cpu(pid):
     """utime + stime of process `pid`, seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -531,7 +521,6 @@ def main():
                        scheduler=False) as kube, \
             tempfile.TemporaryDirectory(prefix="power-bench-") as tmp:
         d = Path(tmp)
-        wait_for_default_service_account(kube)
         kubeconfig, token = bench_kubeconfig(kube)
         (d / "worker.yaml").write_text(TEMPLATE)
         (d / "slurm.conf").write_text(

@@ -104,7 +104,6 @@ def power_at(size, args, settings):
                                    ib_leaves=2, scheduler=False) as kube, \
             Rig(nodes=1, node_prefix="rig-", start_slurmd=False, slurm_conf_extra=extra) as rig, \
             tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
-        power_bench.wait_for_default_service_account(kube)
         print(f"  power set-up: slurmctld with {size} CLOUD nodes in {len(ranges)} groups and "
               f"Kubernetes ({kube.version()}) with {size} kwok nodes up after "
               f"{time.monotonic() - t:.1f} s", flush=True)

@@ -10,7 +10,6 @@
 #   fuzz_kmsg            /dev/kmsg records (GPU XIDs) and their judgement
 #   fuzz_bridge_conf     k8sbridge.conf
 #   fuzz_pod_template    worker pod templates (YAML)
-#   fuzz_dns_query       kubesim's cluster DNS requests (tests/kubesim/dns.cpp; also UBSan)
 # RapidJSON 1.1 trips UBSan's pointer-overflow check inside the library on the
 # first input, so the targets built from the library objects run under ASan alone.
 #
@@ -89,15 +88,4 @@ for target in "${targets[@]}"; do
     "${libs[@]}" -o "$out/$target"
 done
 wait_all
-# fuzz_dns_query: kubesim's DNS wire format, which every pod can reach; no RapidJSON
-# runs in it, so UBSan too.
-dns_flags=(-I"$root/tests/kubesim" -fsanitize=fuzzer-no-link,address,undefined
-  -fno-sanitize-recover=undefined)
-spawn "${cxx[@]}" "${common[@]}" "${dns_flags[@]}" -c "$root/tests/kubesim/dns.cpp" \
-  -o "$out/obj/kubesim_dns.o"
-spawn "${cxx[@]}" "${common[@]}" "${dns_flags[@]}" -c "$here/fuzz_dns_query.cpp" \
-  -o "$out/obj/fuzz_dns_query.o"
-wait_all
-clang++ -fsanitize=fuzzer,address,undefined "$out/obj/fuzz_dns_query.o" "$out/obj/kubesim_dns.o" \
-  -o "$out/fuzz_dns_query"
-ls "$out"/ibnetdiscover_fuzz "${targets[@]/#/$out/}" "$out/fuzz_dns_query"
+ls "$out"/ibnetdiscover_fuzz "${targets[@]/#/$out/}"

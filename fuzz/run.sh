@@ -18,7 +18,7 @@ mkdir -p "$out"
 # build.sh, the optimisation level and clang's version): a cached CI run fuzzes
 # without compiling.
 opt=${FUZZ_OPT:--O0}
-key=$( (cd "$here/.." && find libk8sbridge fuzz tests/kubesim/dns.cpp tests/kubesim/dns.h -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.sh' \) \
+key=$( (cd "$here/.." && find libk8sbridge fuzz -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.sh' \) \
         -print0 | sort -z | xargs -0 sha256sum; echo "$opt"; clang++ --version) | sha256sum | cut -d' ' -f1)
 if [ -s "$out/targets.txt" ] && [ "$(cat "$out/build.key" 2>/dev/null)" = "$key" ]; then
   mapfile -t targets <"$out/targets.txt"

@@ -45,13 +45,13 @@ packages=(
   # test's clean roots, and the images, built offline (scripts/images.py) and run by
   # a real OCI runtime in tests (runc: crun refuses this kernel's hybrid cgroups)
   mmdebstrap umoci skopeo runc
-  # the one-layer busybox image kubesim's OCI-mode test writes (tests/harness/oci_layout.py)
+  # the one-layer busybox image of the real nodes' tests (tests/harness/oci_layout.py)
   busybox-static
   # the real Kubernetes nodes of tests/harness/kubelet_node.py: their container runtime
   # (runc above), CNI plugins, and the iptables and conntrack that kube-proxy, the
   # kubelet and the CNI plugins use inside each node's network namespace
   containerd containernetworking-plugins iptables conntrack
-  # benchmarks only: bench/power_bench.py's floor, kubesim's raw pod-create rate
+  # benchmarks only: bench/power_bench.py's floor, the API server's raw pod-create rate
   # (wrk POSTs the 1000 rendered pods through bench/wrk_create.lua)
   wrk
 )
@@ -66,6 +66,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 command -v kubectl >/dev/null || echo "setup: warning: kubectl not found; the Kubernetes conformance tests need kubectl 1.32 at /usr/bin/kubectl" >&2
 
+# Each real Kubernetes node of the tests (kubelet, containerd, kube-proxy) takes
+# inotify instances, and the integration tests run several nodes at a time: the
+# default of 128 instances per user runs out ("fsnotify watcher init: too many open
+# files"), as kind's documentation warns for multi-node clusters.
+if [ "$(sysctl -n fs.inotify.max_user_instances)" -lt 1024 ]; then
+  sysctl -qw fs.inotify.max_user_instances=1024
+fi
 kubernetes=$("$here/build-kubernetes.sh" | tail -n 1)
 echo "setup: Kubernetes programs at $kubernetes" >&2
 

@@ -47,6 +47,12 @@ FakeTransport::Answer FakeTransport::BrokenStream(std::vector<std::string> chunk
   return a;
 }
 
+FakeTransport::Answer FakeTransport::CutShort(int status, std::string partial_body, Status error) {
+  Answer a = Json(status, std::move(partial_body));
+  a.break_after = std::move(error);
+  return a;
+}
+
 FakeTransport::Answer FakeTransport::Error(Status status) {
   Answer a;
   a.error = std::move(status);

@@ -42,6 +42,9 @@ class FakeTransport final : public Transport {
   static Answer Error(Status status);
   // A 200 stream whose connection breaks after `chunks` with `error`.
   static Answer BrokenStream(std::vector<std::string> chunks, Status error);
+  // An answer whose head (`status`, headers) arrived and whose transfer then failed
+  // with `error` after `partial_body`: a stream reset or GOAWAY right after the head.
+  static Answer CutShort(int status, std::string partial_body, Status error);
 
   void Push(Answer answer);
   void SetFallback(std::function<Answer(const Recorded&)> fallback);

@@ -5,7 +5,6 @@
     harness.testcase  RigTestCase (fails a test whose rigs leave anything behind)
     harness.kube      KubeCluster: the real Kubernetes (upstream programs, kwok nodes)
     harness.kube_scenarios  runs the Kubernetes client's C++ scenarios and their faults
-    harness.kubesim   KubeSim: starts the Kubernetes stand-in and talks to it
     harness.kubelet_node  RealCluster: KubeCluster with real nodes (kubelet, containerd,
                       runc, CNI, kube-proxy in namespaces) whose pods are containers
     harness.cluster   a rig with a Kubernetes and k8sbridge-power, and the kubelet

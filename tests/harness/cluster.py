@@ -152,22 +152,6 @@ def write_worker_image(directory: Path):
     return NodeImage(WORKER_IMAGE, archive, json.loads(blob.read_text())["config"]["digest"])
 
 
-def report_running(sim, name: str, namespace: str = "default") -> None:
-    """What a kubelet reports once pod `name`'s containers run: phase Running (for a
-    KubeSim, which has no kwok to report it)."""
-    sim.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}/status",
-                {"status": {"phase": "Running"}}, content_type="application/merge-patch+json")
-
-
-def wait_for_default_service_account(kube: KubeCluster, namespace: str) -> None:
-    """Returns once `namespace` has its "default" ServiceAccount: the controller-manager
-    makes it, and the API server refuses a pod that names no ServiceAccount until then
-    (k8sbridge-power's worker pods name none unless their template does)."""
-    wait_for(lambda: kube.request(
-        "GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default")[0] == 200, 60,
-        f"the default ServiceAccount of namespace {namespace}")
-
-
 def kill_pod_processes(rig: Rig, name: str) -> None:
     """What the end of a pod does to its processes: every one in the node's
     network namespace is killed, slurmd and also the slurmstepds and job processes
@@ -194,9 +178,8 @@ class TestKubelet:
     pod is bound it starts the node's slurmd in the rig, with what the downward API
     would set (K8SBRIDGE_HOST_NODE, K8SBRIDGE_NODE_NAME, and what `slurmd_env` holds
     for the node); when the pod is gone, terminating or replaced it stops slurmd and
-    kills the pod's processes. On a KubeCluster the pods are bound to kwok's fake
-    nodes, and kwok reports them Running and removes them once deleted; on a KubeSim
-    (no kwok) this kubelet reports them Running itself. API errors change nothing (a
+    kills the pod's processes. The pods are bound to kwok's fake nodes, and kwok
+    reports them Running and removes them once deleted. API errors change nothing (a
     kubelet keeps running its pods when the API server is away); pods annotated
     NO_KUBELET are left alone. Ends with stop(), or when the rig stops."""
 
@@ -204,8 +187,7 @@ class TestKubelet:
 
     def __init__(self, sim, rig: Rig, names=None, interval: float = 0.2,
                  namespace: str = "default"):
-        self.sim = sim  # the API server: a KubeCluster (or a KubeSim)
-        self.reports_running = not isinstance(sim, KubeCluster)
+        self.sim = sim  # the API server: a KubeCluster
         self.rig = rig
         self.namespace = namespace  # k8sbridge.conf's Namespace=, where the pods are
         self.names = tuple(names) if names is not None else None
@@ -264,9 +246,6 @@ class TestKubelet:
             env.update(self.slurmd_env.get(name, {}))
             self.rig.start_slurmd(name, env=env)
             self.started[name] = uid
-        if alive and self.reports_running and \
-                pod.get("status", {}).get("phase", "Pending") == "Pending":
-            report_running(self.sim, name, self.namespace)
 
 
 class PodCluster:
@@ -348,10 +327,6 @@ class PodCluster:
             # Rig.start_slurmd makes it for a slurmd of its own.
             (self.rig.workdir / "spool" / name).mkdir(parents=True, exist_ok=True)
         self.create_munge_secret("munge-key", self.rig.munge_key.read_bytes())
-        if isinstance(self.sim, KubeCluster):
-            # The ServiceAccount admission gives pods without serviceAccountName the
-            # namespace's "default", which the controller-manager makes.
-            wait_for_default_service_account(self.sim, "default")
         if self.kubelet == "test":
             self.test_kubelet = TestKubelet(self.sim, self.rig).start()
 

@@ -15,8 +15,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from harness.cluster import (WORKER_TEMPLATE as TEMPLATE, TestKubelet, power_program_lines,
-                             wait_for_default_service_account)
+from harness.cluster import (WORKER_TEMPLATE as TEMPLATE, TestKubelet, power_program_lines)
 from harness.kube import KubeCluster, fake_node
 from harness.paths import POWER, SLURM_BUILD
 from harness.rig import (RIG_ENV, NodeSpec, Rig, alive, pids_with_env, slurm_plugindir,
@@ -102,7 +101,6 @@ class FeaturesRigCase(RigTestCase):
         self.kube.apply_deploy_rbac("default")
         shutil.copy(self.kube.service_account_kubeconfig(
             "default", "k8sbridge-controller", expiration_seconds=24 * 3600), self.kubeconfig)
-        wait_for_default_service_account(self.kube, "default")
 
     def cut_off_api(self, rig: Rig, node: str) -> None:
         """Makes the API server unreachable from `node`'s network namespace, as a

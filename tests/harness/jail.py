@@ -75,11 +75,10 @@ OWNED_MOUNT = re.compile(r"/(?:run/netns/k8sb-|tmp/k8sbridge-rig-|run/k8sbridge-
                          r"run/k8sbridge-bench-)([0-9a-f]{6})\b")
 
 
-# Mounts that other tests running beside a rig make and that a rig never does: the
-# kubesim kubelet's pods (OCI overlays, volumes), runc containers of the image tests
-# and mmdebstrap's build roots (the artifacts build: in /tmp, or made in place under
+# Mounts that other tests running beside a rig make and that a rig never does: runc
+# containers of the image tests and mmdebstrap's build roots (the artifacts build: in /tmp, or made in place under
 # the cache on a cold run, scripts/build-root.sh).
-OTHER_TESTS_MOUNT = re.compile(r"/tmp/kubesim-|/run/kubesim|/k8sb-oci-|/tmp/mmdebstrap\.|"
+OTHER_TESTS_MOUNT = re.compile(r"/k8sb-oci-|/tmp/mmdebstrap\.|"
                                r"/buildroot-[a-z]+-[0-9a-f]+(?:\.tmp)?/")
 
 

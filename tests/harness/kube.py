@@ -197,8 +197,7 @@ def fake_node(name: str, index: int, leaf: int, spine: int, gpus: int, gpu_produ
 class KubeCluster:
     """etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok in a
     directory of their own. `nodes` fake nodes named <node_prefix>0... are spread
-    over `ib_leaves` leaves in order, with `gpus_per_node` GPUs each (as kubesim's
-    --fake-nodes made them). `address`: where the API server listens (a rig bridge's
+    over `ib_leaves` leaves in order, with `gpus_per_node` GPUs each. `address`: where the API server listens (a rig bridge's
     address, for pods in network namespaces); 127.0.0.1 by default. `slot`: a rig
     slot the caller claimed (and releases) to build that bridge from its subnet
     before the API server starts; by default the cluster claims one of its own.
@@ -279,6 +278,8 @@ class KubeCluster:
             self._start_component("kube-scheduler", "system:kube-scheduler", [
                 "--leader-elect=false", "--kube-api-qps=1000", "--kube-api-burst=2000"])
         self._start_kwok()
+        if controllers:
+            self.wait_for_default_service_account("default")
 
     def _start_etcd(self):
         crt, key = self.pki.issue("etcd", "etcd", hosts=["127.0.0.1", "localhost"],
@@ -583,8 +584,19 @@ class KubeCluster:
     # --- ServiceAccounts --------------------------------------------------------
 
     def create_namespace(self, name):
+        """Creates the namespace (an existing one is fine) and, where the controllers
+        run, waits for its "default" ServiceAccount: until the ServiceAccount
+        controller made it, the API server refuses every pod there."""
         self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": name}})
+        manager = self.procs.get("kube-controller-manager")
+        if manager is not None and manager.poll() is None:
+            self.wait_for_default_service_account(name)
+
+    def wait_for_default_service_account(self, namespace):
+        wait_for_condition(lambda: self.request(
+            "GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default")[0] == 200, 120,
+            f"the ServiceAccount controller to make {namespace}'s default ServiceAccount")
 
     def create_service_account(self, namespace, name):
         """Creates the ServiceAccount (and its namespace); an existing one is fine."""
@@ -714,8 +726,19 @@ class KubeCluster:
         wait_for_condition(probed, 30, "the API server to call the fault webhook", interval=0.05)
 
     def pause(self, name):
-        """Freezes a component (SIGSTOP): it holds its connections and answers nothing."""
-        os.kill(self.procs[name].pid, signal.SIGSTOP)
+        """Freezes a component (SIGSTOP): it holds its connections and answers nothing.
+        Returns once every thread of it has stopped: kill() only queues the stop, which
+        the one thread picked to take the signal carries out when it next runs, and
+        until then the other threads go on (on a loaded machine an API server
+        answered a request sent after kill() had returned)."""
+        proc = self.procs[name]
+        os.kill(proc.pid, signal.SIGSTOP)
+
+        def stopped():
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited while being paused")
+            return all(state in "TtZX" for state in _thread_states(proc.pid))
+        wait_for_condition(stopped, 30, f"every thread of {name} to stop", interval=0.001)
 
     def resume(self, name):
         os.kill(self.procs[name].pid, signal.SIGCONT)
@@ -854,6 +877,18 @@ class KubeCluster:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _thread_states(pid):
+    """The state letter (R, S, D, T, ...) of each thread of process `pid`."""
+    states = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the thread ended
+            continue
+        states.append(text.rsplit(")", 1)[1].split()[0])  # the name may hold ") "
+    return states
 
 
 def _write_private(path, text):

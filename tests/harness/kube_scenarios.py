@@ -4,9 +4,9 @@ kube_scenarios) and makes the faults they ask for.
 A scenario asks with a line "CONTROL <request>" on its stdout and waits for the
 answer on its stdin: "OK[ <detail>]" once the fault is in place, "ERR <why>"
 otherwise. ScenarioCase runs one scenario and answers through `control(pid,
-request)`, which a test class implements for its API server: the real Kubernetes
-(tests/integration/test_kube_client.py) or kubesim, for the faults only the
-stand-in can make (test_kube_client_kubesim.py). After each scenario it asks
+request)`, which a test class implements: the real Kubernetes's faults
+(tests/integration/test_kube_client.py) or a failing load balancer's in front of it
+(test_kube_client_lb.py). After each scenario it asks
 `clear_faults()`.
 """
 

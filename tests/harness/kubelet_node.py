@@ -719,10 +719,6 @@ class RealCluster:
             self.images = write_node_images(self.dir / "images") + list(images)
             for _ in range(nodes):
                 self.add_node()
-            # Pods are admitted once their namespace's ServiceAccount exists.
-            wait_for_condition(lambda: self.kube.request(
-                "GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200, 60,
-                "the default ServiceAccount")
         except BaseException:
             self.close()
             raise

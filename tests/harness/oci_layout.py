@@ -1,4 +1,5 @@
-"""Writes tiny OCI image layouts for tests of kubesim's OCI mode: one layer with
+"""Writes tiny OCI image layouts for the real nodes' tests (busybox and the pods'
+sandbox image, tests/harness/kubelet_node.py): one layer with
 Debian's busybox-static (/bin/busybox, scripts/setup.sh installs it) and its applets,
 an /etc/os-release naming the image, and passwd/group files. No tool but Python:
 building one takes a fraction of a second, and the same inputs give the same digest.
@@ -8,31 +9,13 @@ import gzip
 import hashlib
 import io
 import json
-import os
-import shutil
 import tarfile
-import unittest
 from pathlib import Path
 
 BUSYBOX = Path("/bin/busybox")
 APPLETS = ("sh", "cat", "echo", "ls", "sleep", "hostname", "id", "nc", "readlink", "grep",
            "wget", "httpd", "env", "pwd", "test", "true", "false", "touch", "mkdir", "kill",
            "ps", "stat", "head", "tail", "wc", "nslookup")
-
-
-def skip_unless_oci_kubelet_can_run(kubesim: Path):
-    """Raises unittest.SkipTest unless kubesim's OCI kubelet can run pods here from
-    images this module writes: root, the built `kubesim`, runc, umoci, busybox-static."""
-    if os.geteuid() != 0:
-        raise unittest.SkipTest("needs root: namespaces, a bridge, overlays and runc")
-    if not kubesim.exists():
-        raise unittest.SkipTest(f"{kubesim} is not built")
-    for tool in ("runc", "umoci"):
-        if shutil.which(tool) is None:
-            raise unittest.SkipTest(f"{tool} is not installed (scripts/setup.sh)")
-    if not BUSYBOX.exists():
-        raise unittest.SkipTest(f"{BUSYBOX} is missing: apt-get install busybox-static "
-                                "(scripts/setup.sh)")
 
 
 def _layer(marker: str) -> bytes:
@@ -49,7 +32,7 @@ def _layer(marker: str) -> bytes:
         entry("bin/busybox", mode=0o755, data=BUSYBOX.read_bytes())
         for applet in APPLETS:
             entry(f"bin/{applet}", tarfile.SYMTYPE, 0o777, link="busybox")
-        entry("etc/os-release", data=f'NAME="{marker}"\nID=kubesim-test\n'.encode())
+        entry("etc/os-release", data=f'NAME="{marker}"\nID=k8sbridge-test\n'.encode())
         entry("etc/passwd", data=b"root:x:0:0:root:/root:/bin/sh\n"
                                  b"worker:x:1000:1000::/tmp:/bin/sh\n")
         entry("etc/group", data=b"root:x:0:\nworker:x:1000:\n")

@@ -9,7 +9,7 @@ SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent
 BUILD_ROOT = Path(os.environ.get("K8SBRIDGE_BUILD_ROOT", SOURCE_ROOT / "build"))
 # k8sbridge's plugins and programs for the Slurm the rig runs: the build itself, or,
 # in the version suite, the build against another release (scripts/build-release.sh).
-# Test tools (kubesim, fakes) always come from BUILD_ROOT.
+# Test tools (the client's scenarios, fakes) always come from BUILD_ROOT.
 SLURM_BUILD = Path(os.environ.get("K8SBRIDGE_SLURM_BUILD", "") or BUILD_ROOT)
 POWER = SLURM_BUILD / "programs" / "power" / "k8sbridge-power"
 WORKER = SLURM_BUILD / "programs" / "worker" / "k8sbridge-worker"

@@ -315,7 +315,7 @@ class RigConfig:
     extra_files: dict = field(default_factory=dict)  # name -> text, written to etc/
     start_slurmd: bool = True          # False: the test (or a ResumeProgram) starts them
     # False: the nodes get no namespaces, addresses or munged from the rig; they
-    # run as pods of a kubesim kubelet (tests/harness/cluster.py).
+    # run as pods on real Kubernetes nodes (tests/harness/cluster.py).
     node_namespaces: bool = True
     debug: str = "debug"
 
@@ -346,7 +346,6 @@ class Rig:
         self.keep_workdir = keep_workdir
         self.bridge = f"{RESOURCE_PREFIX}{self.id}"
         self.subnet = self.slot.subnet
-        self.pod_network = self.slot.pod_network  # for a kubesim kubelet beside the rig
         self.bridge_address = str(next(self.subnet.hosts()))
         self.ctld_port = self.slot.free_port()
         self.munge_socket = self.workdir / "munge" / "munge.socket"
@@ -871,7 +870,7 @@ class _RigMarks:
     """Tells the processes of some rigs from those of rigs running beside them. A
     rig's process has the rig's id in its environment (what the rig starts, and
     the tasks below it), or the rig's directory in its environment, command line,
-    working directory or open files (a pod's slurmd and munged, which a kubesim
+    working directory or open files (a pod's slurmd and munged, which a real node's
     kubelet starts; slurmstepd, whose title overwrites its environment, has the
     node's log open), or lives in one of the rig's network namespaces (the
     spank_jail namespace holders, which close every file)."""
@@ -1022,13 +1021,10 @@ def leftovers(rig_ids: Optional[Iterable[str]] = None) -> dict:
     netns = [n.split()[0] for n in _run(["ip", "netns", "list"], check=False).stdout.splitlines()
              if n.startswith(ns_prefixes)]
     links = _run(["ip", "-o", "link", "show"], check=False).stdout
-    # Rig bridges, and kubesim kubelets' (ksim0 by default, ksimt<slot> in its own
-    # tests, kspc<rig id> for tests/harness/cluster.py).
-    bridges = sorted(set(re.findall(
-        rf"^\d+: ({RESOURCE_PREFIX}[0-9a-f]+|ksim\w+|kspc[0-9a-f]+)[:@]", links, re.M)))
+    # Rig bridges, and those of real Kubernetes nodes (tests/harness/kubelet_node.py).
+    bridges = sorted(set(re.findall(rf"^\d+: ({RESOURCE_PREFIX}[0-9a-f]+)[:@]", links, re.M)))
     if ids is not None:
-        bridges = [b for b in bridges if b in {p + rid for p in (RESOURCE_PREFIX, "kspc")
-                                               for rid in ids}]
+        bridges = [b for b in bridges if b in {RESOURCE_PREFIX + rid for rid in ids}]
     daemons = live_processes("slurmctld", "slurmd", "slurmstepd", "spank_jail_ns", rig_ids=ids)
     for pid in live_processes("munged", rig_ids=ids):
         # A munged started for a rig node or a pod keeps its files under a

@@ -82,7 +82,7 @@ class ClusterKubelet(RigTestCase):
         self.assertNoLeftovers()
 
     def test_an_unknown_choice_is_refused(self):
-        for choice in ("kubelet", "kubesim"):
+        for choice in ("kubelet", "fake"):
             with self.assertRaises(ValueError):
                 PodCluster(NODES, GROUPS, kubelet=choice)
 

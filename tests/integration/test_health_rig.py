@@ -6,7 +6,6 @@ nodes) as a node condition and an Event, and through k8sbridge-sync as a cordon.
 import json
 import os
 
-from harness.cluster import wait_for_default_service_account
 from harness.kube import KubeCluster
 from harness.paths import BUILD_ROOT, SLURM_BUILD, SYNC
 from harness.rig import Rig, RigConfig, wait_for
@@ -225,7 +224,6 @@ class HealthRigTest(RigTestCase):
         self.addCleanup(kube.close)
         kube.apply_deploy_rbac("default")  # k8sbridge-sync: the controller's ServiceAccount
         controller = kube.service_account_kubeconfig("default", "k8sbridge-controller")
-        wait_for_default_service_account(kube, "default")
         # w-0's worker pod, as k8sbridge-power makes it, on Kubernetes node node-0.
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": "w-0", "labels": {

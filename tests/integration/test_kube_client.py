@@ -23,9 +23,9 @@ this file runs each against one cluster and makes the faults it asks for
 - token rotation: the ServiceAccount is deleted and made again (its old tokens are
   refused) and the token file gets a new token.
 
-What only the stand-in can make (a reset after the server committed a write, watch
-streams answered and then silent while writes go on, a 500 on a read or a watch) is
-in test_kube_client_kubesim.py.
+What only a load balancer in front of the API server makes (a reset after the server
+acted on a write, watch events lost, a 500 of its own on a read or a watch) is in
+test_kube_client_lb.py.
 """
 
 import os
@@ -37,7 +37,6 @@ import unittest
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from harness.cluster import wait_for_default_service_account
 from harness.kube import KubeCluster, wait_for_condition
 from harness.kube_scenarios import ScenarioCase
 from harness.webhook import FaultWebhook
@@ -138,7 +137,6 @@ class KubeClient(ScenarioCase):
                         "name": "cluster-admin"},
             "subjects": [{"kind": "ServiceAccount", "namespace": SA[0], "name": SA[1]}]})
         kube.create_namespace(APF_NAMESPACE)
-        wait_for_default_service_account(kube, "default")  # the pods of "crud" name none
         write_private(cls.token_path, kube.service_account_token(*SA, 24 * 3600))
         cluster = f"- name: test\n  cluster:\n    server: {kube.url}\n" \
                   f"    certificate-authority: {kube.pki.ca}\n"

@@ -100,7 +100,7 @@ class KubeClusterTest(unittest.TestCase):
             pods = self.kube.kubectl_json("get", "pods", "-l", "app=web")["items"]
             up = [p for p in pods if p["status"].get("phase") == "Running"]
             return up if len(up) == 2 else None
-        pods = wait_for_condition(running, 60, "the Deployment's two pods to run")
+        pods = wait_for_condition(running, 120, "the Deployment's two pods to run")
         for pod in pods:
             self.assertIn(pod["spec"]["nodeName"], ("node-0", "node-1"))
             self.assertTrue(pod["status"]["podIP"])

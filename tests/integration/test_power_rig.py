@@ -16,8 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from harness.cluster import (WORKER_TEMPLATE as TEMPLATE, TestKubelet, power_program_lines,
-                             wait_for_default_service_account)
+from harness.cluster import (WORKER_TEMPLATE as TEMPLATE, TestKubelet, power_program_lines)
 from harness.kube import KubeCluster
 from harness.paths import POWER
 from harness.rig import Rig, wait_for
@@ -38,7 +37,6 @@ class PowerRig(RigTestCase):
         self.kube.apply_deploy_rbac("default")
         self.kubeconfig = self.kube.service_account_kubeconfig(
             "default", "k8sbridge-controller", expiration_seconds=24 * 3600)
-        wait_for_default_service_account(self.kube, "default")
 
     def programs(self, slurm_conf_path):
         """Wrapper scripts, the way an admin points slurm.conf at k8sbridge-power with

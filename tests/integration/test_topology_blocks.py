@@ -19,8 +19,7 @@ ignored (docs/versions.md), which the second placement would show.
 
 from pathlib import Path
 
-from harness.cluster import (WORKER_TEMPLATE as TEMPLATE, TestKubelet, power_program_lines,
-                             wait_for_default_service_account)
+from harness.cluster import (WORKER_TEMPLATE as TEMPLATE, TestKubelet, power_program_lines)
 from harness.fabrics import IbSim, PROGRAM, expand_hostlist, fat_tree, run_program, tempdir
 from harness.kube import KubeCluster
 from harness.paths import POWER
@@ -49,7 +48,6 @@ class TopologyBlocks(RigTestCase):
         self.kube.apply_deploy_rbac("default")
         self.kubeconfig = self.kube.service_account_kubeconfig(
             "default", "k8sbridge-controller", expiration_seconds=24 * 3600)
-        wait_for_default_service_account(self.kube, "default")
 
     def topology_yaml(self) -> str:
         with IbSim(fat_tree(hosts=8, hosts_per_leaf=4, spines=2), self.dir) as sim:

@@ -364,6 +364,38 @@ HttpRequest Client::NewRequest(std::string_view method, const std::string& path,
   return req;
 }
 
+Result<HttpResponse> Client::Attempt(std::string_view verb, HttpRequest req,
+                                     const StreamHooks* stream, int& head) {
+  head = 0;
+  if (req.on_headers) {
+    req.on_headers = [this, &head, stream](const HttpResponse& answer) {
+      head = answer.status;
+      NoteAnswer(answer.status, clock_->Now());  // a watch's answer lasts minutes
+      stream->on_headers(answer);
+    };
+  } else {
+    req.on_headers = [&head](const HttpResponse& answer) { head = answer.status; };
+  }
+  const auto began = clock_->Now();
+  auto resp = transport_->Do(req);
+  if (!resp.ok() && head == 401) {
+    // The API server refuses a credential over HTTP/2 by ending the connection
+    // (GOAWAY) and resetting the stream right after the 401's head, so libcurl may
+    // fail the transfer although the answer's status arrived. Authentication comes
+    // before anything else: the server did not act on the request, and the 401 is
+    // what it said (its body, cut short, is not needed to act on it).
+    logger_->Debug("kube: {} {}: HTTP 401, then: {}", req.method, req.url, resp.status().message());
+    HttpResponse refused;
+    refused.status = 401;
+    resp = std::move(refused);
+  }
+  if (options_.metrics)
+    options_.metrics->RequestDone(verb, resp.ok() ? resp->status : 0, clock_->Now() - began);
+  if (resp.ok())
+    NoteAnswer(resp->status, clock_->Now());
+  return resp;
+}
+
 Result<HttpResponse> Client::Send(std::string_view verb, std::string_view method,
                                   const std::string& path, std::string_view body,
                                   std::string_view content_type, const CallOptions& call,
@@ -381,27 +413,13 @@ Result<HttpResponse> Client::Send(std::string_view verb, std::string_view method
     if (!auth.ok())
       return auth.status().WithContext(fmt::format("{} {}", method, path));
 
-    HttpRequest req = NewRequest(method, path, body, content_type, call, *auth, stream);
+    int head = 0;
+    const auto sent = clock_->Now();
+    auto resp = Attempt(verb, NewRequest(method, path, body, content_type, call, *auth, stream),
+                        stream, head);
     // A stream whose answer began was handed to the caller: it is never sent again
     // (a watch resumes from the last resourceVersion it saw, not from its start).
-    bool answered = false;
-    if (req.on_headers) {
-      req.on_headers = [this, &answered, &stream](const HttpResponse& head) {
-        answered = true;
-        NoteAnswer(head.status, clock_->Now());  // a watch's answer lasts minutes
-        stream->on_headers(head);
-      };
-    } else {
-      req.on_headers = [&answered](const HttpResponse&) { answered = true; };
-    }
-
-    const auto sent = clock_->Now();
-    auto resp = transport_->Do(req);
-    const auto latency = clock_->Now() - sent;
-    if (options_.metrics)
-      options_.metrics->RequestDone(verb, resp.ok() ? resp->status : 0, latency);
-    if (resp.ok())
-      NoteAnswer(resp->status, clock_->Now());
+    const bool answered = head != 0;
 
     const bool more = attempt < options_.max_retries;
     if (!resp.ok()) {

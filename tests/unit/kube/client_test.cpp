@@ -288,6 +288,52 @@ BOOST_AUTO_TEST_CASE(unauthorized_rereads_token_file_and_retries_once) {
   std::filesystem::remove(path);
 }
 
+// Over HTTP/2 the API server follows a 401 with GOAWAY and RST_STREAM, which libcurl
+// may report as a failed transfer (CURLE_PARTIAL_FILE) although the 401's head
+// arrived. The server did not act on the request, so even a create is sent again,
+// once, with the token file read anew.
+BOOST_AUTO_TEST_CASE(unauthorized_answer_cut_short_rereads_token_file_and_retries_a_write) {
+  std::string path = "/tmp/kube-client-token-cut-" + std::to_string(getpid());
+  std::ofstream(path) << "old";
+  Config cfg;
+  cfg.token_file = path;
+  Env env({}, cfg);
+  env.transport->Push(FT::Json(200, PodJson("p", "1")));
+  BOOST_TEST(env.client->Get(kPods, "default", "p").ok());
+  std::ofstream(path) << "new";
+  env.transport->Push(FT::CutShort(401, R"({"kind":"Sta)",
+                                   Status::Unavailable("POST: Transferred a partial file")));
+  env.transport->Push(FT::Json(201, PodJson("q", "2")));
+  auto created = Pods(*env.client, "default").Create(*Object::Parse(PodJson("q", "")));
+  BOOST_TEST(created.ok(), created.status().ToString());
+  auto r = env.requests();
+  BOOST_REQUIRE(r.size() == 3u);
+  BOOST_TEST(r.at(1).Header("Authorization") == "Bearer old");
+  BOOST_TEST(r.at(2).method == "POST");
+  BOOST_TEST(r.at(2).Header("Authorization") == "Bearer new");
+  BOOST_TEST(env.metrics.Requests("POST", 401) == 1);
+  BOOST_TEST(env.metrics.Requests("POST", 201) == 1);
+  // Twice in a row: surfaced as the 401 it is, not as a lost connection.
+  env.transport->Push(FT::CutShort(401, "", Status::Unavailable("cut")));
+  env.transport->Push(FT::CutShort(401, "", Status::Unavailable("cut")));
+  auto refused = Pods(*env.client, "default").Create(*Object::Parse(PodJson("s", "")));
+  BOOST_TEST(refused.status().code() == Status::Code::kUnauthenticated);
+  BOOST_TEST(env.requests().size() == 5u);
+  std::filesystem::remove(path);
+}
+
+// Any other answer cut short leaves it unknown whether the server acted: a write is
+// not sent again.
+BOOST_AUTO_TEST_CASE(write_cut_short_after_another_answer_is_not_sent_again) {
+  for (int status : {201, 409, 500, 503}) {
+    Env env;
+    env.transport->Push(FT::CutShort(status, "{", Status::Unavailable("reset")));
+    auto created = Pods(*env.client, "default").Create(*Object::Parse(PodJson("q", "")));
+    BOOST_TEST(created.status().code() == Status::Code::kUnavailable, status);
+    BOOST_TEST(env.requests().size() == 1u, status);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(update_resolves_conflict_by_reading_again) {
   Env env;
   env.transport->Push(FT::Json(200, PodJson("p", "1")));

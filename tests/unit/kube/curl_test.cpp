@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -318,6 +319,38 @@ BOOST_AUTO_TEST_CASE(retry_after_with_real_transport) {
   BOOST_TEST(m.Requests("GET", 429) == 1);
   BOOST_TEST(m.Requests("GET", 200) == 1);
   BOOST_TEST(server.accepted() == 1);
+}
+
+// A 401 whose connection drops before its body ends (as the API server's GOAWAY and
+// RST_STREAM after a 401 over HTTP/2 make libcurl fail the transfer): the client
+// acts on the 401, reads the token file again and sends the create once more.
+BOOST_AUTO_TEST_CASE(unauthorized_cut_short_by_the_server_is_retried_with_a_new_token) {
+  LoopbackServer server([](int n) {
+    if (n == 0) {
+      return std::string(
+          "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"
+          "Content-Length: 129\r\n\r\n{\"kind\":\"Status\"|CLOSE");
+    }
+    return std::string(
+        "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+        "\r\n{}");
+  });
+  std::string token = "/tmp/kube-curl-token-" + std::to_string(getpid());
+  std::ofstream(token) << "t";
+  Config cfg;
+  cfg.server = server.url();
+  cfg.token_file = token;
+  CountingMetrics m;
+  ClientOptions o;
+  o.metrics = &m;
+  o.qps = 0;
+  Client client(cfg, std::make_shared<CurlTransport>(TlsSettings{}), o);
+  auto r = client.Create(kConfigMaps, "default", *Object::Parse(R"({"metadata":{"name":"c"}})"));
+  BOOST_TEST(r.ok(), r.status().ToString());
+  BOOST_TEST(m.Requests("POST", 401) == 1);
+  BOOST_TEST(m.Requests("POST", 201) == 1);
+  BOOST_TEST(server.accepted() == 2);
+  std::filesystem::remove(token);
 }
 
 // TLS: verification is on by default; a CA or insecure-skip-tls-verify makes the

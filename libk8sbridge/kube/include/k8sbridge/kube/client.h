@@ -288,6 +288,11 @@ class Client {
   HttpRequest NewRequest(std::string_view method, const std::string& path, std::string_view body,
                          std::string_view content_type, const CallOptions& call,
                          const Credentials::Auth& auth, const StreamHooks* stream) const;
+  // One try of `req`: the transport's answer, counted in the metrics. `head` gets
+  // the status of the answer's head once it arrived (0 before), even when the
+  // transfer then failed.
+  Result<HttpResponse> Attempt(std::string_view verb, HttpRequest req, const StreamHooks* stream,
+                               int& head);
   Result<HttpResponse> Send(std::string_view verb, std::string_view method, const std::string& path,
                             std::string_view body, std::string_view content_type,
                             const CallOptions& call, const StreamHooks* stream = nullptr);

@@ -1,2 +1,0 @@
-#define BOOST_TEST_MODULE kubesim_sched
-#include <boost/test/unit_test.hpp>
