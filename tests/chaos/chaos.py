@@ -39,8 +39,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from harness.cluster import SHORT_TOLERATIONS as TOLERATIONS, PodCluster
 from harness.kubelet_node import BUSYBOX_IMAGE
 from harness.rig import NodeSpec, free_tcp_port, kill_and_wait, wait_for
@@ -53,8 +51,8 @@ GPU_NODES = [f"w-{i}" for i in range(12, 16)]
 NODE_NAMES = [spec.name for spec in NODES]
 K8S_NODE_COUNT = 4  # real nodes: real-0 ... real-3
 CONTROLLER_SA = ("default", "k8sbridge-controller")  # the daemons' and programs' identity
-THROTTLE = "chaos-throttle"  # the api-429 fault's FlowSchema and priority level
-SEAT_HOLDER = "chaos-apf-seat"  # the pod the api-429 fault's slow dry-run creates name
+# The pods KubeCluster.throttle's seat-holding dry-runs name: not k8sbridge's requests.
+SEAT_HOLDER_PREFIX = "apf-seat-holder-"
 # What the World restarts when it exits, as the kubelet does a static pod (the faults
 # stop etcd and kube-apiserver on purpose: those they start again themselves).
 SUPERVISED = ("kube-scheduler", "kube-controller-manager")
@@ -158,13 +156,21 @@ class World:
         return False
 
     def _supervise(self):
+        """Starts SUPERVISED components again once they exit: at once the first time,
+        then after 10 s, doubling up to 5 minutes, as the kubelet's back-off."""
+        down_since = {}
         while not self._supervising.wait(1):
             for name in SUPERVISED:
                 proc = self.sim.procs.get(name)
                 if proc is None or proc.poll() is None:
                     continue
+                restarts = self.control_plane_restarts.get(name, 0)
+                since = down_since.setdefault(name, now())
+                if now() - since < (min(300, 10 * 2 ** (restarts - 1)) if restarts else 0):
+                    continue
                 print(f"chaos: {name} exited ({proc.returncode}): started again", flush=True)
-                self.control_plane_restarts[name] = self.control_plane_restarts.get(name, 0) + 1
+                self.control_plane_restarts[name] = restarts + 1
+                del down_since[name]
                 self.sim.start(name)
 
     def close(self):
@@ -392,7 +398,7 @@ class Injector:
         user = "system:serviceaccount:{}:{}".format(*CONTROLLER_SA)
         codes = {}
         for r in self.w.sim.requests_log():
-            if r["user"] == user and r["name"] != SEAT_HOLDER:
+            if r["user"] == user and not (r["name"] or "").startswith(SEAT_HOLDER_PREFIX):
                 codes[r["code"]] = codes.get(r["code"], 0) + 1
         return dict(sorted(codes.items()))
 
@@ -435,66 +441,17 @@ class Injector:
         self._noting_codes(f, undo, lambda: f"{what}: {count[0]} connections reset")
 
     def _api_429(self, f, _):
-        # API Priority and Fairness: the ServiceAccount's requests go to a priority
-        # level with no seats of its own and no borrowing, whose limit response is
-        # Reject, so the API server runs one of them at a time (it lets one through
-        # when none runs) and answers the others 429 with Retry-After. That seat is
-        # kept busy by requests of the same account that an admission webhook holds
-        # for a second (dry-run creations of a pod SEAT_HOLDER), as other work of the
-        # account would use it: k8sbridge's requests meanwhile get 429.
-        kube = self.w.sim
-        api = "/apis/flowcontrol.apiserver.k8s.io/v1"
-        kube.add_fault("pods", "create", None, times=0, name=SEAT_HOLDER, delay=1.0)
-        kube.create(f"{api}/prioritylevelconfigurations", {
-            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
-            "kind": "PriorityLevelConfiguration", "metadata": {"name": THROTTLE},
-            "spec": {"type": "Limited", "limited": {
-                "nominalConcurrencyShares": 0, "lendablePercent": 0,
-                "borrowingLimitPercent": 0, "limitResponse": {"type": "Reject"}}}},
-            ok=(201,))
-        kube.create(f"{api}/flowschemas", {
-            "apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
-            "metadata": {"name": THROTTLE},
-            "spec": {"priorityLevelConfiguration": {"name": THROTTLE},
-                     "matchingPrecedence": 100, "distinguisherMethod": {"type": "ByUser"},
-                     "rules": [{
-                         "subjects": [{"kind": "ServiceAccount", "serviceAccount": {
-                             "namespace": CONTROLLER_SA[0], "name": CONTROLLER_SA[1]}}],
-                         "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"],
-                                            "resources": ["*"], "namespaces": ["*"],
-                                            "clusterScope": True}],
-                         "nonResourceRules": [{"verbs": ["*"],
-                                               "nonResourceURLs": ["*"]}]}]}}, ok=(201,))
-        stop = threading.Event()
-        token_file = Path(yaml.safe_load(Path(self.w.cluster.controller_kubeconfig).read_text())
-                          ["users"][0]["user"]["tokenFile"])
-        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": SEAT_HOLDER},
-                "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE}]}}
-
-        def hold_the_seat():
-            while not stop.is_set():
-                try:
-                    status, _, _ = kube.request(
-                        "POST", "/api/v1/namespaces/default/pods?dryRun=All", body,
-                        token=token_file.read_text().strip(), timeout=10)
-                except OSError:
-                    status = None
-                if status != 201:  # another holder has the seat, or the API is away
-                    stop.wait(0.05)
-        holders = [threading.Thread(target=hold_the_seat, daemon=True) for _ in range(2)]
-        for t in holders:
-            t.start()
+        # API Priority and Fairness (KubeCluster.throttle): a FlowSchema sends the
+        # ServiceAccount's requests to a priority level of one seat that rejects
+        # instead of queueing, and that seat is kept taken by one of the account's
+        # own writes that the fault webhook holds: k8sbridge's requests get 429 with
+        # Retry-After.
+        self.w.sim.throttle(*CONTROLLER_SA)
 
         def undo():
-            stop.set()
-            for t in holders:
-                t.join(timeout=30)
-            for kind in ("flowschemas", "prioritylevelconfigurations"):
-                self.w.admin_request("DELETE", f"{api}/{kind}/{THROTTLE}")
-            kube.clear_faults()
+            self.w.sim.unthrottle(*CONTROLLER_SA)
             self._remove_fault_webhook()
-        self._noting_codes(f, undo, "APF: one request of the account at a time, the rest "
-                                    "429, the seat held")
+        self._noting_codes(f, undo, "APF: the account's one seat held, the rest 429")
 
     def _api_5xx(self, f, _):
         # etcd goes away (stopped, or frozen), so requests that need it wait and the
