@@ -1,6 +1,5 @@
 #include "k8sbridge/power/resume_file.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -13,6 +12,7 @@
 
 #include "k8sbridge/kube/api_error.h"
 #include "k8sbridge/power/power_actions.h"
+#include "k8sbridge/slurm/node_reason.h"
 
 namespace k8sbridge::power {
 
@@ -205,17 +205,8 @@ Result<std::string> ReadResumeFile(const std::string& path) {
 }
 
 std::string NodeReason(const Status& status) {
-  std::string text = status.message();
-  if (const ApiError* api = status.api_error(); api && !api->message.empty())
-    text = api->message;
-  // slurm.conf reasons are one line; sinfo shows the start.
-  std::replace_if(
-      text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
-  std::string reason = "k8sbridge: " + text;
-  constexpr size_t kMax = 200;
-  if (reason.size() > kMax)
-    reason = reason.substr(0, kMax - 3) + "...";
-  return reason;
+  const ApiError* api = status.api_error();
+  return BridgeReason(api && !api->message.empty() ? api->message : status.message());
 }
 
 void FailNodes(slurm::Slurm* slurm, const std::vector<std::string>& nodes, const Status& why,

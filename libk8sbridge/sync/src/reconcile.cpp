@@ -224,19 +224,6 @@ ReconcileOptions ReconcileOptions::From(const conf::BridgeConfig& config,
   return o;
 }
 
-std::string SlurmReason(std::string_view text) {
-  std::string out = "k8sbridge: ";
-  for (char c : text)
-    out += (c == '\n' || c == '\r' || c == '\t') ? ' ' : c;
-  if (out.size() > kMaxReason) {
-    size_t cut = kMaxReason;
-    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80)
-      --cut;  // do not split a UTF-8 sequence
-    out.resize(cut);
-  }
-  return out;
-}
-
 std::string FormatTime(Clock::Wall::time_point t) {
   time_t secs = Clock::Wall::to_time_t(t);
   struct tm tm {};
@@ -269,16 +256,16 @@ std::optional<std::string> NodeTrouble(const kube::Object& node, std::string_vie
       if (!message.empty())
         detail += (detail.empty() ? "" : ": ") + message;
       // No '=' in reasons: `scontrol -o show node` readers split on KEY=.
-      return SlurmReason(fmt::format("Kubernetes node {} NotReady ({}){}{}", name, status,
-                                     detail.empty() ? "" : ": ", detail));
+      return BridgeReason(fmt::format("Kubernetes node {} NotReady ({}){}{}", name, status,
+                                      detail.empty() ? "" : ": ", detail));
     }
   }
   if (kube::node::Unschedulable(node) &&
       Annotation(node, contract::kCordonedByAnnotation) != cluster)
-    return SlurmReason(fmt::format("Kubernetes node {} cordoned", name));
+    return BridgeReason(fmt::format("Kubernetes node {} cordoned", name));
   for (const Taint& t : Taints(node)) {
     if (t.effect == "NoExecute" && !HardwareTaint(t)) {
-      return SlurmReason(fmt::format("Kubernetes node {} has taint {}:NoExecute", name, t.key));
+      return BridgeReason(fmt::format("Kubernetes node {} has taint {}:NoExecute", name, t.key));
     }
   }
   return std::nullopt;
@@ -707,7 +694,7 @@ void Reconciler::PlanNodePod(const SlurmNode& n, const conf::NodeGroup& group,
                              const kube::Object* pod, const std::string& host_lost,
                              std::vector<Action>& out) {
   auto fail = [&](std::string text, Rule rule) {
-    Action a{ActionKind::kFail, n.name, SlurmReason(text)};
+    Action a{ActionKind::kFail, n.name, BridgeReason(text)};
     a.rule = rule;
     if (pod) {
       a.uid = pod->Uid();
@@ -893,7 +880,7 @@ void Reconciler::PlanRollouts(const World& world, std::vector<Action>& out) {
       continue;
     out.push_back(Action{
         ActionKind::kReboot, n.name,
-        SlurmReason(fmt::format("rollout: pod template of node group {} changed", group->name))});
+        BridgeReason(fmt::format("rollout: pod template of node group {} changed", group->name))});
   }
 }
 

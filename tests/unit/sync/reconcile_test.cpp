@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "k8sbridge/conf/bridge_conf.h"
+#include "k8sbridge/slurm/node_reason.h"
 #include "k8sbridge/sync/reconcile.h"
 #include "k8sbridge/text.h"
 
@@ -691,8 +692,8 @@ BOOST_FIXTURE_TEST_CASE(a_registration_lost_by_slurmctld_fails_the_node_after_th
 
 BOOST_AUTO_TEST_CASE(reasons_are_one_short_line) {
   std::string long_text(300, 'x');
-  BOOST_TEST(ks::SlurmReason(long_text).size() == ks::kMaxReason);
-  BOOST_TEST(ks::SlurmReason("a\nb") == "k8sbridge: a b");
+  BOOST_TEST(k8sbridge::BridgeReason(long_text).size() == k8sbridge::kMaxBridgeReason);
+  BOOST_TEST(k8sbridge::BridgeReason("a\nb") == "k8sbridge: a b");
   auto t = ks::ParseTime("2027-01-15T08:00:00Z");
   BOOST_REQUIRE(t);
   BOOST_TEST(ks::FormatTime(*t) == "2027-01-15T08:00:00Z");

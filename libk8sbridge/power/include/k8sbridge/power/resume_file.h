@@ -57,9 +57,9 @@ Result<ResumeRequest> ParseResumeFile(std::string_view json, std::string_view so
 // parse after the file is gone.
 Result<std::string> ReadResumeFile(const std::string& path);
 
-// The Slurm node reason for a failure: "k8sbridge: " and the Kubernetes message
-// (Status.message) when there is one, else the Status message; one line, at most
-// 200 bytes.
+// The Slurm node reason for a failure: BridgeReason (k8sbridge/slurm/node_reason.h)
+// of the Kubernetes message (Status.message) when there is one, else of the Status
+// message.
 std::string NodeReason(const Status& status);
 
 // The request of a resume call from SLURM_RESUME_FILE at `path`: `text` is what

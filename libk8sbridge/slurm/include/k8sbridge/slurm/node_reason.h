@@ -6,6 +6,8 @@
 // replaced, and its author (reason_uid) stays with it.
 #pragma once
 
+#include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace k8sbridge {
@@ -28,5 +30,16 @@ enum class ReasonWrite {
 // k8sbridge did not write keeps it. Otherwise (in service, no reason, or a reason
 // of k8sbridge's) k8sbridge's reason is written.
 ReasonWrite ReasonPolicy(bool out_of_service, std::string_view current_reason);
+
+// The most bytes of a reason BridgeReason writes. slurmctld keeps a reason of any
+// length, but sinfo and `scontrol show node` show it on one line, so it names the
+// cause in short; the full text goes to the writer's log.
+inline constexpr size_t kMaxBridgeReason = 200;
+
+// The reason k8sbridge-power and k8sbridge-sync write: contract::kBridgeReasonPrefix,
+// a space, then `text` on one line (line breaks and tabs become spaces). A longer
+// one than kMaxBridgeReason bytes is cut on a UTF-8 character boundary (a
+// Kubernetes message may hold any character) and ends in "...".
+std::string BridgeReason(std::string_view text);
 
 }  // namespace k8sbridge

@@ -42,8 +42,6 @@ namespace k8sbridge::sync {
 inline constexpr std::string_view kNodeTroublePrefix = "k8sbridge: Kubernetes node ";
 inline constexpr std::string_view kBreakerPrefix =
     "k8sbridge: circuit breaker open for node group ";
-// Slurm keeps reasons short in its displays; the full text goes to the log.
-inline constexpr size_t kMaxReason = 200;
 
 // A Slurm node as the Slurm port reads it (k8sbridge/slurm/port.h).
 using SlurmNode = slurm::Node;
@@ -150,8 +148,6 @@ std::string TroubleNodeOf(std::string_view reason);
 std::string PodFailure(const kube::Object& pod);
 // The scheduler's message when the pod is PodScheduled=False Unschedulable, else "".
 std::string UnschedulableMessage(const kube::Object& pod);
-// "k8sbridge: " + text, one line, at most kMaxReason bytes (cut on a UTF-8 boundary).
-std::string SlurmReason(std::string_view text);
 // True for a Slurm node that k8sbridge failed and Slurm has finished powering down:
 // DOWN and POWERED_DOWN (not POWER_DOWN, POWERING_DOWN or POWERING_UP), with a
 // reason starting contract::kBridgeReasonPrefix (k8sbridge-sync's or k8sbridge-power's: never an
