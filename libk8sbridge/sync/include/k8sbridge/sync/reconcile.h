@@ -1,6 +1,7 @@
 // The sync daemon's decisions: from one snapshot of both sides (Slurm's nodes,
 // the cluster's worker pods and the Kubernetes nodes) to a list of actions.
-// docs/sync.md has the rules in a table.
+// docs/sync.md has the rules in a table; the code has them one family to a file
+// in libk8sbridge/sync/src (src/rules.h lists them).
 //
 // What k8sbridge itself did is read back from markers on the objects, never kept
 // in memory, so that a restarted daemon (or the other daemon taking over) neither
@@ -203,27 +204,33 @@ class Reconciler {
  private:
   // true once `key` has held for `grace` (first seen now: false).
   bool Held(const std::string& key, Clock::Steady::duration grace);
-  void PlanSlurmToKube(const World& world, std::vector<Action>& out);
-  void PlanKubeToSlurm(const World& world, std::vector<Action>& out);
-  void PlanPods(const World& world, std::vector<Action>& out);
-  // PlanPods' steps: pods without a Slurm node to run; one cloud node's pod
-  // (nullptr: none) and what fails the node; the breaker's count.
-  using PodsByNode = std::map<std::string, const kube::Object*>;
-  void PlanOrphans(const World& world, const std::map<std::string, const SlurmNode*>& slurm,
-                   std::vector<Action>& out);
-  // `host_lost`: why the pod's Kubernetes node is lost, "" if it is not.
-  void PlanNodePod(const SlurmNode& n, const conf::NodeGroup& group, const kube::Object* pod,
-                   const std::string& host_lost, std::vector<Action>& out);
   // A CLOUD node of a NodeGroup: the pod rules are for those only.
   bool PodRulesApply(const SlurmNode& n) const;
+
+  // The rule families, one a file in libk8sbridge/sync/src beside the checks that
+  // its actions are still due (NotDueOn's cases; src/rules.h lists them).
+  // mirrors_and_cordons.cpp: Slurm drains onto pods and hardware drains to cordons;
+  // Kubernetes node trouble to drains; node labels to features.
+  void PlanSlurmToKube(const World& world, std::vector<Action>& out);
+  void PlanKubeToSlurm(const World& world, std::vector<Action>& out);
+  void PlanFeatures(const World& world, std::vector<Action>& out);
+  // pod_faults.cpp: each cloud node's pod (nullptr: none) and what fails the node.
+  // `host_lost`: why the pod's Kubernetes node is lost, "" if it is not.
+  void PlanPods(const World& world, std::vector<Action>& out);
+  void PlanNodePod(const SlurmNode& n, const conf::NodeGroup& group, const kube::Object* pod,
+                   const std::string& host_lost, std::vector<Action>& out);
+  // orphans.cpp: pods without a Slurm node to run.
+  void PlanOrphans(const World& world, const std::map<std::string, const SlurmNode*>& slurm,
+                   std::vector<Action>& out);
+  // breakers_and_returns.cpp: the breaker's count of unschedulable pods and its
+  // drains; failed nodes back to service; renewed power-downs.
   void CountUnschedulable(const std::string& group);
   void PlanBreakers(const World& world, std::vector<Action>& out);
-  void PlanFeatures(const World& world, std::vector<Action>& out);
   void PlanReturns(const World& world, std::vector<Action>& out);
   void PlanFreshPowerDowns(const World& world, std::vector<Action>& out);
-  // Rollouts (docs/sync.md, "Rollouts"): a running pod from an old template asks
-  // Slurm for a reboot ASAP; once Slurm issues it, the old pod goes and a new one
-  // comes from the current template.
+  // rollouts.cpp (docs/sync.md, "Rollouts"): a running pod from an old template
+  // asks Slurm for a reboot ASAP; once Slurm issues it, the old pod goes and a new
+  // one comes from the current template.
   void PlanRollouts(const World& world, std::vector<Action>& out);
   void PlanRebootReplacement(const SlurmNode& n, const kube::Object* pod, std::vector<Action>& out);
 
