@@ -1,7 +1,7 @@
 // k8sbridge-sync: keeps Slurm and Kubernetes in step in both directions
 // (docs/sync.md). This file is the daemon's shell: flags, configuration, the
 // Prometheus metrics and endpoint, and the wiring; the loop, its fail-closed gate
-// and leader election are sync::Daemon's (sync/daemon.h), the decisions
+// and leader election are sync::Daemon's (sync/loop.h), the decisions
 // sync::Reconciler's and the writes sync::Executor's (libk8sbridge).
 #include <signal.h>
 #include <unistd.h>
@@ -32,7 +32,7 @@
 #include "k8sbridge/program.h"
 #include "k8sbridge/slurm/libslurm.h"
 #include "k8sbridge/slurm/libslurm_hostlists.h"
-#include "k8sbridge/sync/daemon.h"
+#include "k8sbridge/sync/loop.h"
 #include "k8sbridge/sync/reconcile.h"
 
 namespace k8sbridge::sync {

@@ -15,7 +15,7 @@
 #include "k8sbridge/clock.h"
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/log.h"
-#include "k8sbridge/sync/daemon.h"
+#include "k8sbridge/sync/loop.h"
 #include "recording_logger.h"
 #include "recording_slurm.h"
 

@@ -1,4 +1,4 @@
-#include "k8sbridge/sync/daemon.h"
+#include "k8sbridge/sync/loop.h"
 
 #include <sys/stat.h>
 
