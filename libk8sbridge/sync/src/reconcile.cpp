@@ -73,7 +73,6 @@ std::string Annotation(const kube::Object& o, std::string_view key) {
   return o.String("/metadata/annotations/" + kube::PointerEscape(key));
 }
 
-// The JSON object of condition `type` under `pointer` (an array), or nullptr.
 const rapidjson::Value* Condition(const kube::Object& o, const char* array, std::string_view type) {
   const auto& json = o.json();
   auto status = json.FindMember("status");
