@@ -19,24 +19,6 @@ namespace k8sbridge::conf {
 
 namespace {
 
-// The row of `name` (case-insensitive), or null.
-template <typename R>
-const Key<R>* FindKey(std::span<const Key<R>> table, std::string_view name) {
-  for (const Key<R>& key : table) {
-    if (KeyEquals(key.name, name))
-      return &key;
-  }
-  return nullptr;
-}
-
-template <typename R>
-std::vector<std::string_view> Names(std::span<const Key<R>> table) {
-  std::vector<std::string_view> names;
-  for (const Key<R>& key : table)
-    names.push_back(key.name);
-  return names;
-}
-
 std::string Dirname(std::string_view file) {
   size_t slash = file.rfind('/');
   if (slash == std::string_view::npos)
@@ -127,7 +109,7 @@ class Parser {
     for (const ConfPair& pair : line.pairs) {
       const Key<R>* key = FindKey(table, pair.key);
       if (key == nullptr)
-        return UnknownKey(line, pair, fmt::format("{} ", head), Names(table));
+        return UnknownKey(line, pair, fmt::format("{} ", head), KeyNames(table));
       if (!pairs.emplace(key->name, &pair).second) {
         return Error(line, pair,
                      key->name == head
@@ -390,7 +372,7 @@ const FeatureMapping* BridgeConfig::MappingOf(std::string_view feature) const {
 // Sorted, as "known keys" lists them.
 const std::vector<std::string_view>& GlobalKeys() {
   static const auto* keys = [] {
-    auto* names = new std::vector<std::string_view>(Names(GlobalKeyTable()));
+    auto* names = new std::vector<std::string_view>(KeyNames(GlobalKeyTable()));
     std::sort(names->begin(), names->end());
     return names;
   }();
@@ -398,12 +380,12 @@ const std::vector<std::string_view>& GlobalKeys() {
 }
 
 const std::vector<std::string_view>& NodeGroupKeys() {
-  static const auto* keys = new std::vector<std::string_view>(Names(NodeGroupKeyTable()));
+  static const auto* keys = new std::vector<std::string_view>(KeyNames(NodeGroupKeyTable()));
   return *keys;
 }
 
 const std::vector<std::string_view>& FeatureKeys() {
-  static const auto* keys = new std::vector<std::string_view>(Names(FeatureKeyTable()));
+  static const auto* keys = new std::vector<std::string_view>(KeyNames(FeatureKeyTable()));
   return *keys;
 }
 

@@ -2,24 +2,16 @@
 
 #include <algorithm>
 #include <limits>
-#include <regex>
 
 #include <fmt/format.h>
 
 #include "k8sbridge/conf/conf_file.h"
-#include "k8sbridge/text.h"
 
 namespace k8sbridge::conf {
 
 namespace {
 
-using std::chrono::milliseconds;
-
-// --- Validators: "" when the value is fine, else what is wrong with it. ---
-
-std::string AbsolutePathError(std::string_view value) {
-  return !value.empty() && value.front() == '/' ? "" : "it is not an absolute path";
-}
+// --- Validators of single keys: "" when the value is fine, else what is wrong. ---
 
 std::string NonEmptyError(std::string_view value) {
   return value.empty() ? "it is empty" : "";
@@ -34,168 +26,6 @@ std::string LabelPrefixError(std::string_view value) {
   std::string key = std::string(value) + "x";
   std::string error = LabelKeyError(key);
   return error.empty() ? "" : fmt::format("'{}' is not a Kubernetes label key: {}", key, error);
-}
-
-// Configuration is read once at start, never on a hot path: std::regex reports
-// a bad pattern only by throwing.
-std::string RegexError(std::string_view value) {
-  try {
-    std::regex re(value.begin(), value.end(), std::regex::ECMAScript | std::regex::icase);
-  } catch (const std::regex_error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string HostPortError(std::string_view value) {
-  size_t colon = value.rfind(':');
-  if (value.empty())
-    return "";
-  if (colon == std::string_view::npos || colon == 0 ||
-      !text::ParseInt<int>(value.substr(colon + 1), 0, 65535).ok()) {
-    return "it is not HOST:PORT";
-  }
-  return "";
-}
-
-std::string FeatureNameError(std::string_view value) {
-  if (value.empty())
-    return "it is empty";
-  for (char c : value) {
-    if (std::string_view("&|,*[]()!=: \t").find(c) != std::string_view::npos)
-      return fmt::format("it has '{}'", c);
-  }
-  return "";
-}
-
-using Validator = std::string (*)(std::string_view);
-
-// The validator and the message a type has when its row names none.
-struct TypeRule {
-  Validator validate;
-  std::string_view message;
-};
-
-TypeRule RuleOf(KeyType type) {
-  switch (type) {
-    case KeyType::kAbsolutePath:
-      return {AbsolutePathError, "'{value}' is not an absolute path"};
-    case KeyType::kLabelKey:
-      return {LabelKeyError, "'{value}' is not a Kubernetes label key: {error}"};
-    case KeyType::kLabelValue:
-      return {LabelValueError, "'{value}' is not a Kubernetes label value: {error}"};
-    case KeyType::kDnsLabel:
-      return {Dns1123LabelError, "'{value}' is not a DNS-1123 label: {error}"};
-    case KeyType::kRegex:
-      return {RegexError, "'{value}' is not a regular expression ({error})"};
-    case KeyType::kHostPort:
-      return {HostPortError, "'{value}' is not HOST:PORT"};
-    case KeyType::kFeatureName:
-      return {FeatureNameError, "'{value}' is not a Slurm feature name: {error}"};
-    default:
-      return {nullptr, {}};
-  }
-}
-
-Result<PlacementAffinity> ParseAffinity(std::string_view value) {
-  for (PlacementAffinity a :
-       {PlacementAffinity::kRequired, PlacementAffinity::kPreferred, PlacementAffinity::kNone}) {
-    if (KeyEquals(value, PlacementAffinityName(a)))
-      return a;
-  }
-  return Status::InvalidArgument(
-      fmt::format("'{}' is not one of required, preferred or none", value));
-}
-
-// A value the type could not read: the key's fix, else the type's `message`.
-template <typename R>
-Status Refuse(const Key<R>& key, std::string_view value, const std::string& message) {
-  if (key.fix.empty())
-    return Status::InvalidArgument(message);
-  return Status::InvalidArgument(
-      fmt::format(fmt::runtime(key.fix), fmt::arg("value", value), fmt::arg("error", message)));
-}
-
-// A value its validator refused: the key's fix, else the type's pattern.
-template <typename R>
-Status RefuseInvalid(const Key<R>& key, std::string_view value, std::string_view error,
-                     std::string_view type_pattern) {
-  std::string_view pattern = key.fix.empty() ? type_pattern : key.fix;
-  return Status::InvalidArgument(
-      fmt::format(fmt::runtime(pattern), fmt::arg("value", value), fmt::arg("error", error)));
-}
-
-template <typename T, typename R>
-Status Store(const Key<R>& key, R& record, T value) {
-  if (auto* field = std::get_if<T& (*)(R&)>(&key.field)) {
-    (*field)(record) = std::move(value);
-    return Status::Ok();
-  }
-  if constexpr (std::is_same_v<T, int>) {
-    if (auto* optional = std::get_if<std::optional<int>& (*)(R&)>(&key.field)) {
-      (*optional)(record) = value;
-      return Status::Ok();
-    }
-  }
-  return Status::Internal(fmt::format("key table: {}'s field does not hold its type", key.name));
-}
-
-// Parses `value` as T and stores it; a parse error is refused with the key's fix.
-template <typename T, typename R>
-Status StoreParsed(const Key<R>& key, R& record, std::string_view value, Result<T> parsed) {
-  if (!parsed.ok())
-    return Refuse(key, value, parsed.status().message());
-  return Store<T>(key, record, std::move(*parsed));
-}
-
-template <typename R>
-Status StoreNumber(const Key<R>& key, std::string_view value, R& record) {
-  const Range range = key.range.value_or(
-      Range{std::numeric_limits<double>::lowest(), std::numeric_limits<double>::max()});
-  switch (key.type) {
-    case KeyType::kInt: {
-      if (!key.zero_word.empty() && value == key.zero_word)
-        return Store<int>(key, record, 0);
-      const double lo = std::max<double>(range.min, std::numeric_limits<int>::min());
-      const double hi = std::min<double>(range.max, std::numeric_limits<int>::max());
-      return StoreParsed(key, record, value,
-                         text::ParseInt<int>(value, static_cast<int>(lo), static_cast<int>(hi)));
-    }
-    case KeyType::kDouble:
-      return StoreParsed(key, record, value, text::ParseDouble(value, range.min, range.max));
-    default: {
-      if (!key.range)
-        return StoreParsed(key, record, value, text::ParseDuration(value));
-      return StoreParsed(key, record, value,
-                         text::ParseDuration(value, milliseconds(static_cast<int64_t>(range.min)),
-                                             milliseconds(static_cast<int64_t>(range.max))));
-    }
-  }
-}
-
-template <typename R>
-Status Apply(const Key<R>& key, std::string_view value, R& record) {
-  switch (key.type) {
-    case KeyType::kBool:
-      return StoreParsed(key, record, value, ParseBool(std::string(value)));
-    case KeyType::kInt:
-    case KeyType::kDouble:
-    case KeyType::kDuration:
-      return StoreNumber(key, value, record);
-    case KeyType::kAffinity:
-      return StoreParsed(key, record, value, ParseAffinity(value));
-    case KeyType::kSelector:
-      return StoreParsed(key, record, value, ParseLabelSelector(value));
-    default:
-      break;
-  }
-  TypeRule rule = RuleOf(key.type);
-  if (Validator validate = key.validate ? key.validate : rule.validate) {
-    if (std::string error = validate(value); !error.empty())
-      return RefuseInvalid(key, value, error,
-                           rule.message.empty() ? "'{value}': {error}" : rule.message);
-  }
-  return Store<std::string>(key, record, std::string(value));
 }
 
 using G = BridgeConfig;
@@ -494,20 +324,6 @@ constexpr Key<FeatureMapping> kFeatureKeys[] = {
 
 }  // namespace
 
-Status ApplyKey(const Key<BridgeConfig>& key, std::string_view value, BridgeConfig& record) {
-  return Apply(key, value, record);
-}
-Status ApplyKey(const Key<NodeGroup>& key, std::string_view value, NodeGroup& record) {
-  return Apply(key, value, record);
-}
-Status ApplyKey(const Key<FeatureMapping>& key, std::string_view value, FeatureMapping& record) {
-  return Apply(key, value, record);
-}
-
-}  // namespace k8sbridge::conf
-
-namespace k8sbridge::conf {
-
 std::span<const Key<BridgeConfig>> GlobalKeyTable() {
   return kGlobalKeys;
 }
@@ -518,60 +334,11 @@ std::span<const Key<FeatureMapping>> FeatureKeyTable() {
   return kFeatureKeys;
 }
 
-namespace {
-
-// A default as the docs write it: "—" for nothing, code font where markdown
-// would read the characters as markup.
-std::string DocString(const std::string& value) {
-  if (value.empty())
-    return "—";
-  if (value.find_first_of("\\|*_[") == std::string::npos)
-    return value;
-  std::string escaped;
-  for (char c : value)
-    escaped += c == '|' ? std::string("\\|") : std::string(1, c);
-  return "`" + escaped + "`";
-}
-
-// The default of `key` in a default-constructed record: the section structs hold
-// the only copy of every default.
-template <typename R>
-std::string DefaultDoc(const Key<R>& key) {
-  if (!key.default_doc.empty())
-    return std::string(key.default_doc);
-  R defaults;
-  return std::visit(
-      [&](auto field) -> std::string {
-        const auto& value = field(defaults);
-        using T = std::decay_t<decltype(value)>;
-        if constexpr (std::is_same_v<T, std::string>) {
-          return DocString(value);
-        } else if constexpr (std::is_same_v<T, bool>) {
-          return value ? "yes" : "no";
-        } else if constexpr (std::is_same_v<T, int>) {
-          return value == 0 && !key.zero_word.empty() ? std::string(key.zero_word)
-                                                      : std::to_string(value);
-        } else if constexpr (std::is_same_v<T, double>) {
-          return fmt::format("{:g}", value);
-        } else if constexpr (std::is_same_v<T, milliseconds>) {
-          return text::FormatDuration(value);
-        } else if constexpr (std::is_same_v<T, PlacementAffinity>) {
-          return std::string(PlacementAffinityName(value));
-        } else {
-          return "—";
-        }
-      },
-      key.field);
-}
-
-}  // namespace
-
 std::string GlobalKeysMarkdown(const std::vector<Section>& sections) {
-  std::string out = "| key | default | meaning |\n|---|---|---|\n";
+  std::string out = KeysMarkdownHeader("key");
   for (const Key<BridgeConfig>& key : kGlobalKeys) {
-    if (std::find(sections.begin(), sections.end(), key.section) == sections.end())
-      continue;
-    out += fmt::format("| `{}` | {} | {} |\n", key.name, DefaultDoc(key), key.doc);
+    if (std::find(sections.begin(), sections.end(), key.section) != sections.end())
+      out += KeyMarkdownRow(key);
   }
   return out;
 }

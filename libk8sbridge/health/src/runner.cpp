@@ -27,7 +27,8 @@ void CheckGpus(const HealthConfig& c, std::optional<unsigned> expected, HealthSt
                Report& r) {
   auto run = RunWithDeadline(
       [&](const auto& progress) -> Result<std::string> {
-        auto inv = CollectGpus(c.nvml_library, c.xid_event_wait_ms, progress);
+        auto inv =
+            CollectGpus(c.nvml_library, static_cast<unsigned>(c.xid_event_wait.count()), progress);
         if (!inv.ok())
           return inv.status();
         return InventoryToJson(*inv);

@@ -107,6 +107,21 @@ Result<std::vector<std::string>> MountPoints() {
   return points;
 }
 
+namespace {
+
+// The entries of one --bind into `c`; errors name the argument.
+Status AddBinds(std::string_view text, PrepareConfig& c) {
+  auto binds = ParseBinds(text);
+  if (!binds.ok()) {
+    return Status::InvalidArgument(
+        fmt::format("k8sbridge-jail-prepare --bind {}: {}", text, binds.status().message()));
+  }
+  c.binds.insert(c.binds.end(), binds->begin(), binds->end());
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<PrepareConfig> ParsePrepareArgs(const std::vector<std::string>& args, bool* undo) {
   PrepareConfig c;
   *undo = false;
@@ -153,10 +168,8 @@ Result<PrepareConfig> ParsePrepareArgs(const std::vector<std::string>& args, boo
       auto v = value(a);
       if (!v.ok())
         return v.status();
-      auto binds = ParseBinds(*v);
-      if (!binds.ok())
-        return binds.status();
-      c.binds.insert(c.binds.end(), binds->begin(), binds->end());
+      if (Status s = AddBinds(*v, c); !s.ok())
+        return s;
     } else if (a == "--no-standard") {
       c.standard = false;
     } else if (a == "--state-file") {

@@ -2,13 +2,12 @@
 // rendered from it, and every row reads into the field it names.
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <set>
 #include <span>
-#include <sstream>
 
 #include <boost/test/unit_test.hpp>
 
+#include "../key_table_checks.h"
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/conf/conf_keys.h"
 
@@ -17,38 +16,9 @@ using conf::Section;
 
 namespace {
 
-std::string ReadDoc(const std::string& name) {
-  std::ifstream in(std::string(K8SBRIDGE_SOURCE_ROOT) + "/docs/" + name);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Checks that `doc` holds the table rendered for `sections`; on a mismatch the
-// message holds the table to paste in.
+// Checks that `doc` holds the table rendered for `sections`.
 void CheckDocTable(const std::string& doc, const std::vector<Section>& sections) {
-  const std::string table = conf::GlobalKeysMarkdown(sections);
-  BOOST_CHECK_MESSAGE(ReadDoc(doc).find(table) != std::string::npos,
-                      "docs/" << doc << " does not hold the key table of conf_keys.cpp; "
-                              << "replace its table with:\n"
-                              << table);
-}
-
-// A value that no key accepts, with format braces in it, so that a fix pattern
-// that would read the value as a pattern shows.
-constexpr std::string_view kRefused = "({0} no such value {value}";
-
-template <typename R>
-void CheckRowsRefuseWithAMessage(std::span<const conf::Key<R>> table) {
-  for (const conf::Key<R>& key : table) {
-    R record;
-    k8sbridge::Status s = conf::ApplyKey(key, kRefused, record);
-    if (key.type == conf::KeyType::kString || key.type == conf::KeyType::kHostlist)
-      continue;  // any text reads
-    BOOST_TEST(!s.ok(), key.name);
-    BOOST_TEST((s.code() == k8sbridge::Status::Code::kInvalidArgument), key.name);
-    BOOST_TEST(!s.message().empty(), key.name);
-  }
+  k8sbridge::testing::CheckDocHoldsTable(doc, conf::GlobalKeysMarkdown(sections), "conf_keys.cpp");
 }
 
 }  // namespace
@@ -90,9 +60,9 @@ BOOST_AUTO_TEST_CASE(every_key_is_named_once_and_documented) {
 }
 
 BOOST_AUTO_TEST_CASE(every_row_refuses_garbage_with_a_message) {
-  CheckRowsRefuseWithAMessage(conf::GlobalKeyTable());
-  CheckRowsRefuseWithAMessage(conf::NodeGroupKeyTable());
-  CheckRowsRefuseWithAMessage(conf::FeatureKeyTable());
+  k8sbridge::testing::CheckRowsRefuseWithAMessage(conf::GlobalKeyTable());
+  k8sbridge::testing::CheckRowsRefuseWithAMessage(conf::NodeGroupKeyTable());
+  k8sbridge::testing::CheckRowsRefuseWithAMessage(conf::FeatureKeyTable());
 }
 
 BOOST_AUTO_TEST_CASE(rows_fill_the_field_of_their_section) {

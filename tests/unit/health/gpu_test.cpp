@@ -14,7 +14,7 @@ std::string ReasonWithGpu3(const Overrides& bad, unsigned expected = 4) {
   std::string script = "{\"devices\":[" + Device() + "," + Device({}, 0x3c) + "," +
                        Device({}, 0x3d) + "," + Device(bad, 0x3e) + "]}";
   FakeNvml nvml(script);
-  nvml.config.xid_event_wait_ms = 50;
+  nvml.config.xid_event_wait = std::chrono::milliseconds(50);
   HealthState state;
   Report r = RunChecks(nvml.config, expected, state);
   return DrainReason(r.findings);

@@ -1,14 +1,18 @@
 // k8sbridge-health's settings: its own key=value file in slurm.conf's style
-// (default /etc/slurm/k8sbridge-health.conf). docs/health.md lists every key.
+// (default /etc/slurm/k8sbridge-health.conf). Its keys are the rows of
+// HealthKeyTable() (config.cpp, rows as conf/key_table.h describes them): the
+// parser, its messages and the key table of docs/health.md come from them.
 #pragma once
 
 #include <chrono>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "k8sbridge/conf/key_table.h"
 #include "k8sbridge/contract.h"
 #include "k8sbridge/status.h"
 
@@ -39,7 +43,7 @@ struct HealthConfig {
   std::optional<unsigned> pcie_min_width;       // empty = the device's max
   std::optional<unsigned> pcie_min_generation;  // empty = not checked (links downshift at idle)
   std::string kmsg_path = "/dev/kmsg";          // XIDs since the last run
-  unsigned xid_event_wait_ms = 0;               // also listen for NVML XID events this long
+  std::chrono::milliseconds xid_event_wait{0};  // also listen for NVML XID events this long
 
   // Fabric and node.
   std::string ib_sysfs_root = "/sys/class/infiniband";
@@ -64,8 +68,15 @@ struct HealthConfig {
   std::chrono::milliseconds kube_timeout{5'000};
 };
 
+// Errors name "<file>:<line>:<column>: Key=value" and the fix.
 Result<HealthConfig> ParseHealthConfig(std::string_view text, std::string_view file);
 Result<HealthConfig> LoadHealthConfig(const std::string& path);
+
+// The keys, in the order docs/health.md lists them.
+std::span<const conf::Key<HealthConfig>> HealthKeyTable();
 const std::vector<std::string_view>& HealthKeys();
+
+// The key table of docs/health.md ("| key | default | meaning |").
+std::string HealthKeysMarkdown();
 
 }  // namespace k8sbridge::health

@@ -4,15 +4,19 @@
 //            [tmp_base=DIR] [probe=etc/os-release] [probe_timeout=5s] [identity=files|none]
 //            [drain=yes|no] [allow_no_jail=yes|no] [allow_root=yes|no] [namespace=job|task]
 //
-// Parsing is pure so that every bad value gets a unit-tested message naming the
-// option and the fix.
+// The options are the rows of OptionTable() (options.cpp, rows as conf/key_table.h
+// describes them): the parser, its messages and the option table of docs/jail.md
+// come from them. Parsing is pure so that every bad value gets a unit-tested
+// message naming the option and the fix.
 #pragma once
 
 #include <chrono>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "k8sbridge/conf/key_table.h"
 #include "k8sbridge/status.h"
 
 namespace k8sbridge::jail {
@@ -56,13 +60,20 @@ struct Options {
   NamespaceMode ns = NamespaceMode::kJob;
 };
 
-// Parses plugstack.conf arguments ("key=value" each). Errors name the argument.
+// Parses plugstack.conf arguments ("key=value" each; option names are
+// case-sensitive). Errors name the argument and the fix.
 Result<Options> ParseOptions(const std::vector<std::string>& args);
 
-// "SRC[:DST][:ro]" entries separated by commas.
+// The options, in the order docs/jail.md lists them.
+std::span<const conf::Key<Options>> OptionTable();
+
+// The option table of docs/jail.md ("| option | default | meaning |").
+std::string OptionsMarkdown();
+
+// "SRC[:DST][:ro]" entries separated by commas. Errors name the entry.
 Result<std::vector<Bind>> ParseBinds(std::string_view text);
 
-// "5", "5s", "1500ms": a probe deadline between 100 ms and 10 minutes.
+// "5", "5s", "1500ms": a deadline between 100 ms and 10 minutes, as probe_timeout.
 Result<std::chrono::milliseconds> ParseDuration(std::string_view text);
 
 // Lexically normalizes an absolute path ("/a//b/./c/" -> "/a/b/c"). ".." is
