@@ -421,24 +421,18 @@ int RunOnce(Args& args, const std::string& state_path, const NodeSource& labels,
 // the source (a LIST per run, or a watch that a refresh loop reads).
 k8sbridge::Result<NodeSource> KubeSource(Args& args, k8sbridge::Logger& logger,
                                          std::shared_ptr<topo::NodeWatch>& watch) {
-  auto setup = topo::LoadKubeSetup(args.config);
+  auto setup = topo::LoadKubeSetup(args.config, logger);
   if (!setup.ok()) {
     return setup.status();
   }
   if (args.build.all_nodes.empty()) {
     args.build.all_nodes = std::move(setup->slurm_nodes);
   }
-  k8sbridge::kube::ClientOptions options;
-  options.logger = &logger;
-  auto client = k8sbridge::kube::Client::Create(setup->config, options);
-  if (!client.ok()) {
-    return client.status().WithContext("--kube");
-  }
   if (args.every.count() == 0) {
-    std::shared_ptr<k8sbridge::kube::Client> shared = std::move(*client);
+    std::shared_ptr<k8sbridge::kube::Client> shared = std::move(setup->client);
     return NodeSource([shared] { return topo::ListLabeledNodes(*shared); });
   }
-  auto started = topo::NodeWatch::Start(std::move(*client), std::chrono::seconds(60));
+  auto started = topo::NodeWatch::Start(std::move(setup->client), std::chrono::seconds(60));
   if (!started.ok()) {
     return started.status();
   }

@@ -11,9 +11,9 @@
 
 #include <fmt/format.h>
 
-#include "k8sbridge/kube/config.h"
 #include "k8sbridge/kube/credentials.h"
 #include "k8sbridge/kube/object.h"
+#include "k8sbridge/kube/program_client.h"
 
 namespace k8sbridge::features {
 
@@ -203,22 +203,12 @@ std::string LabelCachePath(const conf::BridgeConfig& config, std::string_view sp
 }
 
 Result<std::unique_ptr<kube::Client>> MakeLabelClient(const conf::BridgeConfig& c, Logger& log) {
-  Result<kube::Config> config = Status::Internal("unset");
-  if (c.kube.in_cluster || (c.kube.kubeconfig.empty() && std::getenv("KUBERNETES_SERVICE_HOST")))
-    config = kube::InClusterConfigFromEnv();
-  else if (!c.kube.kubeconfig.empty())
-    config = kube::LoadKubeconfig({c.kube.kubeconfig}, c.kube.context, c.kube.allow_insecure_http);
-  else
-    config = kube::LoadKubeconfig({}, c.kube.context, c.kube.allow_insecure_http);
-  if (!config.ok())
-    return config.status().WithContext(fmt::format("{}: Kubernetes connection", c.file));
-  kube::ClientOptions options;
-  options.logger = &log;
+  kube::ClientOptions options = kube::ProgramClientOptions(c.kube, log);
   options.max_retries = 0;  // registration waits for one try at most
   options.connect_timeout = std::min(c.kube.connect_timeout, c.node_features.label_timeout);
   options.request_timeout = c.node_features.label_timeout;
   options.qps = 0;  // one request: no rate limit to wait on
-  return kube::Client::Create(*config, options);
+  return kube::MakeClient(c.kube, c.file, options);
 }
 
 }  // namespace k8sbridge::features
