@@ -107,13 +107,9 @@ std::vector<Taint> Taints(const kube::Object& node) {
     if (!t.IsObject())
       continue;
     Taint taint;
-    auto str = [&](const char* name) -> std::string {
-      auto m = t.FindMember(name);
-      return m != t.MemberEnd() && m->value.IsString() ? m->value.GetString() : "";
-    };
-    taint.key = str("key");
-    taint.value = str("value");
-    taint.effect = str("effect");
+    taint.key = kube::StringMember(&t, "key");
+    taint.value = kube::StringMember(&t, "value");
+    taint.effect = kube::StringMember(&t, "effect");
     out.push_back(std::move(taint));
   }
   return out;
@@ -136,13 +132,6 @@ const rapidjson::Value* Condition(const kube::Object& o, const char* array, std:
       return &c;
   }
   return nullptr;
-}
-
-std::string Field(const rapidjson::Value* v, const char* name) {
-  if (!v || !v->IsObject())
-    return "";
-  auto m = v->FindMember(name);
-  return m != v->MemberEnd() && m->value.IsString() ? m->value.GetString() : "";
 }
 
 bool HardwareTaint(const Taint& t) {
@@ -261,10 +250,10 @@ std::optional<std::string> NodeTrouble(const kube::Object& node, std::string_vie
   const std::string name = node.Name();
   // No Ready condition at all says nothing: no drain on a guess.
   if (const rapidjson::Value* ready = Condition(node, "conditions", "Ready")) {
-    std::string status = Field(ready, "status");
+    std::string status = kube::StringMember(ready, "status");
     if (status != "True") {
-      std::string why = Field(ready, "reason");
-      std::string message = Field(ready, "message");
+      std::string why = kube::StringMember(ready, "reason");
+      std::string message = kube::StringMember(ready, "message");
       std::string detail = why;
       if (!message.empty())
         detail += (detail.empty() ? "" : ": ") + message;
@@ -296,9 +285,10 @@ std::string UnschedulableMessage(const kube::Object& pod) {
   if (kube::pod::Phase(pod) != "Pending" && !kube::pod::Phase(pod).empty())
     return "";
   const rapidjson::Value* c = Condition(pod, "conditions", "PodScheduled");
-  if (!c || Field(c, "status") != "False" || Field(c, "reason") != "Unschedulable")
+  if (!c || kube::StringMember(c, "status") != "False" ||
+      kube::StringMember(c, "reason") != "Unschedulable")
     return "";
-  std::string message = Field(c, "message");
+  std::string message = kube::StringMember(c, "message");
   return message.empty() ? "pod unschedulable" : message;
 }
 
@@ -324,11 +314,11 @@ std::string PodFailure(const kube::Object& pod) {
       if (which == st->value.MemberEnd() || !which->value.IsObject())
         continue;
       const rapidjson::Value& v = which->value;
-      std::string out = Field(&v, "reason");
+      std::string out = kube::StringMember(&v, "reason");
       auto code = v.FindMember("exitCode");
       if (code != v.MemberEnd() && code->value.IsInt())
         out += fmt::format("{}exit code {}", out.empty() ? "" : ", ", code->value.GetInt());
-      std::string message = Field(&v, "message");
+      std::string message = kube::StringMember(&v, "message");
       if (!message.empty())
         out += (out.empty() ? "" : ": ") + message;
       return out;
@@ -348,9 +338,9 @@ std::string PodFailure(const kube::Object& pod) {
   }
   if (pod.IsBeingDeleted()) {
     const rapidjson::Value* dt = Condition(pod, "conditions", "DisruptionTarget");
-    if (dt && Field(dt, "status") == "True") {
-      std::string message = Field(dt, "message");
-      return fmt::format("pod {} evicted ({}){}{}", name, Field(dt, "reason"),
+    if (dt && kube::StringMember(dt, "status") == "True") {
+      std::string message = kube::StringMember(dt, "message");
+      return fmt::format("pod {} evicted ({}){}{}", name, kube::StringMember(dt, "reason"),
                          message.empty() ? "" : ": ", message);
     }
     return fmt::format("pod {} deleted", name);
