@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "k8sbridge/file.h"
 #include "k8sbridge/hostlist.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/program.h"
@@ -308,7 +309,7 @@ Status DumpGraph(const topo::FabricGraph& graph, const std::string& path) {
     std::cout << dump;
     return Status::Ok();
   }
-  return topo::WriteFileAtomically(path, dump);
+  return k8sbridge::WriteFileAtomic(path, dump, 0644);
 }
 
 // Builds from the fabric sources; the state file (when there is one) says
@@ -353,7 +354,7 @@ k8sbridge::Result<std::string> RenderOnce(Args& args, const std::string& state_p
     std::string state = topo::RenderAttachments(topology.attachments);
     auto old = topo::ReadFile(state_path);
     if (!old.ok() || *old != state) {
-      if (Status s = topo::WriteFileAtomically(state_path, state); !s.ok()) {
+      if (Status s = k8sbridge::WriteFileAtomic(state_path, state, 0644); !s.ok()) {
         return s;
       }
     }

@@ -1,16 +1,13 @@
 #include "k8sbridge/features/label_reader.h"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 
+#include "k8sbridge/file.h"
 #include "k8sbridge/kube/credentials.h"
 #include "k8sbridge/kube/object.h"
 #include "k8sbridge/kube/program_client.h"
@@ -33,36 +30,7 @@ Result<std::string> FileLabelCache::Read() {
 }
 
 Status FileLabelCache::Write(std::string_view content) {
-  const std::string tmp = path_ + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return Status::IoError(
-        fmt::format("cannot write label cache {}: {}", tmp, std::strerror(errno)));
-  }
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      Status s = Status::IoError(fmt::format("writing {}: {}", tmp, std::strerror(errno)));
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return Status::IoError(fmt::format("writing {}: {}", tmp, std::strerror(errno)));
-  }
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
-    Status s = Status::IoError(
-        fmt::format("cannot replace label cache {}: {}", path_, std::strerror(errno)));
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  return Status::Ok();
+  return WriteFileAtomic(path_, content, 0644).WithContext("label cache");
 }
 
 Result<std::string> MemoryLabelCache::Read() {
