@@ -21,8 +21,8 @@
 #include "k8sbridge/health/publish.h"
 #include "k8sbridge/health/runner.h"
 #include "k8sbridge/kube/client.h"
-#include "k8sbridge/kube/config.h"
 #include "k8sbridge/kube/events.h"
+#include "k8sbridge/kube/program_client.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/program.h"
 #include "k8sbridge/slurm/libslurm.h"
@@ -85,17 +85,14 @@ void Publish(const HealthConfig& config, const Report& report, Logger& log) {
         config.file);
     return;
   }
-  auto kube_config = kube::ProgramConfig(config.kubeconfig, "", false);
-  if (!kube_config.ok()) {
-    log.Warning("not publishing to Kubernetes: {}", kube_config.status().message());
-    return;
-  }
+  conf::KubeConf connection;  // Kubeconfig= only: no context, plain http refused
+  connection.kubeconfig = config.kubeconfig;
   kube::ClientOptions options;
   options.logger = &log;
   options.max_retries = 0;
   options.connect_timeout = config.kube_timeout;
   options.request_timeout = config.kube_timeout;
-  auto client = kube::Client::Create(*kube_config, options);
+  auto client = kube::MakeClient(connection, config.file, options);
   if (!client.ok()) {
     log.Warning("not publishing to Kubernetes: {}", client.status().message());
     return;

@@ -28,8 +28,8 @@
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/contract.h"
 #include "k8sbridge/kube/client.h"
-#include "k8sbridge/kube/config.h"
 #include "k8sbridge/kube/events.h"
+#include "k8sbridge/kube/program_client.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/power/await_nodes.h"
 #include "k8sbridge/power/munge_check.h"
@@ -66,14 +66,6 @@ constexpr std::string_view kUsage =
 
 void Usage(Logger& log) {
   log.Error("{}", kUsage.substr(0, kUsage.find('\n', kUsage.find("--help"))));
-}
-
-Result<kube::Config> KubeConfigFor(const conf::BridgeConfig& c) {
-  auto config = kube::ProgramConfig(c.kube.kubeconfig, c.kube.context, c.kube.in_cluster,
-                                    c.kube.allow_insecure_http);
-  if (!config.ok())
-    return config.status().WithContext(fmt::format("{}: Kubernetes connection", c.file));
-  return config;
 }
 
 // What Slurm (or an admin) asked for.
@@ -172,19 +164,11 @@ std::optional<Result<std::string>> CopyResumeFile(std::string& resume_path, Logg
   return std::nullopt;
 }
 
-Result<std::unique_ptr<kube::Client>> MakeClient(const conf::BridgeConfig& config, Logger& log) {
-  auto kube_config = KubeConfigFor(config);
-  if (!kube_config.ok())
-    return kube_config.status();
-  kube::ClientOptions options;
-  options.logger = &log;
-  options.qps = config.kube.qps;
-  options.burst = config.kube.burst;
-  options.connect_timeout = config.kube.connect_timeout;
-  options.request_timeout = config.kube.request_timeout;
-  // power::Resume/Suspend retry 429/5xx themselves, bounded by RetryDeadline.
+// power::Resume/Suspend retry 429/5xx themselves, bounded by RetryDeadline.
+Result<std::unique_ptr<kube::Client>> PowerClient(const conf::BridgeConfig& config, Logger& log) {
+  kube::ClientOptions options = kube::ProgramClientOptions(config.kube, log);
   options.max_retries = 0;
-  return kube::Client::Create(*kube_config, options);
+  return kube::MakeClient(config.kube, config.file, options);
 }
 
 // resume-fail reports on the pods with Events.
@@ -323,7 +307,7 @@ int Run(int argc, char** argv) {
   auto setup = power::LoadPowerSetup(std::move(*config));
   if (!setup.ok())
     return give_up(setup.status());
-  auto client = MakeClient(setup->config, log);
+  auto client = PowerClient(setup->config, log);
   if (!client.ok())
     return give_up(client.status());
   auto events = EventsFor(inv.subcommand, **client);

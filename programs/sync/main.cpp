@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,9 +23,9 @@
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/contract.h"
 #include "k8sbridge/kube/client.h"
-#include "k8sbridge/kube/config.h"
 #include "k8sbridge/kube/events.h"
 #include "k8sbridge/kube/leader.h"
+#include "k8sbridge/kube/program_client.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/power/setup.h"
 #include "k8sbridge/program.h"
@@ -180,20 +179,6 @@ class SyncMetrics final : public kube::Metrics, public DaemonMetrics {
   ApiAnswering api_;
 };
 
-Result<kube::Config> KubeConfigFor(const conf::BridgeConfig& c) {
-  Result<kube::Config> config = Status::Internal("unset");
-  if (c.kube.in_cluster || (c.kube.kubeconfig.empty() && std::getenv("KUBERNETES_SERVICE_HOST"))) {
-    config = kube::InClusterConfigFromEnv();
-  } else if (!c.kube.kubeconfig.empty()) {
-    config = kube::LoadKubeconfig({c.kube.kubeconfig}, c.kube.context, c.kube.allow_insecure_http);
-  } else {
-    config = kube::LoadKubeconfig({}, c.kube.context, c.kube.allow_insecure_http);
-  }
-  if (!config.ok())
-    return config.status().WithContext(fmt::format("{}: Kubernetes connection", c.file));
-  return config;
-}
-
 std::string DefaultIdentity() {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -246,22 +231,6 @@ std::optional<int> ParseFlags(int argc, char** argv, Flags& flags) {
   if (flags.config_path.empty())
     flags.config_path = conf::DefaultConfigPath();
   return std::nullopt;
-}
-
-Result<std::unique_ptr<kube::Client>> MakeClient(const conf::BridgeConfig& config, Logger& log,
-                                                 kube::Metrics& metrics) {
-  auto kube_config = KubeConfigFor(config);
-  if (!kube_config.ok())
-    return kube_config.status();
-  kube::ClientOptions options;
-  options.logger = &log;
-  options.metrics = &metrics;
-  options.qps = config.kube.qps;
-  options.burst = config.kube.burst;
-  options.connect_timeout = config.kube.connect_timeout;
-  options.request_timeout = config.kube.request_timeout;
-  options.max_retries = 2;  // the loop retries everything anyway
-  return kube::Client::Create(*kube_config, options);
 }
 
 // The Prometheus endpoint of SyncMetricsListen, if set; an address that cannot be
@@ -340,7 +309,10 @@ int Run(int argc, char** argv) {
   const power::PowerSetup* power = setup ? &*setup : nullptr;
   auto registry = std::make_shared<prometheus::Registry>();
   SyncMetrics metrics(*registry);
-  auto client = MakeClient(config, log, metrics);
+  kube::ClientOptions options = kube::ProgramClientOptions(config.kube, log);
+  options.metrics = &metrics;
+  options.max_retries = 2;  // the loop retries everything anyway
+  auto client = kube::MakeClient(config.kube, config.file, options);
   if (!client.ok()) {
     log.Error("{}", client.status().message());
     return kExitUsage;

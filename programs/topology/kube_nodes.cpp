@@ -4,35 +4,34 @@
 
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/hostlist.h"
+#include "k8sbridge/kube/program_client.h"
 
 namespace k8sbridge::topology {
 
-Result<KubeSetup> LoadKubeSetup(const std::string& conf_path) {
+Result<KubeSetup> LoadKubeSetup(const std::string& conf_path, Logger& log) {
   KubeSetup setup;
-  if (conf_path.empty()) {
-    auto config = kube::ProgramConfig("", "", false);
-    if (!config.ok()) {
-      return config.status().WithContext(
-          "--kube: Kubernetes connection (give --config k8sbridge.conf, run in a pod, or set "
-          "KUBECONFIG)");
+  conf::KubeConf connection;  // without a conf: its defaults
+  std::string source = "--kube (give --config k8sbridge.conf, run in a pod, or set KUBECONFIG)";
+  if (!conf_path.empty()) {
+    BuiltinHostlists hostlists;
+    auto conf = conf::LoadBridgeConfig(conf_path, hostlists);
+    if (!conf.ok()) {
+      return conf.status().WithContext("--config");
     }
-    setup.config = std::move(*config);
-    return setup;
+    connection = conf->kube;
+    source = conf->file;
+    for (const conf::NodeGroup& group : conf->node_groups) {
+      setup.slurm_nodes.insert(setup.slurm_nodes.end(), group.nodes.begin(), group.nodes.end());
+    }
   }
-  BuiltinHostlists hostlists;
-  auto conf = conf::LoadBridgeConfig(conf_path, hostlists);
-  if (!conf.ok()) {
-    return conf.status().WithContext("--config");
+  // The client's own rate limit and time-outs: a run makes a LIST or one watch.
+  kube::ClientOptions options;
+  options.logger = &log;
+  auto client = kube::MakeClient(connection, source, options);
+  if (!client.ok()) {
+    return client.status();
   }
-  auto config = kube::ProgramConfig(conf->kube.kubeconfig, conf->kube.context,
-                                    conf->kube.in_cluster, conf->kube.allow_insecure_http);
-  if (!config.ok()) {
-    return config.status().WithContext(fmt::format("{}: Kubernetes connection", conf->file));
-  }
-  setup.config = std::move(*config);
-  for (const conf::NodeGroup& group : conf->node_groups) {
-    setup.slurm_nodes.insert(setup.slurm_nodes.end(), group.nodes.begin(), group.nodes.end());
-  }
+  setup.client = std::move(*client);
   return setup;
 }
 

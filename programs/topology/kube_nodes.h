@@ -12,21 +12,23 @@
 
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/informer.h"
+#include "k8sbridge/log.h"
 #include "k8sbridge/status.h"
 #include "k8sbridge/topology/model.h"
 
 namespace k8sbridge::topology {
 
-// Where the API server is and, from k8sbridge.conf, which nodes are Slurm's.
+// The API server's client and, from k8sbridge.conf, which nodes are Slurm's.
 struct KubeSetup {
-  kube::Config config;
+  std::unique_ptr<kube::Client> client;
   std::vector<std::string> slurm_nodes;  // the NodeGroups' nodes; empty without a conf
 };
 
 // With `conf_path`: k8sbridge.conf's Kubernetes keys (Kubeconfig, KubeContext,
 // InCluster, AllowInsecureHttp) and its NodeGroups' nodes. Without: in-cluster when
-// KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG or ~/.kube/config.
-Result<KubeSetup> LoadKubeSetup(const std::string& conf_path);
+// KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG or ~/.kube/config, as a
+// k8sbridge.conf without those keys. The client logs to `log`.
+Result<KubeSetup> LoadKubeSetup(const std::string& conf_path, Logger& log);
 
 // A failed call on nodes, with what to do: the permission a 403 lacks, the
 // credentials a 401 refused, the server that did not answer.

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "k8sbridge/file.h"
 #include "k8sbridge/hostlist.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/program.h"
@@ -308,7 +309,7 @@ Status DumpGraph(const topo::FabricGraph& graph, const std::string& path) {
     std::cout << dump;
     return Status::Ok();
   }
-  return topo::WriteFileAtomically(path, dump);
+  return k8sbridge::WriteFileAtomic(path, dump, 0644);
 }
 
 // Builds from the fabric sources; the state file (when there is one) says
@@ -353,7 +354,7 @@ k8sbridge::Result<std::string> RenderOnce(Args& args, const std::string& state_p
     std::string state = topo::RenderAttachments(topology.attachments);
     auto old = topo::ReadFile(state_path);
     if (!old.ok() || *old != state) {
-      if (Status s = topo::WriteFileAtomically(state_path, state); !s.ok()) {
+      if (Status s = k8sbridge::WriteFileAtomic(state_path, state, 0644); !s.ok()) {
         return s;
       }
     }
@@ -421,24 +422,18 @@ int RunOnce(Args& args, const std::string& state_path, const NodeSource& labels,
 // the source (a LIST per run, or a watch that a refresh loop reads).
 k8sbridge::Result<NodeSource> KubeSource(Args& args, k8sbridge::Logger& logger,
                                          std::shared_ptr<topo::NodeWatch>& watch) {
-  auto setup = topo::LoadKubeSetup(args.config);
+  auto setup = topo::LoadKubeSetup(args.config, logger);
   if (!setup.ok()) {
     return setup.status();
   }
   if (args.build.all_nodes.empty()) {
     args.build.all_nodes = std::move(setup->slurm_nodes);
   }
-  k8sbridge::kube::ClientOptions options;
-  options.logger = &logger;
-  auto client = k8sbridge::kube::Client::Create(setup->config, options);
-  if (!client.ok()) {
-    return client.status().WithContext("--kube");
-  }
   if (args.every.count() == 0) {
-    std::shared_ptr<k8sbridge::kube::Client> shared = std::move(*client);
+    std::shared_ptr<k8sbridge::kube::Client> shared = std::move(setup->client);
     return NodeSource([shared] { return topo::ListLabeledNodes(*shared); });
   }
-  auto started = topo::NodeWatch::Start(std::move(*client), std::chrono::seconds(60));
+  auto started = topo::NodeWatch::Start(std::move(setup->client), std::chrono::seconds(60));
   if (!started.ok()) {
     return started.status();
   }

@@ -16,7 +16,9 @@ Status WriteFileAtomic(const std::string& path, std::string_view contents, mode_
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) {
     int err = errno;
-    return Status::IoError(fmt::format("cannot create {}: {}", tmp, std::strerror(err)));
+    return Status::IoError(fmt::format(
+        "cannot create {}: {}{}", tmp, std::strerror(err),
+        err == EACCES || err == EPERM ? " (is its directory writable by this user?)" : ""));
   }
   size_t done = 0;
   while (done < contents.size()) {

@@ -1,19 +1,16 @@
 #include "k8sbridge/features/label_reader.h"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 
-#include "k8sbridge/kube/config.h"
+#include "k8sbridge/file.h"
 #include "k8sbridge/kube/credentials.h"
 #include "k8sbridge/kube/object.h"
+#include "k8sbridge/kube/program_client.h"
 
 namespace k8sbridge::features {
 
@@ -33,36 +30,7 @@ Result<std::string> FileLabelCache::Read() {
 }
 
 Status FileLabelCache::Write(std::string_view content) {
-  const std::string tmp = path_ + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return Status::IoError(
-        fmt::format("cannot write label cache {}: {}", tmp, std::strerror(errno)));
-  }
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      Status s = Status::IoError(fmt::format("writing {}: {}", tmp, std::strerror(errno)));
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return Status::IoError(fmt::format("writing {}: {}", tmp, std::strerror(errno)));
-  }
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
-    Status s = Status::IoError(
-        fmt::format("cannot replace label cache {}: {}", path_, std::strerror(errno)));
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  return Status::Ok();
+  return WriteFileAtomic(path_, content, 0644).WithContext("label cache");
 }
 
 Result<std::string> MemoryLabelCache::Read() {
@@ -203,22 +171,12 @@ std::string LabelCachePath(const conf::BridgeConfig& config, std::string_view sp
 }
 
 Result<std::unique_ptr<kube::Client>> MakeLabelClient(const conf::BridgeConfig& c, Logger& log) {
-  Result<kube::Config> config = Status::Internal("unset");
-  if (c.kube.in_cluster || (c.kube.kubeconfig.empty() && std::getenv("KUBERNETES_SERVICE_HOST")))
-    config = kube::InClusterConfigFromEnv();
-  else if (!c.kube.kubeconfig.empty())
-    config = kube::LoadKubeconfig({c.kube.kubeconfig}, c.kube.context, c.kube.allow_insecure_http);
-  else
-    config = kube::LoadKubeconfig({}, c.kube.context, c.kube.allow_insecure_http);
-  if (!config.ok())
-    return config.status().WithContext(fmt::format("{}: Kubernetes connection", c.file));
-  kube::ClientOptions options;
-  options.logger = &log;
+  kube::ClientOptions options = kube::ProgramClientOptions(c.kube, log);
   options.max_retries = 0;  // registration waits for one try at most
   options.connect_timeout = std::min(c.kube.connect_timeout, c.node_features.label_timeout);
   options.request_timeout = c.node_features.label_timeout;
   options.qps = 0;  // one request: no rate limit to wait on
-  return kube::Client::Create(*config, options);
+  return kube::MakeClient(c.kube, c.file, options);
 }
 
 }  // namespace k8sbridge::features

@@ -9,6 +9,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "k8sbridge/kube/object.h"
+
 namespace k8sbridge::health {
 namespace {
 
@@ -355,9 +357,6 @@ Result<GpuInventory> InventoryFromJson(const std::string& json) {
   d.Parse(json.c_str(), json.size());
   if (d.HasParseError() || !d.IsObject() || !d.HasMember("gpus") || !d["gpus"].IsArray())
     return Status::Internal("the GPU collector sent a malformed inventory");
-  auto str = [](const rapidjson::Value& o, const char* k) {
-    return o.HasMember(k) && o[k].IsString() ? std::string(o[k].GetString()) : std::string();
-  };
   auto u64 = [](const rapidjson::Value& o, const char* k) -> std::optional<unsigned long long> {
     if (o.HasMember(k) && o[k].IsUint64())
       return o[k].GetUint64();
@@ -370,7 +369,7 @@ Result<GpuInventory> InventoryFromJson(const std::string& json) {
   };
   GpuInventory inv;
   inv.driver_present = boolean(d, "driver_present").value_or(false);
-  inv.driver_detail = str(d, "driver_detail");
+  inv.driver_detail = kube::StringMember(&d, "driver_detail");
   if (auto c = u64(d, "count"))
     inv.count = static_cast<unsigned>(*c);
   for (const auto& g : d["gpus"].GetArray()) {
@@ -379,10 +378,10 @@ Result<GpuInventory> InventoryFromJson(const std::string& json) {
     GpuSnapshot s;
     s.index = static_cast<unsigned>(u64(g, "index").value_or(0));
     s.lost = boolean(g, "lost").value_or(false);
-    s.lost_detail = str(g, "lost_detail");
-    s.name = str(g, "name");
-    s.uuid = str(g, "uuid");
-    s.pci_bus_id = str(g, "pci_bus_id");
+    s.lost_detail = kube::StringMember(&g, "lost_detail");
+    s.name = kube::StringMember(&g, "name");
+    s.uuid = kube::StringMember(&g, "uuid");
+    s.pci_bus_id = kube::StringMember(&g, "pci_bus_id");
     s.ecc_uncorrected_volatile = u64(g, "ecc_uncorrected_volatile");
     s.retired_pages_pending = boolean(g, "retired_pages_pending");
     s.remap_pending = boolean(g, "remap_pending");

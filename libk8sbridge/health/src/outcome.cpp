@@ -1,13 +1,12 @@
 #include "k8sbridge/health/outcome.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "k8sbridge/file.h"
 
 namespace k8sbridge::health {
 
@@ -102,21 +101,10 @@ Result<HealthState> LoadState(const std::string& path) {
 Status SaveState(const std::string& path, const HealthState& s) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out)
-      return Status::IoError(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-    out << "clean_runs " << s.clean_runs << "\n";
-    if (s.has_kmsg_sequence)
-      out << "kmsg_sequence " << s.kmsg_sequence << "\n";
-    if (!out.flush())
-      return Status::IoError(fmt::format("cannot write {}", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return Status::IoError(
-        fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(errno)));
-  return Status::Ok();
+  std::string text = fmt::format("clean_runs {}\n", s.clean_runs);
+  if (s.has_kmsg_sequence)
+    text += fmt::format("kmsg_sequence {}\n", s.kmsg_sequence);
+  return WriteFileAtomic(path, text, 0644);
 }
 
 Outcome DecideAndApply(const std::string& node, const std::vector<Finding>& findings,

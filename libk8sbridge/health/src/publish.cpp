@@ -8,6 +8,7 @@
 
 #include "k8sbridge/kube/api_error.h"
 #include "k8sbridge/kube/credentials.h"
+#include "k8sbridge/kube/object.h"
 
 namespace k8sbridge::health {
 
@@ -27,12 +28,9 @@ Result<PublishResult> PublishCondition(kube::Client& client, kube::EventRecorder
       status->value.HasMember("conditions") && status->value["conditions"].IsArray()) {
     const rapidjson::Value* conditions = &status->value["conditions"];
     for (const auto& c : conditions->GetArray()) {
-      if (c.IsObject() && c.HasMember("type") && c["type"].IsString() &&
-          condition_type == c["type"].GetString()) {
-        if (c.HasMember("status") && c["status"].IsString())
-          previous_status = c["status"].GetString();
-        if (c.HasMember("lastTransitionTime") && c["lastTransitionTime"].IsString())
-          previous_transition = c["lastTransitionTime"].GetString();
+      if (kube::StringMember(&c, "type") == condition_type) {
+        previous_status = kube::StringMember(&c, "status");
+        previous_transition = kube::StringMember(&c, "lastTransitionTime");
       }
     }
   }

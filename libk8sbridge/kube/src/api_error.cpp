@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "k8sbridge/kube/object.h"
+
 namespace k8sbridge::kube {
 
 namespace {
@@ -16,13 +18,6 @@ std::string Truncated(std::string_view s) {
     return std::string(s);
   return std::string(s.substr(0, kMaxMessage)) + "...";
 }
-
-std::string StringMember(const rapidjson::Value& v, const char* name) {
-  auto it = v.FindMember(name);
-  if (it == v.MemberEnd() || !it->value.IsString())
-    return "";
-  return std::string(it->value.GetString(), it->value.GetStringLength());
-}
 }  // namespace
 
 ApiError ParseApiError(int http_code, std::string_view body) {
@@ -30,12 +25,12 @@ ApiError ParseApiError(int http_code, std::string_view body) {
   error.http_code = http_code;
   rapidjson::Document doc;
   doc.Parse<rapidjson::kParseIterativeFlag>(body.data(), body.size());
-  if (doc.HasParseError() || !doc.IsObject() || StringMember(doc, "kind") != "Status") {
+  if (doc.HasParseError() || !doc.IsObject() || StringMember(&doc, "kind") != "Status") {
     error.message = Truncated(body);
     return error;
   }
-  error.reason = Truncated(StringMember(doc, "reason"));
-  error.message = Truncated(StringMember(doc, "message"));
+  error.reason = Truncated(StringMember(&doc, "reason"));
+  error.message = Truncated(StringMember(&doc, "message"));
   auto code = doc.FindMember("code");
   if (http_code == 0 && code != doc.MemberEnd() && code->value.IsInt()) {
     error.http_code = code->value.GetInt();

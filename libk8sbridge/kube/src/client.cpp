@@ -1,15 +1,15 @@
+// The client's request path: construction, the rate limiter, credentials on each
+// request, retries and back-off, and the metrics hooks. The API's verbs are in
+// verbs.cpp, watch streams in watch.cpp.
 #include "k8sbridge/kube/client.h"
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <thread>
 
 #include <fmt/format.h>
-#include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
+#include "client_internal.h"
 #include "k8sbridge/text.h"
 
 namespace k8sbridge::kube {
@@ -19,27 +19,6 @@ namespace {
 // How long a wait for the server lasts once another request got an answer (see
 // ServerContact), before its jitter: the server is back, so retry soon.
 constexpr std::chrono::milliseconds kPauseAfterAnswer{200};
-
-std::string Escape(std::string_view in) {
-  std::string out;
-  for (unsigned char c : in) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
-
-void AddQuery(std::string& path, std::string_view key, std::string_view value) {
-  if (value.empty())
-    return;
-  path += path.find('?') == std::string::npos ? '?' : '&';
-  path += key;
-  path += '=';
-  path += Escape(value);
-}
 
 std::optional<std::chrono::seconds> ParseRetryAfter(const std::string& value) {
   if (value.empty())
@@ -121,119 +100,6 @@ Clock::Steady::duration RateLimiter::Reserve() {
       std::chrono::duration<double>(-tokens_ / qps_));
 }
 
-// ---- helpers ----------------------------------------------------------------
-
-std::string_view ContentType(PatchType type) {
-  switch (type) {
-    case PatchType::kMerge:
-      return "application/merge-patch+json";
-    case PatchType::kJson:
-      return "application/json-patch+json";
-    case PatchType::kStrategicMerge:
-      return "application/strategic-merge-patch+json";
-    case PatchType::kApply:
-      return "application/apply-patch+yaml";
-  }
-  return "application/merge-patch+json";
-}
-
-std::string_view EventTypeName(EventType type) {
-  switch (type) {
-    case EventType::kAdded:
-      return "ADDED";
-    case EventType::kModified:
-      return "MODIFIED";
-    case EventType::kDeleted:
-      return "DELETED";
-    case EventType::kBookmark:
-      return "BOOKMARK";
-    case EventType::kError:
-      return "ERROR";
-  }
-  return "?";
-}
-
-Result<WatchEvent> WatchDecoder::ParseLine(std::string_view line) {
-  rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag>(line.data(), line.size());
-  if (doc.HasParseError() || !doc.IsObject()) {
-    return Status::InvalidArgument(
-        fmt::format("watch stream: line is not a JSON object: {:.200}", line));
-  }
-  auto type = doc.FindMember("type");
-  auto object = doc.FindMember("object");
-  if (type == doc.MemberEnd() || !type->value.IsString()) {
-    return Status::InvalidArgument("watch stream: event without a type");
-  }
-  if (object == doc.MemberEnd() || !object->value.IsObject()) {
-    return Status::InvalidArgument("watch stream: event without an object");
-  }
-  std::string_view t(type->value.GetString(), type->value.GetStringLength());
-  WatchEvent ev{EventType::kAdded, Object::FromValue(object->value)};
-  if (t == "ADDED") {
-    ev.type = EventType::kAdded;
-  } else if (t == "MODIFIED") {
-    ev.type = EventType::kModified;
-  } else if (t == "DELETED") {
-    ev.type = EventType::kDeleted;
-  } else if (t == "BOOKMARK") {
-    ev.type = EventType::kBookmark;
-  } else if (t == "ERROR") {
-    ev.type = EventType::kError;
-  } else {
-    return Status::InvalidArgument(
-        fmt::format("watch stream: unknown event type {:?}", std::string(t.substr(0, 40))));
-  }
-  return ev;
-}
-
-Status WatchDecoder::Feed(std::string_view data,
-                          const std::function<bool(WatchEvent&&)>& on_event) {
-  buffer_.append(data);
-  size_t start = 0;
-  Status result;
-  for (;;) {
-    size_t nl = buffer_.find('\n', start);
-    if (nl == std::string::npos)
-      break;
-    std::string_view line(buffer_.data() + start, nl - start);
-    start = nl + 1;
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' '))
-      line.remove_suffix(1);
-    if (line.empty())
-      continue;
-    auto ev = ParseLine(line);
-    if (!ev.ok()) {
-      result = ev.status();
-      break;
-    }
-    if (!on_event(std::move(*ev)))
-      break;
-  }
-  buffer_.erase(0, start);
-  if (result.ok() && buffer_.size() > kMaxLine) {
-    result = Status::InvalidArgument("watch stream: line longer than 64 MiB");
-  }
-  if (!result.ok())
-    buffer_.clear();
-  return result;
-}
-
-Status WatchDecoder::Finish(const std::function<bool(WatchEvent&&)>& on_event) {
-  std::string rest;
-  rest.swap(buffer_);
-  while (!rest.empty() && (rest.back() == '\r' || rest.back() == ' ' || rest.back() == '\n'))
-    rest.pop_back();
-  if (rest.empty())
-    return Status::Ok();
-  // Servers end every event with a newline, but a last event without one is whole JSON.
-  auto ev = ParseLine(rest);
-  if (!ev.ok())
-    return Status::Unavailable("watch stream: cut off in the middle of an event");
-  on_event(std::move(*ev));
-  return Status::Ok();
-}
-
 // ---- client -----------------------------------------------------------------
 
 Result<std::unique_ptr<Client>> Client::Create(const Config& config, ClientOptions options) {
@@ -287,19 +153,6 @@ Clock::Steady::duration Client::Jitter(Clock::Steady::duration base, double fact
   }
   const double extra = static_cast<double>(base.count()) * factor * std::clamp(r, 0.0, 1.0);
   return base + Clock::Steady::duration(std::llround(extra));
-}
-
-std::string Client::Path(const Resource& r, std::string_view ns, std::string_view name) {
-  std::string path(r.api_path);
-  if (r.namespaced && !ns.empty())
-    path += fmt::format("/namespaces/{}", Escape(ns));
-  path += '/';
-  path += r.plural;
-  if (!name.empty()) {
-    path += '/';
-    path += Escape(name);
-  }
-  return path;
 }
 
 bool ServerDidNotAnswer(const Status& failure) {
@@ -476,284 +329,20 @@ Result<bool> Client::WaitRetryAfter(const HttpResponse& resp, std::string_view m
   return true;
 }
 
-namespace {
+namespace internal {
+
 Status FailureOf(std::string_view method, const std::string& path, const HttpResponse& resp) {
   ApiError error = ParseApiError(resp.status, resp.body);
   error.retry_after = ParseRetryAfter(resp.Header("retry-after"));
   return ApiFailure(method, path, std::move(error));
 }
-}  // namespace
+
+}  // namespace internal
 
 Result<HttpResponse> Client::Request(std::string_view method, std::string_view path,
                                      std::string_view body, std::string_view content_type,
                                      const CallOptions& call) {
   return Send(method, method, std::string(path), body, content_type, call);
-}
-
-Result<Object> Client::ObjectCall(std::string_view verb, std::string_view method,
-                                  const std::string& path, std::string_view body,
-                                  std::string_view content_type, const CallOptions& call) {
-  auto resp = Send(verb, method, path, body, content_type, call);
-  if (!resp.ok())
-    return resp.status();
-  if (resp->status < 200 || resp->status >= 300)
-    return FailureOf(method, path, *resp);
-  if (resp->body.empty() || !call.decode_answer)
-    return Object();
-  auto obj = Object::Parse(resp->body);
-  if (!obj.ok())
-    return obj.status().WithContext(fmt::format("{} {}: answer", method, path));
-  return obj;
-}
-
-Result<Object> Client::Get(const Resource& r, std::string_view ns, std::string_view name,
-                           const CallOptions& call) {
-  return ObjectCall("GET", "GET", Path(r, ns, name), "", "", call);
-}
-
-Result<ObjectList> Client::List(const Resource& r, std::string_view ns, const ListOptions& options,
-                                const CallOptions& call) {
-  bool restarted = false;
-  ObjectList out;
-  std::string cont;
-  for (;;) {
-    auto page = ListPage(r, ns, options, cont, call);
-    if (!page.ok() && page.status().code() == Status::Code::kExpired && !cont.empty() &&
-        !restarted) {
-      // The continue token expired between pages: start over once (new snapshot).
-      restarted = true;
-      out = ObjectList();
-      cont.clear();
-      logger_->Info("kube: LIST {}: continue token expired; listing again from the start",
-                    Path(r, ns));
-      continue;
-    }
-    if (!page.ok())
-      return page.status();
-    std::move(page->items.begin(), page->items.end(), std::back_inserter(out.items));
-    out.resource_version = std::move(page->resource_version);
-    cont = std::move(page->continue_token);
-    if (cont.empty())
-      return out;
-  }
-}
-
-Result<ObjectList> Client::ListPage(const Resource& r, std::string_view ns,
-                                    const ListOptions& options, std::string_view continue_token,
-                                    const CallOptions& call) {
-  std::string path = Path(r, ns);
-  AddQuery(path, "labelSelector", options.label_selector);
-  AddQuery(path, "fieldSelector", options.field_selector);
-  if (options.page_size > 0)
-    AddQuery(path, "limit", std::to_string(options.page_size));
-  if (continue_token.empty()) {
-    AddQuery(path, "resourceVersion", options.resource_version);
-  } else {
-    AddQuery(path, "continue", continue_token);
-  }
-  auto resp = Send("LIST", "GET", path, "", "", call);
-  if (!resp.ok())
-    return resp.status();
-  if (resp->status < 200 || resp->status >= 300)
-    return FailureOf("LIST", path, *resp);
-  rapidjson::Document doc;
-  doc.Parse<rapidjson::kParseIterativeFlag>(resp->body.data(), resp->body.size());
-  if (doc.HasParseError() || !doc.IsObject()) {
-    return Status::Unavailable(fmt::format("LIST {}: answer is not a JSON object", path));
-  }
-  ObjectList out;
-  auto items = doc.FindMember("items");
-  if (items != doc.MemberEnd() && items->value.IsArray()) {
-    out.items.reserve(items->value.Size());
-    for (const auto& item : items->value.GetArray()) {
-      if (item.IsObject())
-        out.items.push_back(Object::FromValue(item));
-    }
-  } else if (items != doc.MemberEnd() && !items->value.IsNull()) {
-    return Status::Unavailable(fmt::format("LIST {}: items is not a list", path));
-  }
-  auto meta = doc.FindMember("metadata");
-  if (meta != doc.MemberEnd() && meta->value.IsObject()) {
-    auto rv = meta->value.FindMember("resourceVersion");
-    if (rv != meta->value.MemberEnd() && rv->value.IsString())
-      out.resource_version = rv->value.GetString();
-    auto c = meta->value.FindMember("continue");
-    if (c != meta->value.MemberEnd() && c->value.IsString())
-      out.continue_token = c->value.GetString();
-  }
-  return out;
-}
-
-Result<Object> Client::Create(const Resource& r, std::string_view ns, const Object& object,
-                              const CallOptions& call) {
-  std::string n(ns);
-  if (n.empty())
-    n = object.Namespace();
-  return ObjectCall("POST", "POST", Path(r, n), object.ToJson(), "application/json", call);
-}
-
-Result<Object> Client::Replace(const Resource& r, std::string_view ns, const Object& object,
-                               const CallOptions& call) {
-  std::string n(ns);
-  if (n.empty())
-    n = object.Namespace();
-  if (object.Name().empty())
-    return Status::InvalidArgument("Replace: object has no metadata.name");
-  return ObjectCall("PUT", "PUT", Path(r, n, object.Name()), object.ToJson(), "application/json",
-                    call);
-}
-
-Result<Object> Client::Patch(const Resource& r, std::string_view ns, std::string_view name,
-                             PatchType type, std::string_view body, const PatchOptions& options,
-                             const CallOptions& call) {
-  std::string path = Path(r, ns, name);
-  if (type == PatchType::kApply) {
-    if (options.field_manager.empty()) {
-      return Status::InvalidArgument("Patch: server-side apply needs PatchOptions.field_manager");
-    }
-    AddQuery(path, "fieldManager", options.field_manager);
-    if (options.force)
-      AddQuery(path, "force", "true");
-  } else if (!options.field_manager.empty()) {
-    AddQuery(path, "fieldManager", options.field_manager);
-  }
-  return ObjectCall("PATCH", "PATCH", path, body, ContentType(type), call);
-}
-
-Result<Object> Client::Delete(const Resource& r, std::string_view ns, std::string_view name,
-                              const DeleteOptions& options, const CallOptions& call) {
-  rapidjson::StringBuffer buffer;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
-  w.StartObject();
-  w.Key("kind");
-  w.String("DeleteOptions");
-  w.Key("apiVersion");
-  w.String("v1");
-  if (options.grace_period_seconds) {
-    w.Key("gracePeriodSeconds");
-    w.Int64(*options.grace_period_seconds);
-  }
-  if (!options.propagation_policy.empty()) {
-    w.Key("propagationPolicy");
-    w.String(options.propagation_policy.c_str());
-  }
-  if (!options.precondition_uid.empty() || !options.precondition_resource_version.empty()) {
-    w.Key("preconditions");
-    w.StartObject();
-    if (!options.precondition_uid.empty()) {
-      w.Key("uid");
-      w.String(options.precondition_uid.c_str());
-    }
-    if (!options.precondition_resource_version.empty()) {
-      w.Key("resourceVersion");
-      w.String(options.precondition_resource_version.c_str());
-    }
-    w.EndObject();
-  }
-  w.EndObject();
-  auto obj =
-      ObjectCall("DELETE", "DELETE", Path(r, ns, name),
-                 std::string_view(buffer.GetString(), buffer.GetSize()), "application/json", call);
-  if (obj.ok() && obj->Kind() == "Status")
-    return Object();
-  return obj;
-}
-
-Result<Object> Client::Update(const Resource& r, std::string_view ns, std::string_view name,
-                              const std::function<Status(Object&)>& mutate, int attempts,
-                              const CallOptions& call) {
-  Status last;
-  for (int i = 0; i < std::max(1, attempts); ++i) {
-    auto current = Get(r, ns, name, call);
-    if (!current.ok())
-      return current.status();
-    Object obj = std::move(*current);
-    if (Status s = mutate(obj); !s.ok())
-      return s;
-    auto updated = Replace(r, ns, obj, call);
-    if (updated.ok() || updated.status().code() != Status::Code::kConflict)
-      return updated;
-    last = updated.status();
-    logger_->Debug("kube: update {}: conflict, reading again", Path(r, ns, name));
-  }
-  return last.WithContext(fmt::format("update gave up after {} conflicts", attempts));
-}
-
-Result<WatchEnd> Client::Watch(const Resource& r, std::string_view ns, const WatchOptions& options,
-                               const std::function<bool(const WatchEvent&)>& on_event,
-                               const CallOptions& call) {
-  std::string path = Path(r, ns);
-  AddQuery(path, "watch", "1");
-  AddQuery(path, "resourceVersion", options.resource_version);
-  if (options.allow_bookmarks)
-    AddQuery(path, "allowWatchBookmarks", "true");
-  AddQuery(path, "labelSelector", options.label_selector);
-  AddQuery(path, "fieldSelector", options.field_selector);
-  AddQuery(path, "timeoutSeconds", std::to_string(options.timeout_seconds));
-
-  WatchDecoder decoder;
-  WatchEnd end;
-  end.last_resource_version = options.resource_version;
-  Status stream_error;
-  bool stop = false;
-  auto handle = [&](WatchEvent&& ev) -> bool {
-    if (ev.type == EventType::kError) {
-      ApiError error = ParseApiError(0, ev.object.ToJson());
-      stream_error = ApiFailure("WATCH", path, std::move(error));
-      return false;
-    }
-    ++end.events;
-    std::string rv = ev.object.ResourceVersion();
-    if (!rv.empty())
-      end.last_resource_version = rv;
-    if (!on_event(ev))
-      stop = true;
-    return !stop;
-  };
-  auto on_body = [&](std::string_view chunk) -> bool {
-    Status s = decoder.Feed(chunk, handle);
-    if (!s.ok())
-      stream_error = s;
-    return s.ok() && stream_error.ok() && !stop;
-  };
-  // The server ends the stream after timeoutSeconds; allow slack before we give up.
-  auto total = std::chrono::milliseconds(options.timeout_seconds * 1000L) +
-               std::chrono::duration_cast<std::chrono::milliseconds>(options.slack);
-  StreamHooks hooks;
-  hooks.on_body = on_body;
-  hooks.timeout = total;
-  if (options.on_open) {
-    hooks.on_headers = [&options](const HttpResponse& head) {
-      if (head.status >= 200 && head.status < 300)
-        options.on_open();
-    };
-  }
-  auto resp = Send("WATCH", "GET", path, "", "", call, &hooks);
-  if (!stream_error.ok())
-    return stream_error;
-  if (!resp.ok()) {
-    // A stream that breaks after events arrived ends the watch normally: the caller
-    // resumes from the last resourceVersion.
-    if (end.events > 0 && resp.status().code() != Status::Code::kCancelled)
-      return end;
-    return resp.status();
-  }
-  if (resp->status < 200 || resp->status >= 300)
-    return FailureOf("WATCH", path, *resp);
-  if (!stop) {
-    Status s = decoder.Finish(handle);
-    if (!stream_error.ok())
-      return stream_error;
-    if (!s.ok() && end.events == 0)
-      return s;
-  }
-  return end;
-}
-
-Result<Object> SetNodeUnschedulable(Client& c, std::string_view node, bool unschedulable) {
-  return c.Patch(
-      kNodes, "", node, PatchType::kMerge,
-      unschedulable ? R"({"spec":{"unschedulable":true}})" : R"({"spec":{"unschedulable":null}})");
 }
 
 std::vector<Status> ForEachBounded(size_t n, size_t concurrency,

@@ -15,22 +15,12 @@
 #include <fmt/format.h>
 #include <rapidjson/document.h>
 
+#include "k8sbridge/kube/object.h"
 #include "k8sbridge/text.h"
 
 extern char** environ;
 
 namespace k8sbridge::kube {
-
-namespace {
-std::string Member(const rapidjson::Value& v, const char* name) {
-  if (!v.IsObject())
-    return "";
-  auto it = v.FindMember(name);
-  if (it == v.MemberEnd() || !it->value.IsString())
-    return "";
-  return std::string(it->value.GetString(), it->value.GetStringLength());
-}
-}  // namespace
 
 std::optional<Clock::Wall::time_point> ParseRfc3339(std::string_view text) {
   int y, mo, d, h, mi, s;
@@ -96,7 +86,7 @@ Result<ExecCredential> ParseExecCredential(std::string_view json, std::string_vi
     return Status::Unauthenticated(
         fmt::format("{}: plugin output is not a JSON ExecCredential", source));
   }
-  if (Member(doc, "kind") != "ExecCredential") {
+  if (StringMember(&doc, "kind") != "ExecCredential") {
     return Status::Unauthenticated(
         fmt::format("{}: plugin output: kind must be ExecCredential", source));
   }
@@ -105,15 +95,15 @@ Result<ExecCredential> ParseExecCredential(std::string_view json, std::string_vi
     return Status::Unauthenticated(fmt::format("{}: plugin output: status: missing", source));
   }
   ExecCredential out;
-  out.token = Member(status->value, "token");
-  out.client_cert_pem = Member(status->value, "clientCertificateData");
-  out.client_key_pem = Member(status->value, "clientKeyData");
+  out.token = StringMember(&status->value, "token");
+  out.client_cert_pem = StringMember(&status->value, "clientCertificateData");
+  out.client_key_pem = StringMember(&status->value, "clientKeyData");
   if (out.token.empty() && (out.client_cert_pem.empty() || out.client_key_pem.empty())) {
     return Status::Unauthenticated(fmt::format(
         "{}: plugin output: status: needs token or clientCertificateData and clientKeyData",
         source));
   }
-  std::string exp = Member(status->value, "expirationTimestamp");
+  std::string exp = StringMember(&status->value, "expirationTimestamp");
   if (!exp.empty()) {
     out.expiration = ParseRfc3339(exp);
     if (!out.expiration) {

@@ -218,20 +218,26 @@ std::string PointerEscape(std::string_view segment) {
   return out;
 }
 
+std::string StringMember(const rapidjson::Value* object, std::string_view name) {
+  if (object == nullptr || !object->IsObject())
+    return "";
+  const rapidjson::Value key(rapidjson::StringRef(name.data(), name.size()));
+  auto it = object->FindMember(key);
+  if (it == object->MemberEnd() || !it->value.IsString())
+    return "";
+  return std::string(it->value.GetString(), it->value.GetStringLength());
+}
+
 namespace {
 std::string ConditionOf(const Object& o, std::string_view type) {
   const auto* conds = rapidjson::Pointer("/status/conditions").Get(o.json());
   if (!conds || !conds->IsArray())
     return "";
   for (const auto& c : conds->GetArray()) {
-    if (!c.IsObject())
+    if (StringMember(&c, "type") != type)
       continue;
-    auto t = c.FindMember("type");
-    auto s = c.FindMember("status");
-    if (t != c.MemberEnd() && t->value.IsString() && s != c.MemberEnd() && s->value.IsString() &&
-        std::string_view(t->value.GetString(), t->value.GetStringLength()) == type) {
-      return s->value.GetString();
-    }
+    if (std::string status = StringMember(&c, "status"); !status.empty())
+      return status;
   }
   return "";
 }

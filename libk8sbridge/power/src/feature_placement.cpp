@@ -28,16 +28,12 @@ const Value* Member(const Value* v, const char* name) {
   return it == v->MemberEnd() ? nullptr : &it->value;
 }
 
-std::string StringOf(const Value* v) {
-  return v && v->IsString() ? v->GetString() : "";
-}
-
-// A quantity of a countable resource ("2", "2000m"); -1 when unreadable.
-double Quantity(const Value* v) {
-  std::string s = StringOf(v);
-  if (v && v->IsNumber())
+// The quantity of a countable resource ("2", "2000m") in member `name` of
+// `object`; -1 when unreadable.
+double Quantity(const Value* object, const char* name) {
+  if (const Value* v = Member(object, name); v && v->IsNumber())
     return v->GetDouble();
-  auto quantity = text::ParseQuantity(s);
+  auto quantity = text::ParseQuantity(kube::StringMember(object, name));
   return quantity.ok() ? *quantity : -1;
 }
 
@@ -51,29 +47,18 @@ double GpuRequest(const Value& pod, std::string_view resource) {
   const std::string key(resource);
   for (const Value& c : containers->GetArray()) {
     const Value* resources = Member(&c, "resources");
-    double q = Quantity(Member(Member(resources, "requests"), key.c_str()));
+    double q = Quantity(Member(resources, "requests"), key.c_str());
     if (q < 0)
-      q = Quantity(Member(Member(resources, "limits"), key.c_str()));
+      q = Quantity(Member(resources, "limits"), key.c_str());
     if (q > 0)
       total += q;
   }
   return total;
 }
 
-bool Ready(const Value& node) {
-  const Value* conditions = Member(Member(&node, "status"), "conditions");
-  if (!conditions || !conditions->IsArray())
-    return false;
-  for (const Value& c : conditions->GetArray()) {
-    if (StringOf(Member(&c, "type")) == "Ready")
-      return StringOf(Member(&c, "status")) == "True";
-  }
-  return false;
-}
-
 bool ExpressionHolds(const Value& expr, const std::map<std::string, std::string>& labels) {
-  const std::string key = StringOf(Member(&expr, "key"));
-  const std::string op = StringOf(Member(&expr, "operator"));
+  const std::string key = kube::StringMember(&expr, "key");
+  const std::string op = kube::StringMember(&expr, "operator");
   auto it = labels.find(key);
   const bool has = it != labels.end();
   auto in_values = [&] {
@@ -149,12 +134,12 @@ void AddExpressions(const Value* exprs, std::vector<std::string>& parts) {
   if (!exprs || !exprs->IsArray())
     return;
   for (const Value& e : exprs->GetArray()) {
-    const std::string key = StringOf(Member(&e, "key"));
-    const std::string op = StringOf(Member(&e, "operator"));
+    const std::string key = kube::StringMember(&e, "key");
+    const std::string op = kube::StringMember(&e, "operator");
     std::vector<std::string> values;
     if (const Value* v = Member(&e, "values"); v && v->IsArray()) {
       for (const Value& value : v->GetArray())
-        values.push_back(StringOf(&value));
+        values.push_back(value.IsString() ? value.GetString() : "");
     }
     if (key.empty())
       continue;
@@ -228,9 +213,10 @@ Status PlacementSearch::ReadNodePage(Cursor& cursor, const kube::Object& pod) {
     auto [it, added] = node_index_.try_emplace(n.Name(), nodes_.size());
     if (added) {
       NodeInfo info{n.Name(), n.Labels()};
-      info.schedulable = Ready(n.json()) && !n.Bool("/spec/unschedulable").value_or(false);
-      info.allocatable = Quantity(
-          Member(Member(Member(&n.json(), "status"), "allocatable"), gpu_resource_.c_str()));
+      info.schedulable =
+          kube::node::ConditionStatus(n, "Ready") == "True" && !kube::node::Unschedulable(n);
+      info.allocatable =
+          Quantity(Member(Member(&n.json(), "status"), "allocatable"), gpu_resource_.c_str());
       nodes_.push_back(std::move(info));
     }
     if (NodeMatches(pod.json(), nodes_[it->second].labels))

@@ -14,16 +14,10 @@ const rapidjson::Value* ReadyCondition(const kube::Object& node) {
   if (!list || !list->IsArray())
     return nullptr;
   for (const auto& c : list->GetArray()) {
-    if (c.IsObject() && c.HasMember("type") && c["type"].IsString() &&
-        std::string_view(c["type"].GetString()) == "Ready")
+    if (kube::StringMember(&c, "type") == "Ready")
       return &c;
   }
   return nullptr;
-}
-
-std::string Member(const rapidjson::Value& v, const char* name) {
-  auto m = v.FindMember(name);
-  return m != v.MemberEnd() && m->value.IsString() ? m->value.GetString() : "";
 }
 
 bool HasTaint(const kube::Object& node, std::string_view key) {
@@ -31,7 +25,7 @@ bool HasTaint(const kube::Object& node, std::string_view key) {
   if (!taints || !taints->IsArray())
     return false;
   for (const auto& t : taints->GetArray()) {
-    if (t.IsObject() && Member(t, "key") == key)
+    if (kube::StringMember(&t, "key") == key)
       return true;
   }
   return false;
@@ -41,10 +35,10 @@ bool HasTaint(const kube::Object& node, std::string_view key) {
 
 std::string NodeLostWhy(const kube::Object& node) {
   if (const rapidjson::Value* ready = ReadyCondition(node);
-      ready && Member(*ready, "status") == "Unknown") {
+      kube::StringMember(ready, "status") == "Unknown") {
     std::string out = "Ready Unknown";
     for (const char* field : {"reason", "message"}) {
-      if (std::string text = Member(*ready, field); !text.empty())
+      if (std::string text = kube::StringMember(ready, field); !text.empty())
         out += ": " + text;
     }
     return out;
@@ -58,7 +52,7 @@ bool NodeShutDown(const kube::Object* node) {
   if (node == nullptr)
     return true;
   const rapidjson::Value* ready = ReadyCondition(*node);
-  const bool is_ready = ready && Member(*ready, "status") == "True";
+  const bool is_ready = kube::StringMember(ready, "status") == "True";
   return !is_ready && HasTaint(*node, contract::kOutOfServiceTaintKey);
 }
 

@@ -15,6 +15,7 @@
 #include <rapidjson/writer.h>
 #include <yaml-cpp/yaml.h>
 
+#include "k8sbridge/kube/object.h"
 #include "k8sbridge/text.h"
 
 namespace k8sbridge::power {
@@ -383,8 +384,7 @@ Result<const rapidjson::Value*> FindPod(const rapidjson::Document& root, Templat
                                  "or a Pod)",
                                  TypeName(root)));
   }
-  std::string kind =
-      root.HasMember("kind") && root["kind"].IsString() ? root["kind"].GetString() : "";
+  const std::string kind = kube::StringMember(&root, "kind");
   if (kind == "PodTemplate") {
     if (!root.HasMember("template") || !root["template"].IsObject()) {
       return site.Fail("template", "a PodTemplate needs template: {metadata, spec}: add it");

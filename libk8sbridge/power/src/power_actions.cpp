@@ -43,17 +43,6 @@ size_t PowerReport::Failed() const {
   }));
 }
 
-namespace {
-
-std::string MemberString(const rapidjson::Value& v, const char* name) {
-  if (!v.IsObject())
-    return "";
-  auto it = v.FindMember(name);
-  return it != v.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
-}
-
-}  // namespace
-
 std::string DescribePodState(const kube::Object& pod) {
   std::string out = "phase " + (kube::pod::Phase(pod).empty() ? "unknown" : kube::pod::Phase(pod));
   if (pod.IsBeingDeleted())
@@ -67,10 +56,11 @@ std::string DescribePodState(const kube::Object& pod) {
   if (auto c = status->value.FindMember("conditions");
       c != status->value.MemberEnd() && c->value.IsArray()) {
     for (const auto& cond : c->value.GetArray()) {
-      if (MemberString(cond, "status") == "True")
+      if (kube::StringMember(&cond, "status") == "True")
         continue;
-      out += fmt::format("; {}={} {}: {}", MemberString(cond, "type"), MemberString(cond, "status"),
-                         MemberString(cond, "reason"), MemberString(cond, "message"));
+      out += fmt::format("; {}={} {}: {}", kube::StringMember(&cond, "type"),
+                         kube::StringMember(&cond, "status"), kube::StringMember(&cond, "reason"),
+                         kube::StringMember(&cond, "message"));
     }
   }
   if (auto cs = status->value.FindMember("containerStatuses");
@@ -86,9 +76,9 @@ std::string DescribePodState(const kube::Object& pod) {
         std::string exit;
         if (auto e = s->value.FindMember("exitCode"); e != s->value.MemberEnd() && e->value.IsInt())
           exit = fmt::format(" exit code {}", e->value.GetInt());
-        out +=
-            fmt::format("; container {} {}{}: {} {}", MemberString(container, "name"), which, exit,
-                        MemberString(s->value, "reason"), MemberString(s->value, "message"));
+        out += fmt::format("; container {} {}{}: {} {}", kube::StringMember(&container, "name"),
+                           which, exit, kube::StringMember(&s->value, "reason"),
+                           kube::StringMember(&s->value, "message"));
       }
     }
   }

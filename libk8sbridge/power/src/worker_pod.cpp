@@ -8,6 +8,7 @@
 
 #include "k8sbridge/conf/conf_file.h"
 #include "k8sbridge/contract.h"
+#include "k8sbridge/kube/object.h"
 #include "k8sbridge/slurm/constraint.h"
 
 namespace k8sbridge::power {
@@ -193,8 +194,7 @@ Status ApplyPlacementRules(Value& spec, const std::vector<Requirements>& rules,
 void SetEnv(Value& container, std::string_view name, Value value_fields, Allocator& a) {
   Value& env = Child(container, "env", rapidjson::kArrayType, a);
   for (rapidjson::SizeType i = 0; i < env.Size(); ++i) {
-    if (env[i].IsObject() && env[i].HasMember("name") && env[i]["name"].IsString() &&
-        env[i]["name"].GetString() == name) {
+    if (kube::StringMember(&env[i], "name") == name) {
       env.Erase(env.Begin() + i);
       break;
     }

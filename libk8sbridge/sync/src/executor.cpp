@@ -7,6 +7,7 @@
 #include <rapidjson/writer.h>
 
 #include "k8sbridge/contract.h"
+#include "k8sbridge/kube/object.h"
 #include "k8sbridge/power/lost_node.h"
 #include "k8sbridge/power/power_actions.h"
 #include "k8sbridge/power/worker_pod.h"
@@ -398,8 +399,7 @@ Status Executor::Cordon(const Action& action) {
     rapidjson::Value& taints = spec["taints"];
     bool have = false;
     for (auto& t : taints.GetArray()) {
-      if (t.IsObject() && t.HasMember("key") && t["key"].IsString() &&
-          contract::kHardwareTaintKey == t["key"].GetString())
+      if (kube::StringMember(&t, "key") == contract::kHardwareTaintKey)
         have = true;
     }
     if (!have) {
@@ -443,8 +443,7 @@ Status Executor::Uncordon(const Action& action) {
     if (spec.HasMember("taints") && spec["taints"].IsArray()) {
       rapidjson::Value& taints = spec["taints"];
       for (auto it = taints.Begin(); it != taints.End();) {
-        if (it->IsObject() && it->HasMember("key") && (*it)["key"].IsString() &&
-            contract::kHardwareTaintKey == (*it)["key"].GetString())
+        if (kube::StringMember(it, "key") == contract::kHardwareTaintKey)
           it = taints.Erase(it);
         else
           ++it;
@@ -452,8 +451,7 @@ Status Executor::Uncordon(const Action& action) {
     }
     rapidjson::Value& ann = Annotations(doc);
     const std::string by_key(contract::kCordonedByAnnotation);
-    if (ann.HasMember(by_key.c_str()) && ann[by_key.c_str()].IsString() &&
-        cluster == ann[by_key.c_str()].GetString()) {
+    if (kube::StringMember(&ann, by_key) == cluster) {
       // Our cordon: lift it. Anyone else's stays.
       if (spec.HasMember("unschedulable")) {
         spec.RemoveMember("unschedulable");

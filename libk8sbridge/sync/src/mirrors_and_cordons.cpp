@@ -48,13 +48,9 @@ std::vector<Taint> Taints(const kube::Object& node) {
     if (!t.IsObject())
       continue;
     Taint taint;
-    auto str = [&](const char* name) -> std::string {
-      auto m = t.FindMember(name);
-      return m != t.MemberEnd() && m->value.IsString() ? m->value.GetString() : "";
-    };
-    taint.key = str("key");
-    taint.value = str("value");
-    taint.effect = str("effect");
+    taint.key = kube::StringMember(&t, "key");
+    taint.value = kube::StringMember(&t, "value");
+    taint.effect = kube::StringMember(&t, "effect");
     out.push_back(std::move(taint));
   }
   return out;
@@ -177,10 +173,10 @@ std::optional<std::string> NodeTrouble(const kube::Object& node, std::string_vie
   const std::string name = node.Name();
   // No Ready condition at all says nothing: no drain on a guess.
   if (const rapidjson::Value* ready = Condition(node, "conditions", "Ready")) {
-    std::string status = Field(ready, "status");
+    std::string status = kube::StringMember(ready, "status");
     if (status != "True") {
-      std::string why = Field(ready, "reason");
-      std::string message = Field(ready, "message");
+      std::string why = kube::StringMember(ready, "reason");
+      std::string message = kube::StringMember(ready, "message");
       std::string detail = why;
       if (!message.empty())
         detail += (detail.empty() ? "" : ": ") + message;

@@ -32,9 +32,10 @@ std::string UnschedulableMessage(const kube::Object& pod) {
   if (kube::pod::Phase(pod) != "Pending" && !kube::pod::Phase(pod).empty())
     return "";
   const rapidjson::Value* c = Condition(pod, "conditions", "PodScheduled");
-  if (!c || Field(c, "status") != "False" || Field(c, "reason") != "Unschedulable")
+  if (!c || kube::StringMember(c, "status") != "False" ||
+      kube::StringMember(c, "reason") != "Unschedulable")
     return "";
-  std::string message = Field(c, "message");
+  std::string message = kube::StringMember(c, "message");
   return message.empty() ? "pod unschedulable" : message;
 }
 
@@ -60,11 +61,11 @@ std::string PodFailure(const kube::Object& pod) {
       if (which == st->value.MemberEnd() || !which->value.IsObject())
         continue;
       const rapidjson::Value& v = which->value;
-      std::string out = Field(&v, "reason");
+      std::string out = kube::StringMember(&v, "reason");
       auto code = v.FindMember("exitCode");
       if (code != v.MemberEnd() && code->value.IsInt())
         out += fmt::format("{}exit code {}", out.empty() ? "" : ", ", code->value.GetInt());
-      std::string message = Field(&v, "message");
+      std::string message = kube::StringMember(&v, "message");
       if (!message.empty())
         out += (out.empty() ? "" : ": ") + message;
       return out;
@@ -84,9 +85,9 @@ std::string PodFailure(const kube::Object& pod) {
   }
   if (pod.IsBeingDeleted()) {
     const rapidjson::Value* dt = Condition(pod, "conditions", "DisruptionTarget");
-    if (dt && Field(dt, "status") == "True") {
-      std::string message = Field(dt, "message");
-      return fmt::format("pod {} evicted ({}){}{}", name, Field(dt, "reason"),
+    if (dt && kube::StringMember(dt, "status") == "True") {
+      std::string message = kube::StringMember(dt, "message");
+      return fmt::format("pod {} evicted ({}){}{}", name, kube::StringMember(dt, "reason"),
                          message.empty() ? "" : ": ", message);
     }
     return fmt::format("pod {} deleted", name);

@@ -91,13 +91,6 @@ const rapidjson::Value* Condition(const kube::Object& o, const char* array, std:
   return nullptr;
 }
 
-std::string Field(const rapidjson::Value* v, const char* name) {
-  if (!v || !v->IsObject())
-    return "";
-  auto m = v->FindMember(name);
-  return m != v->MemberEnd() && m->value.IsString() ? m->value.GetString() : "";
-}
-
 bool IsStranded(const kube::Object& pod, const std::map<std::string, const kube::Object*>& nodes) {
   return power::Stranded(pod, HostOf(pod, nodes));
 }

@@ -28,8 +28,6 @@ namespace k8sbridge::sync {
 std::string Annotation(const kube::Object& o, std::string_view key);
 // The condition of `type` in the array status.<array> of `o`, or nullptr.
 const rapidjson::Value* Condition(const kube::Object& o, const char* array, std::string_view type);
-// The string member `name` of the JSON object `v`, "" when there is none.
-std::string Field(const rapidjson::Value* v, const char* name);
 // A pod stuck on a lost Kubernetes node, or on one that is gone (power::Stranded):
 // Kubernetes may keep it for ever, so it counts as no pod.
 bool IsStranded(const kube::Object& pod, const std::map<std::string, const kube::Object*>& nodes);

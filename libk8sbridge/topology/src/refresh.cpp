@@ -1,9 +1,7 @@
 #include "k8sbridge/topology/refresh.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +11,8 @@
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "k8sbridge/file.h"
 
 extern char** environ;
 
@@ -67,43 +67,6 @@ Result<std::string> ReadFile(const std::string& path) {
   return buffer.str();
 }
 
-Status WriteFileAtomically(const std::string& path, std::string_view content) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return Status::IoError(
-        fmt::format("cannot create {}: {} (is its directory writable by this "
-                    "user?)",
-                    tmp, std::strerror(errno)));
-  }
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      Status s = Status::IoError(fmt::format("writing {}: {}", tmp, std::strerror(errno)));
-      close(fd);
-      unlink(tmp.c_str());
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    Status s = Status::IoError(fmt::format("flushing {}: {}", tmp, std::strerror(errno)));
-    unlink(tmp.c_str());
-    return s;
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s =
-        Status::IoError(fmt::format("renaming {} to {}: {}", tmp, path, std::strerror(errno)));
-    unlink(tmp.c_str());
-    return s;
-  }
-  return Status::Ok();
-}
-
 Result<RefreshOutcome> Refresh(std::string_view rendered, const RefreshOptions& options,
                                Reconfigurer& reconfigurer, Logger& logger) {
   RefreshOutcome outcome;
@@ -114,7 +77,7 @@ Result<RefreshOutcome> Refresh(std::string_view rendered, const RefreshOptions& 
     return current.status();
   }
   if (!current.ok() || *current != rendered) {
-    if (Status s = WriteFileAtomically(options.output_path, rendered); !s.ok()) {
+    if (Status s = WriteFileAtomic(options.output_path, rendered, 0644); !s.ok()) {
       return s;
     }
     outcome.wrote = true;
@@ -134,7 +97,7 @@ Result<RefreshOutcome> Refresh(std::string_view rendered, const RefreshOptions& 
     }
     outcome.reconfigured = true;
   }
-  if (Status s = WriteFileAtomically(applied_path, rendered); !s.ok()) {
+  if (Status s = WriteFileAtomic(applied_path, rendered, 0644); !s.ok()) {
     return s;
   }
   return outcome;

@@ -104,4 +104,9 @@ inline std::map<std::string, std::string> Data(const Object& o) {
 // Escapes one segment for a JSON pointer ("a/b" -> "a~1b").
 std::string PointerEscape(std::string_view segment);
 
+// The string member `name` of the JSON object `object`; "" when `object` is null
+// or not an object, or the member is absent or not a string. For code that walks
+// JSON below an Object (conditions, taints, containers) or a document of its own.
+std::string StringMember(const rapidjson::Value* object, std::string_view name);
+
 }  // namespace k8sbridge::kube

@@ -32,9 +32,6 @@ class ScontrolReconfigurer final : public Reconfigurer {
   std::string scontrol_;
 };
 
-// Writes via a temporary file in the same directory, fsync, then rename, so that
-// slurmctld never reads a half-written file.
-Status WriteFileAtomically(const std::string& path, std::string_view content);
 // Reads a whole file; kNotFound if it does not exist.
 Result<std::string> ReadFile(const std::string& path);
 
