@@ -12,7 +12,6 @@
 #include <rapidjson/error/en.h>
 
 #include "k8sbridge/kube/api_error.h"
-#include "k8sbridge/power/power_actions.h"
 
 namespace k8sbridge::power {
 
