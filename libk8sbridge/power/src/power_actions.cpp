@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "k8sbridge/container/munge_check.h"
 #include "k8sbridge/contract.h"
 #include "k8sbridge/kube/api_error.h"
 #include "k8sbridge/power/feature_placement.h"
@@ -213,7 +214,7 @@ CreateResult CreatePod(const PowerContext& ctx, Steady::time_point deadline,
 // What the nodes of one resume call share: read or made once, when first needed.
 struct ResumeCall {
   PlacementSnapshot placement;
-  SharedMungeCredential munge;
+  container::SharedMungeCredential munge;
   std::map<std::string, std::vector<const ResumeJob*>, std::less<>> jobs;  // JobsByNode
   // This cluster's replacement pods (kReplacementLabel), listed once, beside the
   // other reads, from the first node that will need it; nullopt when the list failed.

@@ -4,10 +4,10 @@
 // that use them.
 #pragma once
 
+#include "k8sbridge/container/munge_check.h"
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/events.h"
 #include "k8sbridge/log.h"
-#include "k8sbridge/power/munge_check.h"
 #include "k8sbridge/power/setup.h"
 #include "k8sbridge/slurm/port.h"
 
@@ -20,7 +20,7 @@ struct PowerContext {
   Logger& log;
   kube::EventRecorder* events = nullptr;  // ResumeFail's pod events; null: log only
   // Resume's munge check credential (MungeCheck=yes); null: pods get none.
-  MungeCodec* munge = nullptr;
+  container::MungeCodec* munge = nullptr;
 };
 
 }  // namespace k8sbridge::power
