@@ -9,7 +9,11 @@
    libk8sbridge/slurm/ (and in the plugin ABI files and programs, outside the library).
 3. docs/architecture.md's layer table says what each meson.build says, and its
    contract table lists exactly the names of k8sbridge/contract.h.
-4. With --build DIR: a scratch file in the lowest non-core layer that includes an
+4. Inside a layer, no module (a header and the source of the same name) reaches
+   itself through the headers it and the others include: the modules of a layer
+   stand one above another, with no arrow back up. MODULE_CYCLE_DEBT lists the
+   circles still to break; one that is gone must leave the list.
+5. With --build DIR: a scratch file in the lowest non-core layer that includes an
    undeclared layer fails to compile with that layer's own flags, and one that
    includes only what it declares compiles: the proof that the build enforces it.
 
@@ -83,6 +87,66 @@ def check_includes(uses: dict) -> list:
                         f"{rel}:{number}: layer '{layer}' includes {header} of layer "
                         f"'{target}', which libk8sbridge/{layer}/meson.build does not list in "
                         "layer_uses: add it there if it is a lower layer, or move the code")
+    return problems
+
+
+# Circles between the modules of a layer still to break: (layer, the modules).
+MODULE_CYCLE_DEBT = {("conf", frozenset({"bridge_conf", "conf_keys"}))}
+
+
+def module_graph(layer: str) -> dict:
+    """module (a file's name without its suffix) -> the modules of the same layer
+    whose headers it includes."""
+    base = LIB / layer
+    files = [p for p in sorted(base.rglob("*")) if p.suffix in (".h", ".cpp")]
+    header_module = {str(p.relative_to(base / "include")): p.stem
+                     for p in files if p.suffix == ".h"}
+    graph = {}
+    for path in files:
+        arrows = graph.setdefault(path.stem, set())
+        for line in path.read_text().splitlines():
+            match = INCLUDE.match(line)
+            if match and header_module.get(match.group(1), path.stem) != path.stem:
+                arrows.add(header_module[match.group(1)])
+    return graph
+
+
+def circles(graph: dict) -> list:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index, low, stack, found = {}, {}, [], []
+
+    def visit(module):
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph[module]):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = set()
+            while not group or module not in group:
+                group.add(stack.pop())
+            if len(group) > 1:
+                found.append(frozenset(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def check_module_circles(uses: dict) -> list:
+    problems = []
+    found = {(layer, group) for layer in uses for group in circles(module_graph(layer))}
+    for layer, group in sorted(found - MODULE_CYCLE_DEBT, key=str):
+        problems.append(f"libk8sbridge/{layer}: the modules {', '.join(sorted(group))} include "
+                        "one another in a circle: move what the lower one needs into a header "
+                        "of its own")
+    for layer, group in sorted(MODULE_CYCLE_DEBT - found, key=str):
+        problems.append(f"libk8sbridge/{layer}: {', '.join(sorted(group))} no longer form a "
+                        "circle: take them off MODULE_CYCLE_DEBT")
     return problems
 
 
@@ -181,7 +245,7 @@ def main() -> int:
     parser.add_argument("--build", type=Path, help="a configured meson build directory")
     args = parser.parse_args()
     uses = layers()
-    problems = check_includes(uses) + check_docs(uses)
+    problems = check_includes(uses) + check_module_circles(uses) + check_docs(uses)
     if args.build:
         problems += check_build(args.build.resolve(), uses)
     for problem in problems:

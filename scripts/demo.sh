@@ -28,7 +28,7 @@ else meson setup "$build" "${opts[@]}" >/dev/null; fi
 # packages and images.
 if [ "${1:-}" = "--host-controller" ]; then
   echo "demo: building k8sbridge-power and k8sbridge-worker in $build"
-  meson compile -C "$build" programs/power/k8sbridge-power programs/worker/k8sbridge-worker
+  meson compile -C "$build" programs/power/k8sbridge-power container/worker/k8sbridge-worker
 fi
 export K8SBRIDGE_BUILD_ROOT="$build"
 export K8SBRIDGE_SLURM_PREFIX="$K8SBRIDGE_CACHE/slurm-24.11.5/install"

@@ -26,13 +26,13 @@
 #include <fmt/format.h>
 
 #include "k8sbridge/conf/bridge_conf.h"
+#include "k8sbridge/container/munge_check.h"
 #include "k8sbridge/contract.h"
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/events.h"
 #include "k8sbridge/kube/program_client.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/power/await_nodes.h"
-#include "k8sbridge/power/munge_check.h"
 #include "k8sbridge/power/power_actions.h"
 #include "k8sbridge/power/resume_file.h"
 #include "k8sbridge/power/setup.h"
@@ -185,9 +185,9 @@ std::unique_ptr<kube::EventRecorder> EventsFor(const std::string& subcommand,
 }
 
 // resume checks the worker's munge key against the munged slurmctld uses.
-std::unique_ptr<power::LibMungeCodec> MungeCodecFor(const std::string& subcommand,
-                                                    const conf::BridgeConfig& config,
-                                                    slurm::Slurm& libslurm, Logger& log) {
+std::unique_ptr<container::LibMungeCodec> MungeCodecFor(const std::string& subcommand,
+                                                        const conf::BridgeConfig& config,
+                                                        slurm::Slurm& libslurm, Logger& log) {
   if (subcommand != "resume" || !config.power.munge_check)
     return nullptr;
   std::string socket = config.power.munge_socket;
@@ -201,7 +201,7 @@ std::unique_ptr<power::LibMungeCodec> MungeCodecFor(const std::string& subcomman
                   from_slurm.status().message());
     }
   }
-  return std::make_unique<power::LibMungeCodec>(socket);
+  return std::make_unique<container::LibMungeCodec>(socket);
 }
 
 // The subcommand's work on `nodes`, once everything is set up; the exit code.

@@ -1,4 +1,4 @@
-// The test double of power::DaemonSystem (k8sbridge/power/container_start.h), or
+// The test double of container::DaemonSystem (k8sbridge/container/daemon_system.h), or
 // of an interface derived from it: records what the entrypoint did and answers
 // from fields the test sets. For unit tests only.
 #pragma once
@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "fake_clock.h"
-#include "k8sbridge/power/container_start.h"
+#include "k8sbridge/container/daemon_system.h"
 #include "k8sbridge/program.h"
 
 namespace k8sbridge {
@@ -19,7 +19,7 @@ namespace k8sbridge {
 template <typename Interface>
 class FakeDaemonSystemOf : public Interface {
  public:
-  using FileFacts = power::FileFacts;
+  using FileFacts = container::FileFacts;
 
   Clock& clock() override { return clock_; }
   Status Run(const std::vector<std::string>& argv) override {

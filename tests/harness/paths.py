@@ -12,8 +12,8 @@ BUILD_ROOT = Path(os.environ.get("K8SBRIDGE_BUILD_ROOT", SOURCE_ROOT / "build"))
 # Test tools (the client's scenarios, fakes) always come from BUILD_ROOT.
 SLURM_BUILD = Path(os.environ.get("K8SBRIDGE_SLURM_BUILD", "") or BUILD_ROOT)
 POWER = SLURM_BUILD / "programs" / "power" / "k8sbridge-power"
-WORKER = SLURM_BUILD / "programs" / "worker" / "k8sbridge-worker"
-ENTRYPOINT = SLURM_BUILD / "programs" / "entrypoint" / "k8sbridge-entrypoint"
+WORKER = SLURM_BUILD / "container" / "worker" / "k8sbridge-worker"
+ENTRYPOINT = SLURM_BUILD / "container" / "entrypoint" / "k8sbridge-entrypoint"
 SYNC = SLURM_BUILD / "programs" / "sync" / "k8sbridge-sync"
 
 

@@ -205,7 +205,7 @@ class WorkerImage(OciTestCase):
 
     def credential(self, rig) -> str:
         """What k8sbridge-power puts in the pod (K8SBRIDGE_MUNGE_CHECK): a credential
-        of the controller's key naming the cluster (libk8sbridge/power/munge_check)."""
+        of the controller's key naming the cluster (libk8sbridge/container/munge_check)."""
         return rig.check_output(["munge", "-S", str(rig.munge_socket), "-s",
                                  f"k8sbridge-munge-check cluster={CLUSTER}"]).strip()
 

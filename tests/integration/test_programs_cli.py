@@ -13,10 +13,10 @@ PROGRAMS = {
     "k8sbridge-power": "programs/power/k8sbridge-power",
     "k8sbridge-sync": "programs/sync/k8sbridge-sync",
     "k8sbridge-health": "programs/health/k8sbridge-health",
-    "k8sbridge-worker": "programs/worker/k8sbridge-worker",
+    "k8sbridge-worker": "container/worker/k8sbridge-worker",
     "k8sbridge-jail-prepare": "programs/jail-prepare/k8sbridge-jail-prepare",
     "k8sbridge-topology": "programs/topology/k8sbridge-topology",
-    "k8sbridge-entrypoint": "programs/entrypoint/k8sbridge-entrypoint",
+    "k8sbridge-entrypoint": "container/entrypoint/k8sbridge-entrypoint",
 }
 
 

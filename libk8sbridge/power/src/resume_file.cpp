@@ -11,7 +11,6 @@
 #include <rapidjson/error/en.h>
 
 #include "k8sbridge/kube/api_error.h"
-#include "k8sbridge/power/power_actions.h"
 #include "k8sbridge/slurm/node_reason.h"
 
 namespace k8sbridge::power {

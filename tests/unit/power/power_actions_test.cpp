@@ -12,6 +12,7 @@
 #include "fake_clock.h"
 #include "fake_transport.h"
 #include "k8sbridge/clock.h"
+#include "k8sbridge/container/munge_check.h"
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/events.h"
 #include "k8sbridge/log.h"
@@ -21,6 +22,7 @@
 #include "recording_slurm.h"
 
 namespace conf = k8sbridge::conf;
+namespace container = k8sbridge::container;
 namespace kube = k8sbridge::kube;
 namespace power = k8sbridge::power;
 using k8sbridge::LogLevel;
@@ -293,7 +295,7 @@ power::ResumeRequest OneJob(std::vector<std::string> nodes, std::string features
 }  // namespace
 
 // Counts encodes; fails them when told to.
-class CountingMunge final : public power::MungeCodec {
+class CountingMunge final : public container::MungeCodec {
  public:
   k8sbridge::Result<std::string> Encode(std::string_view payload) override {
     ++encodes;
@@ -301,7 +303,7 @@ class CountingMunge final : public power::MungeCodec {
       return k8sbridge::Status::Unavailable("no munged at /run/munge/munge.socket.2");
     return "MUNGE:" + std::string(payload);
   }
-  power::MungeDecoded Decode(std::string_view) override { return {}; }
+  container::MungeDecoded Decode(std::string_view) override { return {}; }
   int encodes = 0;
   bool up = true;
 };

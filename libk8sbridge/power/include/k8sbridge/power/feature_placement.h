@@ -15,7 +15,7 @@
 
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/object.h"
-#include "k8sbridge/power/power_actions.h"
+#include "k8sbridge/power/power_context.h"
 #include "k8sbridge/status.h"
 
 namespace k8sbridge::power {
@@ -104,7 +104,7 @@ class PlacementSearch {
 
 // The search of one resume call on the caller's client, made when the first pod
 // with features needs it and shared by every node of the call. The pods are those
-// in `ns` with OwnedPodsSelector(cluster) (the RBAC of container/rbac.yaml); other
+// in `ns` with OwnedPodsSelector(cluster) (the RBAC of deploy/base/rbac.yaml); other
 // pods' GPU use is left to Kubernetes' scheduler.
 class PlacementSnapshot {
  public:

@@ -6,33 +6,16 @@
 // docs/power.md describes the behaviour.
 #pragma once
 
-#include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "k8sbridge/clock.h"
-#include "k8sbridge/kube/client.h"
-#include "k8sbridge/kube/events.h"
-#include "k8sbridge/log.h"
-#include "k8sbridge/power/munge_check.h"
+#include "k8sbridge/kube/object.h"
+#include "k8sbridge/power/power_context.h"
 #include "k8sbridge/power/resume_file.h"
-#include "k8sbridge/power/setup.h"
-#include "k8sbridge/slurm/port.h"
 #include "k8sbridge/status.h"
 
 namespace k8sbridge::power {
-
-struct PowerContext {
-  const PowerSetup& setup;
-  kube::Client& client;
-  slurm::Slurm& slurm;  // the node's Gres; DOWN + POWER_DOWN of a failed resume
-  Logger& log;
-  kube::EventRecorder* events = nullptr;  // ResumeFail's pod events; null: log only
-  // Resume's munge check credential (MungeCheck=yes); null: pods get none.
-  MungeCodec* munge = nullptr;
-};
 
 // What happened to one node.
 enum class NodeAction {
@@ -69,9 +52,5 @@ PowerReport Suspend(const PowerContext& ctx, const std::vector<std::string>& nod
 // As Suspend, and first records why the node failed to resume (the pod's phase,
 // conditions and container states) in the log and as a Warning Event on the pod.
 PowerReport ResumeFail(const PowerContext& ctx, const std::vector<std::string>& nodes);
-
-// Why a pod is not running, from its status, for logs and events ("phase Pending;
-// PodScheduled=False Unschedulable: 0/4 nodes are available ...").
-std::string DescribePodState(const kube::Object& pod);
 
 }  // namespace k8sbridge::power

@@ -11,7 +11,7 @@
 
 #include "k8sbridge/status.h"
 
-namespace k8sbridge::power {
+namespace k8sbridge::container {
 
 // What the credential says: a worker accepts only one made for its own cluster.
 // One credential serves every pod of a resume call (each pod has its own munged,
@@ -64,4 +64,4 @@ class LibMungeCodec final : public MungeCodec {
   std::string socket_;
 };
 
-}  // namespace k8sbridge::power
+}  // namespace k8sbridge::container

@@ -1,4 +1,4 @@
-#include "k8sbridge/power/entrypoint.h"
+#include "k8sbridge/container/entrypoint.h"
 
 #include <filesystem>
 
@@ -8,7 +8,7 @@
 #include "k8sbridge/contract.h"
 #include "k8sbridge/program.h"
 
-namespace k8sbridge::power {
+namespace k8sbridge::container {
 namespace {
 
 std::string SlurmConf(const EntrypointSettings& s) {
@@ -152,4 +152,4 @@ Result<int> RunEntrypoint(const EntrypointSettings& s, DaemonSystem& system, Log
   return 0;
 }
 
-}  // namespace k8sbridge::power
+}  // namespace k8sbridge::container

@@ -8,21 +8,21 @@
 
 #include "fake_clock.h"
 #include "fake_daemon_system.h"
-#include "k8sbridge/power/worker_entry.h"
+#include "k8sbridge/container/worker_entry.h"
 #include "recording_logger.h"
 
-namespace power = k8sbridge::power;
+namespace container = k8sbridge::container;
 using k8sbridge::FakeClock;
 using k8sbridge::LogLevel;
 using k8sbridge::RecordingLogger;
 using k8sbridge::Result;
 using k8sbridge::Status;
-using Verdict = power::MungeDecoded::Verdict;
+using Verdict = container::MungeDecoded::Verdict;
 
 namespace {
 
 // Records what the worker did; the jail becomes mounted after `jail_after` polls.
-class FakeWorkerSystem final : public k8sbridge::FakeDaemonSystemOf<power::WorkerSystem> {
+class FakeWorkerSystem final : public k8sbridge::FakeDaemonSystemOf<container::WorkerSystem> {
  public:
   Result<bool> IsMountedRootfs(const std::string&) override { return ++polls > jail_after; }
 
@@ -31,26 +31,26 @@ class FakeWorkerSystem final : public k8sbridge::FakeDaemonSystemOf<power::Worke
 };
 
 // Decodes to a fixed verdict, and records what it was asked.
-class FakeMunge final : public power::MungeCodec {
+class FakeMunge final : public container::MungeCodec {
  public:
   Result<std::string> Encode(std::string_view payload) override {
     return "MUNGE:" + std::string(payload);
   }
-  power::MungeDecoded Decode(std::string_view credential) override {
+  container::MungeDecoded Decode(std::string_view credential) override {
     decoded.emplace_back(credential);
     return {verdict, payload, detail};
   }
   Verdict verdict = Verdict::kValid;
-  std::string payload = power::MungeCheckPayload("hpc1");
+  std::string payload = container::MungeCheckPayload("hpc1");
   std::string detail = "Success";
   std::vector<std::string> decoded;
 };
 
-power::WorkerSettings Settings(std::map<std::string, std::string> env,
-                               std::vector<std::string> args = {}) {
+container::WorkerSettings Settings(std::map<std::string, std::string> env,
+                                   std::vector<std::string> args = {}) {
   env.emplace("K8SBRIDGE_NODE_NAME", "w-3");
   env.emplace("K8SBRIDGE_CLUSTER", "hpc1");
-  auto s = power::WorkerSettingsFromEnv(
+  auto s = container::WorkerSettingsFromEnv(
       [&](const char* name) -> const char* {
         auto it = env.find(name);
         return it == env.end() ? nullptr : it->second.c_str();
@@ -74,7 +74,7 @@ std::unique_ptr<FakeWorkerSystem> RunWithKey(std::map<std::string, std::string> 
   RecordingLogger log;
   env.emplace("K8SBRIDGE_MUNGE_CHECK", "cred");
   env.emplace("K8SBRIDGE_MUNGED_KEY", "/etc/munge-secret/munge.key");
-  BOOST_REQUIRE(power::RunWorker(Settings(std::move(env)), *system, munge, log).ok());
+  BOOST_REQUIRE(container::RunWorker(Settings(std::move(env)), *system, munge, log).ok());
   return system;
 }
 
@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(checks_the_munge_key_then_execs_slurmd_as_the_node) {
   RecordingLogger log;
   auto s =
       Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}, {"K8SBRIDGE_CONF_SERVER", "ctl:6817"}}, {"-vv"});
-  BOOST_REQUIRE(power::RunWorker(s, system, munge, log).ok());
+  BOOST_REQUIRE(container::RunWorker(s, system, munge, log).ok());
   BOOST_TEST(munge.decoded == std::vector<std::string>{"cred"});
   BOOST_TEST(system.exec == (std::vector<std::string>{"/usr/sbin/slurmd", "-D", "-b", "-N", "w-3",
                                                       "--conf-server", "ctl:6817", "-vv"}),
@@ -102,8 +102,8 @@ BOOST_AUTO_TEST_CASE(a_key_mismatch_fails_before_slurmd_and_says_so) {
   munge.verdict = Verdict::kKeyMismatch;
   munge.detail = "Invalid credential";
   RecordingLogger log;
-  Status s =
-      power::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}}), system, munge, log).status();
+  Status s = container::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}}), system, munge, log)
+                 .status();
   BOOST_TEST(!s.ok());
   BOOST_TEST(s.message().find("munge key mismatch") != std::string::npos, s.message());
   BOOST_TEST(s.message().find("Invalid credential") != std::string::npos);
@@ -117,17 +117,17 @@ BOOST_AUTO_TEST_CASE(a_stale_credential_still_proves_the_key) {
   munge.detail = "Expired credential";
   RecordingLogger log;
   BOOST_REQUIRE(
-      power::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}}), system, munge, log).ok());
+      container::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}}), system, munge, log).ok());
   BOOST_TEST(!system.exec.empty());
 }
 
 BOOST_AUTO_TEST_CASE(a_credential_for_another_cluster_is_refused) {
   FakeWorkerSystem system;
   FakeMunge munge;
-  munge.payload = power::MungeCheckPayload("hpc2");
+  munge.payload = container::MungeCheckPayload("hpc2");
   RecordingLogger log;
-  Status s =
-      power::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}}), system, munge, log).status();
+  Status s = container::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"}}), system, munge, log)
+                 .status();
   BOOST_TEST(!s.ok());
   BOOST_TEST(s.message().find("cluster=hpc2") != std::string::npos, s.message());
   BOOST_TEST(system.exec.empty());
@@ -139,9 +139,9 @@ BOOST_AUTO_TEST_CASE(no_munged_is_an_error_that_names_the_socket) {
   munge.verdict = Verdict::kUnavailable;
   munge.detail = "Failed to access \"/run/x/munge.socket\"";
   RecordingLogger log;
-  Status s = power::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"},
-                                        {"K8SBRIDGE_MUNGE_SOCKET", "/run/x/munge.socket"}}),
-                              system, munge, log)
+  Status s = container::RunWorker(Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"},
+                                            {"K8SBRIDGE_MUNGE_SOCKET", "/run/x/munge.socket"}}),
+                                  system, munge, log)
                  .status();
   BOOST_TEST(s.message().find("/run/x/munge.socket") != std::string::npos, s.message());
   BOOST_TEST(system.exec.empty());
@@ -180,7 +180,7 @@ BOOST_AUTO_TEST_CASE(the_key_directory_is_set_and_kept_apart_from_the_socket) {
   BOOST_TEST(system->copies[0].second == "/tmp/p/munged/munge.key");
 
   for (const char* dir : {"/run/munge", "/run/munge/key", "/run", "/"}) {
-    auto bad = power::WorkerSettingsFromEnv(
+    auto bad = container::WorkerSettingsFromEnv(
         GetenvOf({{"K8SBRIDGE_NODE_NAME", "w-1"},
                   {"K8SBRIDGE_MUNGED_KEY", "/etc/munge-secret/munge.key"},
                   {"K8SBRIDGE_MUNGE_SOCKET", "/run/munge/munge.socket.2"},
@@ -196,7 +196,7 @@ BOOST_AUTO_TEST_CASE(the_key_directory_is_set_and_kept_apart_from_the_socket) {
                                dir),
                bad.status().message());
   }
-  auto relative = power::WorkerSettingsFromEnv(
+  auto relative = container::WorkerSettingsFromEnv(
       GetenvOf({{"K8SBRIDGE_NODE_NAME", "w-1"}, {"K8SBRIDGE_MUNGED_DIR", "key"}}), {});
   BOOST_TEST(relative.status().message().find("K8SBRIDGE_MUNGED_DIR='key' is not an absolute") !=
                  std::string::npos,
@@ -211,7 +211,7 @@ BOOST_AUTO_TEST_CASE(a_failing_worker_stops_the_munged_it_started) {
   auto s = Settings({{"K8SBRIDGE_MUNGE_CHECK", "cred"},
                      {"K8SBRIDGE_MUNGE_SOCKET", "/run/munge/munge.socket.2"},
                      {"K8SBRIDGE_MUNGED_KEY", "/etc/munge-secret/munge.key"}});
-  BOOST_TEST(!power::RunWorker(s, system, munge, log).ok());
+  BOOST_TEST(!container::RunWorker(s, system, munge, log).ok());
   BOOST_TEST(system.stopped == std::vector<std::string>{"/run/k8sbridge-munge/munged.pid"});
 }
 
@@ -223,7 +223,7 @@ BOOST_AUTO_TEST_CASE(waits_for_the_jail_then_prepares_it) {
   auto s = Settings(
       {{"K8SBRIDGE_JAIL", "/jail"},
        {"K8SBRIDGE_JAIL_PREPARE", "/usr/sbin/k8sbridge-jail-prepare --munge-dir /run/munge"}});
-  BOOST_REQUIRE(power::RunWorker(s, system, munge, log).ok());
+  BOOST_REQUIRE(container::RunWorker(s, system, munge, log).ok());
   BOOST_TEST(system.polls == 4);
   BOOST_REQUIRE_EQUAL(system.ran.size(), 1u);
   BOOST_TEST(
@@ -241,7 +241,7 @@ BOOST_AUTO_TEST_CASE(gives_up_on_the_jail_at_the_deadline) {
   FakeMunge munge;
   RecordingLogger log;
   auto s = Settings({{"K8SBRIDGE_JAIL", "/jail"}, {"K8SBRIDGE_JAIL_WAIT", "30s"}});
-  Status st = power::RunWorker(s, system, munge, log).status();
+  Status st = container::RunWorker(s, system, munge, log).status();
   BOOST_TEST(!st.ok());
   BOOST_TEST(st.message().find("jail /jail is not mounted after 30 s") != std::string::npos,
              st.message());
@@ -250,21 +250,21 @@ BOOST_AUTO_TEST_CASE(gives_up_on_the_jail_at_the_deadline) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_settings_name_the_variable) {
-  auto none = power::WorkerSettingsFromEnv(GetenvOf({}), {});
+  auto none = container::WorkerSettingsFromEnv(GetenvOf({}), {});
   BOOST_TEST(none.status().message().find("K8SBRIDGE_NODE_NAME is not set") != std::string::npos);
-  auto relative = power::WorkerSettingsFromEnv(
+  auto relative = container::WorkerSettingsFromEnv(
       GetenvOf({{"K8SBRIDGE_NODE_NAME", "w-1"}, {"K8SBRIDGE_JAIL", "jail"}}), {});
   BOOST_TEST(relative.status().message().find("K8SBRIDGE_JAIL='jail' is not an absolute path") !=
                  std::string::npos,
              relative.status().message());
-  auto wait = power::WorkerSettingsFromEnv(
+  auto wait = container::WorkerSettingsFromEnv(
       GetenvOf({{"K8SBRIDGE_NODE_NAME", "w-1"}, {"K8SBRIDGE_JAIL_WAIT", "soon"}}), {});
   BOOST_TEST(wait.status().message().find("K8SBRIDGE_JAIL_WAIT") != std::string::npos);
   for (const char* blank : {" ", "\t \n"}) {
-    auto prepare = power::WorkerSettingsFromEnv(GetenvOf({{"K8SBRIDGE_NODE_NAME", "w-1"},
-                                                          {"K8SBRIDGE_JAIL", "/jail"},
-                                                          {"K8SBRIDGE_JAIL_PREPARE", blank}}),
-                                                {});
+    auto prepare = container::WorkerSettingsFromEnv(GetenvOf({{"K8SBRIDGE_NODE_NAME", "w-1"},
+                                                              {"K8SBRIDGE_JAIL", "/jail"},
+                                                              {"K8SBRIDGE_JAIL_PREPARE", blank}}),
+                                                    {});
     BOOST_REQUIRE(!prepare.ok());
     BOOST_TEST(prepare.status().message() ==
                "K8SBRIDGE_JAIL_PREPARE holds only white space: give the jail-prepare command and "
@@ -280,7 +280,7 @@ BOOST_AUTO_TEST_CASE(another_slurm_is_refused_before_munged_starts) {
   RecordingLogger log;
   auto s = Settings({{"K8SBRIDGE_MUNGED_KEY", "/etc/munge-secret/munge.key"},
                      {"K8SBRIDGE_SLURMD", "/opt/slurm/sbin/slurmd"}});
-  Status st = power::RunWorker(s, system, munge, log).status();
+  Status st = container::RunWorker(s, system, munge, log).status();
   BOOST_TEST(st.message() ==
                  fmt::format("Slurm version mismatch: /opt/slurm/sbin/slurmd is Slurm 23.02.7, but "
                              "this k8sbridge was built for Slurm {}; use the k8sbridge image built "
@@ -300,7 +300,7 @@ BOOST_AUTO_TEST_CASE(a_missing_munge_key_is_refused_naming_its_path) {
   FakeMunge munge;
   RecordingLogger log;
   auto s = Settings({{"K8SBRIDGE_MUNGED_KEY", "/etc/munge-secret/munge.key"}});
-  Status st = power::RunWorker(s, system, munge, log).status();
+  Status st = container::RunWorker(s, system, munge, log).status();
   BOOST_TEST(st.message() ==
                  "munge key /etc/munge-secret/munge.key is missing (No such file or directory): "
                  "mount the Secret with the cluster's munge.key there, or set "
@@ -319,7 +319,7 @@ BOOST_AUTO_TEST_CASE(as_pid_1_slurmd_is_supervised_and_its_exit_code_returned) {
                      {"K8SBRIDGE_MUNGE_CHECK", "cred"},
                      {"K8SBRIDGE_INIT", "1"}});
   BOOST_TEST(s.supervise);
-  auto code = power::RunWorker(s, system, munge, log);
+  auto code = container::RunWorker(s, system, munge, log);
   BOOST_REQUIRE(code.ok());
   BOOST_TEST(*code == 143);
   BOOST_TEST(system.exec.empty());
@@ -334,7 +334,7 @@ BOOST_AUTO_TEST_CASE(as_pid_1_slurmd_is_supervised_and_its_exit_code_returned) {
 BOOST_AUTO_TEST_CASE(init_takes_only_0_or_1) {
   BOOST_TEST(!Settings({}).supervise);
   BOOST_TEST(!Settings({{"K8SBRIDGE_INIT", "0"}}).supervise);
-  auto bad = power::WorkerSettingsFromEnv(
+  auto bad = container::WorkerSettingsFromEnv(
       GetenvOf({{"K8SBRIDGE_NODE_NAME", "w-1"}, {"K8SBRIDGE_INIT", "yes"}}), {});
   BOOST_REQUIRE(!bad.ok());
   BOOST_TEST(bad.status().message().starts_with("K8SBRIDGE_INIT='yes': give 1"),

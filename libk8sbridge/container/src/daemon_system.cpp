@@ -1,4 +1,5 @@
-// The real system calls behind DaemonSystem (container_start.h).
+#include "k8sbridge/container/daemon_system.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -14,10 +15,9 @@
 #include <fmt/format.h>
 
 #include "k8sbridge/file.h"
-#include "k8sbridge/power/container_start.h"
 #include "k8sbridge/supervise.h"
 
-namespace k8sbridge::power::real {
+namespace k8sbridge::container::real {
 namespace {
 
 // Waits for `pid`; Ok when it exited 0, else an error naming `program`.
@@ -184,4 +184,4 @@ Result<int> Supervise(const std::vector<std::string>& argv, const std::string& m
   return k8sbridge::Supervise(request, system, log);
 }
 
-}  // namespace k8sbridge::power::real
+}  // namespace k8sbridge::container::real

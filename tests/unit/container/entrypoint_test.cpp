@@ -7,22 +7,22 @@
 #include <fmt/format.h>
 
 #include "fake_daemon_system.h"
-#include "k8sbridge/power/container_start.h"
-#include "k8sbridge/power/entrypoint.h"
+#include "k8sbridge/container/container_start.h"
+#include "k8sbridge/container/entrypoint.h"
 #include "recording_logger.h"
 
-namespace power = k8sbridge::power;
+namespace container = k8sbridge::container;
 using k8sbridge::RecordingLogger;
 using k8sbridge::Result;
 using k8sbridge::Status;
 
 namespace {
 
-using FakeSystem = k8sbridge::FakeDaemonSystemOf<power::DaemonSystem>;
+using FakeSystem = k8sbridge::FakeDaemonSystemOf<container::DaemonSystem>;
 
-Result<power::EntrypointSettings> SettingsOf(std::vector<std::string> args,
-                                             std::map<std::string, std::string> env = {}) {
-  return power::EntrypointSettingsFromEnv(
+Result<container::EntrypointSettings> SettingsOf(std::vector<std::string> args,
+                                                 std::map<std::string, std::string> env = {}) {
+  return container::EntrypointSettingsFromEnv(
       [env](const char* name) -> const char* {
         auto it = env.find(name);
         return it == env.end() ? nullptr : it->second.c_str();
@@ -30,16 +30,16 @@ Result<power::EntrypointSettings> SettingsOf(std::vector<std::string> args,
       std::move(args));
 }
 
-power::EntrypointSettings Settings(std::vector<std::string> args,
-                                   std::map<std::string, std::string> env = {}) {
+container::EntrypointSettings Settings(std::vector<std::string> args,
+                                       std::map<std::string, std::string> env = {}) {
   auto s = SettingsOf(std::move(args), std::move(env));
   BOOST_REQUIRE_MESSAGE(s.ok(), s.status().message());
   return *s;
 }
 
-std::string FailureOf(const power::EntrypointSettings& s, FakeSystem& system) {
+std::string FailureOf(const container::EntrypointSettings& s, FakeSystem& system) {
   RecordingLogger log;
-  auto code = power::RunEntrypoint(s, system, log);
+  auto code = container::RunEntrypoint(s, system, log);
   BOOST_REQUIRE(!code.ok());
   // Nothing was started: no munged to stop, no daemon.
   BOOST_TEST(system.ran.empty());
@@ -59,7 +59,7 @@ BOOST_AUTO_TEST_CASE(controller_checks_then_supervises_slurmctld_with_the_mounte
   RecordingLogger log;
   auto s = Settings({"controller", "-vv"},
                     {{"K8SBRIDGE_SLURM_CONF_DIR", "/etc/slurm-cm/"}, {"K8SBRIDGE_INIT", "1"}});
-  auto code = power::RunEntrypoint(s, system, log);
+  auto code = container::RunEntrypoint(s, system, log);
   BOOST_REQUIRE_MESSAGE(code.ok(), code.status().message());
   BOOST_TEST(*code == 7);
   BOOST_TEST(system.asked ==
@@ -81,7 +81,7 @@ BOOST_AUTO_TEST_CASE(controller_writes_the_in_cluster_service_file_for_the_power
   RecordingLogger log;
   auto s = Settings({"controller"},
                     {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"KUBERNETES_SERVICE_PORT", "443"}});
-  auto code = power::RunEntrypoint(s, system, log);
+  auto code = container::RunEntrypoint(s, system, log);
   BOOST_REQUIRE_MESSAGE(code.ok(), code.status().message());
   BOOST_REQUIRE_EQUAL(system.written.size(), 1u);
   BOOST_TEST(system.written.at("/run/k8sbridge/kubernetes-service") ==
@@ -90,15 +90,15 @@ BOOST_AUTO_TEST_CASE(controller_writes_the_in_cluster_service_file_for_the_power
 
   FakeSystem outside;  // not in a pod: nothing written, the log says what to use
   RecordingLogger outside_log;
-  BOOST_REQUIRE(power::RunEntrypoint(Settings({"controller"}), outside, outside_log).ok());
+  BOOST_REQUIRE(container::RunEntrypoint(Settings({"controller"}), outside, outside_log).ok());
   BOOST_TEST(outside.written.empty());
   BOOST_TEST(outside_log.Contains("Kubeconfig="));
 
   FakeSystem login;  // a login pod runs no power program
   RecordingLogger login_log;
-  BOOST_REQUIRE(power::RunEntrypoint(Settings({"login"}, {{"KUBERNETES_SERVICE_HOST", "h"},
-                                                          {"KUBERNETES_SERVICE_PORT", "1"}}),
-                                     login, login_log)
+  BOOST_REQUIRE(container::RunEntrypoint(Settings({"login"}, {{"KUBERNETES_SERVICE_HOST", "h"},
+                                                              {"KUBERNETES_SERVICE_PORT", "1"}}),
+                                         login, login_log)
                     .ok());
   BOOST_TEST(login.written.empty());
 }
@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(controller_writes_the_in_cluster_service_file_for_the_power
 BOOST_AUTO_TEST_CASE(not_as_pid_1_the_command_is_execd) {
   FakeSystem system;
   RecordingLogger log;
-  auto code = power::RunEntrypoint(Settings({"login"}), system, log);
+  auto code = container::RunEntrypoint(Settings({"login"}), system, log);
   BOOST_REQUIRE(code.ok());
   BOOST_TEST(system.asked == (std::vector<std::vector<std::string>>{{"/usr/bin/srun", "-V"}}));
   BOOST_TEST(system.exec == (std::vector<std::string>{"sleep", "infinity"}),
@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(not_as_pid_1_the_command_is_execd) {
 
 BOOST_AUTO_TEST_CASE(login_runs_the_command_it_is_given) {
   auto s = Settings({"login", "/bin/bash", "-l"}, {{"K8SBRIDGE_SRUN", "/opt/slurm/bin/srun"}});
-  BOOST_TEST(power::EntrypointCommand(s) == (std::vector<std::string>{"/bin/bash", "-l"}),
+  BOOST_TEST(container::EntrypointCommand(s) == (std::vector<std::string>{"/bin/bash", "-l"}),
              boost::test_tools::per_element());
   BOOST_TEST(s.srun == "/opt/slurm/bin/srun");
 }
@@ -141,7 +141,7 @@ BOOST_AUTO_TEST_CASE(an_unusable_munge_key_says_why) {
   system.files["/etc/munge/munge.key"] = FakeSystem::Directory();
   BOOST_TEST(FailureOf(Settings({"login"}), system)
                  .starts_with("munge key /etc/munge/munge.key is a directory, not the key"));
-  power::FileFacts unreadable = FakeSystem::Readable(1024);
+  container::FileFacts unreadable = FakeSystem::Readable(1024);
   unreadable.readable = false;
   unreadable.error = "Permission denied";
   system.files["/etc/munge/munge.key"] = unreadable;
@@ -190,11 +190,11 @@ BOOST_AUTO_TEST_CASE(bad_arguments_and_settings_name_the_fix) {
 }
 
 BOOST_AUTO_TEST_CASE(the_slurm_version_is_the_last_word_of_the_first_line) {
-  BOOST_TEST(power::SlurmVersionIn("slurm 24.11.5\n") == "24.11.5");
-  BOOST_TEST(power::SlurmVersionIn("slurm-wlm 24.11.5  \nmore\n") == "24.11.5");
-  BOOST_TEST(power::SlurmVersionIn("24.11.5") == "24.11.5");
-  BOOST_TEST(power::SlurmVersionIn("usage: sleep NUMBER\n") == "");
-  BOOST_TEST(power::SlurmVersionIn("") == "");
+  BOOST_TEST(container::SlurmVersionIn("slurm 24.11.5\n") == "24.11.5");
+  BOOST_TEST(container::SlurmVersionIn("slurm-wlm 24.11.5  \nmore\n") == "24.11.5");
+  BOOST_TEST(container::SlurmVersionIn("24.11.5") == "24.11.5");
+  BOOST_TEST(container::SlurmVersionIn("usage: sleep NUMBER\n") == "");
+  BOOST_TEST(container::SlurmVersionIn("") == "");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

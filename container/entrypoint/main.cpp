@@ -1,12 +1,12 @@
 // k8sbridge-entrypoint: the command of the controller and login images
-// (docs/deploy.md, "Entrypoints"). A thin main over power::RunEntrypoint.
+// (docs/deploy.md, "Entrypoints"). A thin main over container::RunEntrypoint.
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "k8sbridge/container/daemon_system.h"
+#include "k8sbridge/container/entrypoint.h"
 #include "k8sbridge/log.h"
-#include "k8sbridge/power/container_start.h"
-#include "k8sbridge/power/entrypoint.h"
 #include "k8sbridge/program.h"
 #include "k8sbridge/supervise.h"
 
@@ -32,11 +32,11 @@ constexpr std::string_view kUsage =
 int Run(int argc, char** argv) {
   // Only the role may be --help: what follows it is slurmctld's or the login command's.
   auto parse = [](std::vector<std::string> args) {
-    return power::EntrypointSettingsFromEnv(std::getenv, std::move(args));
+    return container::EntrypointSettingsFromEnv(std::getenv, std::move(args));
   };
-  auto run = [](const power::EntrypointSettings& settings, Logger& log) {
-    power::RealDaemonSystemOf<power::DaemonSystem> system(log);
-    return power::RunEntrypoint(settings, system, log);
+  auto run = [](const container::EntrypointSettings& settings, Logger& log) {
+    container::RealDaemonSystemOf<container::DaemonSystem> system(log);
+    return container::RunEntrypoint(settings, system, log);
   };
   return EntrypointMain(argc, argv, "k8sbridge-entrypoint", kUsage, parse, run);
 }

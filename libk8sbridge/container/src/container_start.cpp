@@ -1,4 +1,4 @@
-#include "k8sbridge/power/container_start.h"
+#include "k8sbridge/container/container_start.h"
 
 #include <tuple>
 
@@ -6,7 +6,7 @@
 
 #include "k8sbridge/contract.h"
 
-namespace k8sbridge::power {
+namespace k8sbridge::container {
 namespace {
 
 std::string Dir(const std::string& path) {
@@ -196,4 +196,4 @@ Status CheckSlurmVersion(const std::string& binary, std::string_view variable,
   return Status::Ok();
 }
 
-}  // namespace k8sbridge::power
+}  // namespace k8sbridge::container

@@ -1,5 +1,5 @@
 // k8sbridge-worker: the command of a worker pod (docs/power.md, "The worker
-// entrypoint"). A thin main over power::RunWorker: the real outside world here,
+// entrypoint"). A thin main over container::RunWorker: the real outside world here,
 // the logic and its tests in libk8sbridge.
 #include <limits.h>
 #include <stdlib.h>
@@ -10,18 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "k8sbridge/container/daemon_system.h"
+#include "k8sbridge/container/munge_check.h"
+#include "k8sbridge/container/worker_entry.h"
 #include "k8sbridge/jail/prepare.h"
 #include "k8sbridge/log.h"
-#include "k8sbridge/power/container_start.h"
-#include "k8sbridge/power/munge_check.h"
-#include "k8sbridge/power/worker_entry.h"
 #include "k8sbridge/program.h"
 #include "k8sbridge/supervise.h"
 
 namespace k8sbridge {
 namespace {
 
-class RealWorkerSystem final : public power::RealDaemonSystemOf<power::WorkerSystem> {
+class RealWorkerSystem final : public container::RealDaemonSystemOf<container::WorkerSystem> {
  public:
   using RealDaemonSystemOf::RealDaemonSystemOf;
 
@@ -52,12 +52,12 @@ constexpr std::string_view kUsage =
 
 int Run(int argc, char** argv) {
   auto parse = [](std::vector<std::string> args) {
-    return power::WorkerSettingsFromEnv(std::getenv, std::move(args));
+    return container::WorkerSettingsFromEnv(std::getenv, std::move(args));
   };
-  auto run = [](const power::WorkerSettings& settings, Logger& log) {
+  auto run = [](const container::WorkerSettings& settings, Logger& log) {
     RealWorkerSystem system(log);
-    power::LibMungeCodec munge(settings.munged.socket);
-    return power::RunWorker(settings, system, munge, log);
+    container::LibMungeCodec munge(settings.munged.socket);
+    return container::RunWorker(settings, system, munge, log);
   };
   return EntrypointMain(argc, argv, "k8sbridge-worker", kUsage, parse, run);
 }

@@ -1,4 +1,4 @@
-#include "k8sbridge/power/munge_check.h"
+#include "k8sbridge/container/munge_check.h"
 
 #include <munge.h>
 
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-namespace k8sbridge::power {
+namespace k8sbridge::container {
 namespace {
 
 // A pod may wait in Pending or pull an image for a long time; munged caps the
@@ -114,4 +114,4 @@ MungeDecoded LibMungeCodec::Decode(std::string_view credential) {
   return result;
 }
 
-}  // namespace k8sbridge::power
+}  // namespace k8sbridge::container

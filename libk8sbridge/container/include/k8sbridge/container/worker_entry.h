@@ -12,12 +12,12 @@
 #include <string_view>
 #include <vector>
 
+#include "k8sbridge/container/container_start.h"
+#include "k8sbridge/container/munge_check.h"
 #include "k8sbridge/log.h"
-#include "k8sbridge/power/container_start.h"
-#include "k8sbridge/power/munge_check.h"
 #include "k8sbridge/status.h"
 
-namespace k8sbridge::power {
+namespace k8sbridge::container {
 
 struct WorkerSettings {
   std::string node;              // K8SBRIDGE_NODE_NAME
@@ -56,4 +56,4 @@ Result<int> RunWorker(const WorkerSettings& settings, WorkerSystem& system, Mung
 // slurmd's command line for these settings.
 std::vector<std::string> SlurmdCommand(const WorkerSettings& settings);
 
-}  // namespace k8sbridge::power
+}  // namespace k8sbridge::container

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "k8sbridge/container/container_start.h"
 #include "k8sbridge/contract.h"
 #include "k8sbridge/log.h"
-#include "k8sbridge/power/container_start.h"
 #include "k8sbridge/status.h"
 
-namespace k8sbridge::power {
+namespace k8sbridge::container {
 
 inline constexpr std::string_view kDefaultMungeKey = "/etc/munge/munge.key";
 inline constexpr std::string_view kDefaultSlurmConfDir = "/etc/slurm";
@@ -50,4 +50,4 @@ std::vector<std::string> EntrypointCommand(const EntrypointSettings& settings);
 // code (0 after an Exec, which returns only in fakes).
 Result<int> RunEntrypoint(const EntrypointSettings& settings, DaemonSystem& system, Logger& log);
 
-}  // namespace k8sbridge::power
+}  // namespace k8sbridge::container

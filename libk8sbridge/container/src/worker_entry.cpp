@@ -1,4 +1,4 @@
-#include "k8sbridge/power/worker_entry.h"
+#include "k8sbridge/container/worker_entry.h"
 
 #include <sstream>
 #include <tuple>
@@ -7,11 +7,10 @@
 #include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include "k8sbridge/contract.h"
-#include "k8sbridge/power/worker_pod.h"
 #include "k8sbridge/program.h"
 #include "k8sbridge/text.h"
 
-namespace k8sbridge::power {
+namespace k8sbridge::container {
 namespace {
 
 constexpr auto kJailPollInterval = std::chrono::milliseconds(250);
@@ -208,4 +207,4 @@ Result<int> RunWorker(const WorkerSettings& s, WorkerSystem& system, MungeCodec&
   return 0;
 }
 
-}  // namespace k8sbridge::power
+}  // namespace k8sbridge::container
