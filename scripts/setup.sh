@@ -64,7 +64,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-command -v kubectl >/dev/null || echo "setup: warning: kubectl not found; the Kubernetes conformance tests need kubectl 1.32 at /usr/bin/kubectl" >&2
 
 # Each real Kubernetes node of the tests (kubelet, containerd, kube-proxy) takes
 # inotify instances, and the integration tests run several nodes at a time: the
