@@ -216,6 +216,14 @@ constexpr Key<G> kGlobalKeys[] = {
      .doc = "how long a node may stay POWERING_UP while its pod is Running and Ready (its "
             "slurmd's registration was lost, e.g. by a slurmctld crash) before it goes "
             "DOWN/POWER_DOWN; keep it well under ResumeTimeout"},
+    {.name = "SyncOutageHold",
+     .type = KeyType::kDuration,
+     .field = In<&G::sync, &SyncConf::outage_hold>,
+     .section = Section::kSync,
+     .doc = "how long after the daemon could not read Kubernetes or Slurm (or took the lead) "
+            "a lost Kubernetes node (Ready Unknown) fails none of its Slurm nodes: the "
+            "kubelets could not post during an API outage either, so the node controller "
+            "may call live nodes lost until they post again"},
     {.name = "SyncCircuitBreakerThreshold",
      .type = KeyType::kInt,
      .field = In<&G::sync, &SyncConf::breaker_threshold>,

@@ -118,9 +118,13 @@ void Reconciler::PlanNodePod(const SlurmNode& n, const conf::NodeGroup& group,
     out.push_back(std::move(a));
   };
   // Its status is stale and its pod may never be confirmed gone: DOWN at once (the
-  // jobs requeue), whatever the pod last said.
+  // jobs requeue), whatever the pod last said; but not in the wake of an outage,
+  // which may be what kept its kubelet from posting.
   if (pod && !host_lost.empty()) {
-    fail(host_lost, Rule::kNodeLost);
+    if (InOutageHold())
+      held_lost_ = true;
+    else
+      fail(host_lost, Rule::kNodeLost);
     return;
   }
   if (!pod) {

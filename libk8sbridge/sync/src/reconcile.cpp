@@ -144,6 +144,7 @@ ReconcileOptions ReconcileOptions::From(const conf::BridgeConfig& config,
   o.unschedulable_grace = config.sync.unschedulable_grace;
   o.orphan_grace = config.sync.orphan_grace;
   o.registration_grace = config.sync.registration_grace;
+  o.outage_hold = config.sync.outage_hold;
   o.breaker_threshold = config.sync.breaker_threshold;
   o.breaker_cooldown = config.sync.breaker_cooldown;
   o.config = &config;
@@ -181,10 +182,15 @@ Reconciler::Reconciler(ReconcileOptions options)
 void Reconciler::ResetTimers() {
   since_.clear();
   powering_up_since_.clear();
+  outage_ = true;
+}
+
+bool Reconciler::InOutageHold() const {
+  return back_at_ && now_ - *back_at_ < options_.outage_hold;
 }
 
 bool Reconciler::Waiting() const {
-  if (!since_.empty() || breaker_reasons_)
+  if (!since_.empty() || breaker_reasons_ || held_lost_)
     return true;
   return std::any_of(open_until_.begin(), open_until_.end(),
                      [&](const auto& group) { return group.second > wall_; });
@@ -220,7 +226,12 @@ std::vector<Action> Reconciler::Plan(const World& world, Clock::Steady::time_poi
                                      Clock::Wall::time_point wall) {
   now_ = now;
   wall_ = wall;
+  if (outage_) {
+    outage_ = false;
+    back_at_ = now;
+  }
   held_this_round_.clear();
+  held_lost_ = false;
   // Each rule looks nodes and pods up by name: the maps are made once per pass (at
   // 10,000 nodes, making them for each rule cost more than the rules).
   by_name_.nodes = NodesByName(world);

@@ -305,6 +305,26 @@ BOOST_FIXTURE_TEST_CASE(lost_node_fails_its_slurm_nodes_at_once, Fixture) {
   BOOST_TEST(!Find(cordoned, ActionKind::kFail, "w-0"));
 }
 
+// In an outage (ResetTimers) the kubelets could not post either, and the node
+// controller may call live nodes lost until they post again: a lost node fails
+// nothing for SyncOutageHold from the first pass after it, then fails as above if
+// it is still lost; a node whose kubelet posts again meanwhile fails nothing.
+BOOST_FIXTURE_TEST_CASE(a_node_lost_in_the_wake_of_an_outage_is_held, Fixture) {
+  ks::World w{{Up("w-0"), Up("w-1")},
+              {Pod("w-0", "n-0", "Running"), Pod("w-1", "n-1", "Running")},
+              {Node("n-0", "Unknown"), Node("n-1", "Unknown")}};
+  r->ResetTimers();
+  BOOST_TEST(!Find(Plan(w), ActionKind::kFail, "w-0"));
+  BOOST_TEST(r->Waiting());  // a pass is due when the hold ends
+  BOOST_TEST(!Find(Plan(w, 29s), ActionKind::kFail, "w-0"));
+  w.nodes[1] = Node("n-1");  // its kubelet posted again
+  auto actions = Plan(w, 1s);
+  const auto* fail = Find(actions, ActionKind::kFail, "w-0");
+  BOOST_REQUIRE(fail);
+  BOOST_TEST((fail->rule == ks::Rule::kNodeLost));
+  BOOST_TEST(!Find(actions, ActionKind::kFail, "w-1"));
+}
+
 // The old pod stays Terminating on the lost node (no kubelet confirms): it holds back
 // neither the return to service nor a replacement, and is never the node's pod
 // beside a live one, even when its node comes back and it terminates for real.

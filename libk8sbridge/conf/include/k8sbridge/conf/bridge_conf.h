@@ -113,6 +113,11 @@ struct SyncConf {
   // A POWERING_UP node whose pod has been Running and Ready this long has lost its
   // slurmd's registration (slurmctld restarted without saving it) and is failed.
   std::chrono::milliseconds registration_grace{120'000};
+  // After k8sbridge-sync could not read Kubernetes or Slurm, or took the lead, a
+  // lost Kubernetes node fails no Slurm node for this long: in an API outage the
+  // kubelets could not post either, and the node controller may call a live node
+  // lost until they post again (every 10 s by default).
+  std::chrono::milliseconds outage_hold{30'000};
   int breaker_threshold = 3;  // unschedulable failures of one group within the cool-down; 0 = off
   std::chrono::milliseconds breaker_cooldown{600'000};
   std::string lease_name;  // "" = k8sbridge-sync-<ClusterName>

@@ -122,6 +122,7 @@ struct ReconcileOptions {
   Clock::Steady::duration unschedulable_grace = conf::SyncConf{}.unschedulable_grace;
   Clock::Steady::duration orphan_grace = conf::SyncConf{}.orphan_grace;
   Clock::Steady::duration registration_grace = conf::SyncConf{}.registration_grace;
+  Clock::Steady::duration outage_hold = conf::SyncConf{}.outage_hold;
   // A pod that vanished while its node was up: confirmed over this long, so a
   // cache that lags slurmctld by a moment is not read as a deletion.
   Clock::Steady::duration pod_lost_grace = std::chrono::seconds(3);
@@ -185,11 +186,12 @@ class Reconciler {
   std::vector<Action> Plan(const World& world, Clock::Steady::time_point now,
                            Clock::Wall::time_point wall);
   // Forget the graces (called when a side could not be read: after an outage,
-  // every grace starts over instead of firing at once on old observations).
+  // every grace starts over instead of firing at once on old observations), and
+  // hold lost Kubernetes nodes for ReconcileOptions::outage_hold from the next Plan.
   void ResetTimers();
   // Whether the last Plan depends on time as well as on the snapshot: a grace is
-  // running, a circuit breaker was open, or a Slurm node has a breaker's drain
-  // (undone at its expiry). Otherwise the same snapshot plans the same actions
+  // running, a circuit breaker was open, a Slurm node has a breaker's drain
+  // (undone at its expiry), or a lost node's failure waits for the outage hold. Otherwise the same snapshot plans the same actions
   // later, and the daemon need not plan again until something changes.
   bool Waiting() const;
   // Open circuit breakers: node group -> until (wall time).
@@ -206,6 +208,9 @@ class Reconciler {
   bool Held(const std::string& key, Clock::Steady::duration grace);
   // A CLOUD node of a NodeGroup: the pod rules are for those only.
   bool PodRulesApply(const SlurmNode& n) const;
+  // Within outage_hold of the first Plan after ResetTimers: a Kubernetes node
+  // lost now may be the outage's doing, not the node's.
+  bool InOutageHold() const;
 
   // The rule families, one a file in libk8sbridge/sync/src beside the checks that
   // its actions are still due (NotDueOn's cases; src/rules.h lists them).
@@ -243,7 +248,10 @@ class Reconciler {
   std::map<std::string, std::deque<Clock::Wall::time_point>> failures_;  // group -> times
   std::map<std::string, Clock::Wall::time_point> open_until_;            // group -> until
   std::map<std::string, Clock::Steady::time_point> powering_up_since_;
-  bool breaker_reasons_ = false;  // the last Plan saw a breaker's drain reason
+  bool breaker_reasons_ = false;                      // the last Plan saw a breaker's drain reason
+  bool outage_ = false;                               // ResetTimers since the last Plan
+  std::optional<Clock::Steady::time_point> back_at_;  // the first Plan after it
+  bool held_lost_ = false;  // the last Plan held a lost node's failure (InOutageHold)
   // During Plan: the world's Kubernetes nodes, owned pods (by Slurm node) and Slurm
   // nodes by name, pointing into the World being planned.
   struct ByName {
