@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.cluster import SHORT_TOLERATIONS as TOLERATIONS, PodCluster
+from harness.cluster import PodCluster
 from harness.kubelet_node import BUSYBOX_IMAGE
 from harness.rig import NodeSpec, free_tcp_port, kill_and_wait, wait_for
 from harness.sync import Daemon
@@ -117,9 +117,13 @@ class World:
             slurm_conf_extra=lambda rig: (f"AuthInfo=socket={rig.munge_socket},"
                                           "cred_expire=10\nReturnToService=1\n"
                                           "MinJobAge=7200\n"),
+            # The pods get what every pod gets (DefaultTolerationSeconds: 300 s on a
+            # not-ready or unreachable node), as deploy/'s do: shorter ones would have
+            # Kubernetes evict the pods of a node it marks lost in the wake of an API
+            # fault, which k8sbridge is to ride out.
             extra_templates={
-                "worker.yaml": lambda c: c.template() + TOLERATIONS,
-                "gpu.yaml": lambda c: c.template(container_extra=GPU_LIMITS) + TOLERATIONS})
+                "worker.yaml": lambda c: c.template(),
+                "gpu.yaml": lambda c: c.template(container_extra=GPU_LIMITS)})
         self.daemons = {}
         self.jobdir = None
         # Control-plane components that exited, restarted as a kubelet restarts its
@@ -338,7 +342,7 @@ FAULTS = {
     "pod-evict": (True, (0, 0)),
     "gpu-unschedulable": (False, (25, 40)),
     "image-pull-error": (False, (20, 40)),
-    # Longer than the node controller's grace period (50 s) and the tolerations (2 s).
+    # Longer than the node controller's grace period (50 s).
     "kubelet-stop": (True, (65, 90)),
     "k8s-cordon": (True, (8, 20)),
     "kubectl-drain": (True, (8, 20)),
@@ -643,8 +647,9 @@ class Injector:
     def _kubelet_stop(self, f, node):
         # The node's kubelet stops (its containers run on); after the node
         # controller's grace period (50 s) the node is Unknown and tainted
-        # unreachable, and the pods' 2 s tolerations have them evicted. Started
-        # again, the kubelet stops the evicted pods' containers.
+        # unreachable: k8sbridge-sync fails its Slurm nodes and SuspendProgram's
+        # deletes leave their pods Terminating there. Started again, the kubelet
+        # stops those pods' containers.
         host = self._k8s_node_of(f, node)
         if host:
             self.w.cluster.stop_kubelet(host)
@@ -870,7 +875,10 @@ class Monitor:
             if len(names) > 1:
                 self.violate("Slurm nodes with two live pods", f"{node}: {names}")
         for uid, (node, terminating, host) in self.pods.items():
-            gone = uid not in seen or (seen[uid][1] and not terminating)
+            # Going is counted once: when it starts terminating, or when it vanishes
+            # without having been seen terminating.
+            gone = (uid not in seen and not terminating) or \
+                (uid in seen and seen[uid][1] and not terminating)
             expected = now() - max(self.expected_loss.get(node, -1e9),
                                    self.expected_host_loss.get(host, -1e9)) < 180
             if gone and node in previous_running and not expected:
