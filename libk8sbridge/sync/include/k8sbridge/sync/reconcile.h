@@ -190,9 +190,10 @@ class Reconciler {
   // hold lost Kubernetes nodes for ReconcileOptions::outage_hold from the next Plan.
   void ResetTimers();
   // Whether the last Plan depends on time as well as on the snapshot: a grace is
-  // running, a circuit breaker was open, a Slurm node has a breaker's drain
-  // (undone at its expiry), or a lost node's failure waits for the outage hold. Otherwise the same snapshot plans the same actions
-  // later, and the daemon need not plan again until something changes.
+  // running, a circuit breaker was open, a Slurm node has a breaker's drain (undone
+  // at its expiry), or a lost node's failure waits for the outage hold. Otherwise the
+  // same snapshot plans the same actions later, and the daemon need not plan again
+  // until something changes.
   bool Waiting() const;
   // Open circuit breakers: node group -> until (wall time).
   std::map<std::string, Clock::Wall::time_point> OpenBreakers(Clock::Wall::time_point wall) const;
