@@ -70,9 +70,14 @@ PRODUCT = "NVIDIA-H100-80GB-HBM3"
 JOB_ID = 4242
 WRK = os.environ.get("BENCH_WRK") or shutil.which("wrk") or "/usr/bin/wrk"
 WRK_SCRIPT = ROOT / "bench" / "wrk_create.lua"
-# The user of every measured client: the cluster's admin ServiceAccount
-# (harness.kube.ADMIN_SA), the only one the bench's audit policy logs.
-BENCH_USER = "system:serviceaccount:kube-system:k8sbridge-test-admin"
+
+
+def bench_user() -> str:
+    """The user of every measured client: the cluster's admin ServiceAccount
+    (harness.kube.ADMIN_SA), the only one the bench's audit policy logs."""
+    from harness.kube import ADMIN_SA
+    return "system:serviceaccount:{}:{}".format(*ADMIN_SA)
+
 
 TEMPLATE = """\
 kind: PodTemplate
@@ -144,16 +149,16 @@ def live_pods(kube, names=None):
 
 def bench_cluster(**kw):
     """A KubeCluster for the benches: only the requests of the bench's user
-    (BENCH_USER, whose token every measured client uses) are audited, with their
+    (bench_user(), whose token every measured client uses) are audited, with their
     times, so that the log costs the server the same for each client and nothing for
     the rest (kwok's leases at 10,000 nodes, the controllers)."""
     from harness.kube import KubeCluster
 
-    return KubeCluster(audit=[BENCH_USER], **kw)
+    return KubeCluster(audit=[bench_user()], **kw)
 
 
 def bench_kubeconfig(kube):
-    """(kubeconfig, bearer token) of BENCH_USER: a token of the cluster's admin
+    """(kubeconfig, bearer token) of bench_user(): a token of the cluster's admin
     ServiceAccount, for k8sbridge-power, kubectl and wrk alike."""
     from harness.kube import ADMIN_SA
     path = kube.service_account_kubeconfig(*ADMIN_SA, expiration_seconds=24 * 3600)

@@ -49,5 +49,14 @@ def wait_for_no_leftovers(rig_ids, timeout: float = 30, more=dict) -> dict:
     return last
 
 
+def close_leaving_nothing(close, rig_ids, what: str):
+    """Calls close(), then raises AssertionError naming what the rigs `rig_ids` (read
+    before the close) left behind, once wait_for_no_leftovers gives up."""
+    close()
+    left = wait_for_no_leftovers(rig_ids)
+    if any(left.values()):
+        raise AssertionError(f"{what} left {left}")
+
+
 def main():
     unittest.main(verbosity=2)

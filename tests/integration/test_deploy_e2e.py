@@ -31,7 +31,7 @@ import unittest
 
 from harness.deployment import Deployment, images_or_skip, missing_images
 from harness.kube import LEAF_LABEL
-from harness.testcase import wait_for_no_leftovers
+from harness.testcase import close_leaving_nothing
 
 NODES = ["w-0", "w-1", "w-2", "w-3"]
 
@@ -48,11 +48,7 @@ class InClusterDeployment(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        rig_ids = cls.d.rc.rig_ids
-        cls.d.close()
-        left = wait_for_no_leftovers(rig_ids)
-        if any(left.values()):
-            raise AssertionError(f"the deployment left {left}")
+        close_leaving_nothing(cls.d.close, cls.d.rc.rig_ids, "the deployment")
 
     def assert_kubelet_ran(self, pod, image):
         """`pod`'s first container is a containerd task on the pod's real node, of the

@@ -20,7 +20,7 @@ from harness.kube import wait_for_condition
 from harness.kubelet_node import (DNS_SERVICE_IP, NodeImage, RealCluster, RealNode,
                                   busybox_pod, skip_unless_real_nodes_can_run)
 from harness.rig import RIG_ENV, alive, pids_with_env, rig_cgroups
-from harness.testcase import wait_for_no_leftovers
+from harness.testcase import close_leaving_nothing
 
 HTTPD = "mkdir -p /www && echo served-by-$(hostname) > /www/index.html && " \
         "exec httpd -f -p 8080 -h /www"
@@ -43,11 +43,7 @@ class RealNodeTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        rig_ids = cls.rc.rig_ids
-        cls.rc.close()
-        left = wait_for_no_leftovers(rig_ids)
-        if any(left.values()):
-            raise AssertionError(f"the real nodes left {left}")
+        close_leaving_nothing(cls.rc.close, cls.rc.rig_ids, "the real nodes")
 
     # --- helpers -------------------------------------------------------------------
 

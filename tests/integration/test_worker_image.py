@@ -15,7 +15,7 @@ import unittest
 from harness.deployment import image_info, images_or_skip, node_image
 from harness.kube import wait_for_condition
 from harness.kubelet_node import RealCluster
-from harness.testcase import wait_for_no_leftovers
+from harness.testcase import close_leaving_nothing
 
 
 class WorkerImageTest(unittest.TestCase):
@@ -29,11 +29,7 @@ class WorkerImageTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        rig_ids = cls.rc.rig_ids
-        cls.rc.close()
-        left = wait_for_no_leftovers(rig_ids)
-        if any(left.values()):
-            raise AssertionError(f"the real node left {left}")
+        close_leaving_nothing(cls.rc.close, cls.rc.rig_ids, "the real node")
 
     def test_slurmd_in_the_worker_image_says_its_version(self):
         image = f"{self.info['image']}:{self.info['tag']}"
