@@ -256,6 +256,14 @@ class RealSlurmdTest(EntrypointTestCase):
                              "w-0")
             # slurmstepd daemonizes away from slurmd: PID 1 is its parent, and reaps it.
             wait_for(lambda: not self.zombies_of(pid1), 30, "PID 1 to reap the step's processes")
+            # The pod is stopped as power stops it: once the node is idle, its job's
+            # terminate RPC done. A SIGTERM that reached slurmd 17 ms after the step,
+            # before that RPC, once left Slurm 24.11's slurmd silent after "Caught
+            # SIGTERM" for over 60 s: its shutdown waits on its connections.
+            def idle():
+                state = rig.node("w-0")["State"].split("+")
+                return state[0] == "IDLE" and "COMPLETING" not in state
+            wait_for(idle, 60, "w-0 to be idle, its job's end done")
             os.kill(pid1, signal.SIGTERM)
             out, err = proc.communicate(timeout=60)
             self.assertEqual(proc.returncode, 0, err[-3000:])
