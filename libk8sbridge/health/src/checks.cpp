@@ -1,9 +1,11 @@
 #include "k8sbridge/health/checks.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -43,41 +45,78 @@ std::string_view XidMeaning(unsigned xid) {
   return it == meanings.end() ? std::string_view() : it->second;
 }
 
-std::optional<KernelXid> ParseKmsgXid(std::string_view record) {
-  // "<prio>,<seq>,<usec>,<flags>[,...];<message>"
-  auto semi = record.find(';');
-  if (semi == std::string_view::npos)
+std::optional<std::string> CanonicalPciBusId(std::string_view bus_id) {
+  auto hex = [](std::string_view digits, size_t min, size_t max) -> std::optional<unsigned> {
+    if (digits.size() < min || digits.size() > max)
+      return std::nullopt;
+    auto value = text::ParseInt<unsigned>(digits, 0, std::numeric_limits<unsigned>::max(), 16);
+    return value.ok() ? std::optional<unsigned>(*value) : std::nullopt;
+  };
+  auto c1 = bus_id.find(':');
+  auto c2 = c1 == std::string_view::npos ? c1 : bus_id.find(':', c1 + 1);
+  if (c2 == std::string_view::npos)
     return std::nullopt;
-  std::string_view header = record.substr(0, semi), msg = record.substr(semi + 1);
+  std::string_view device = bus_id.substr(c2 + 1);
+  if (auto dot = device.find('.'); dot != std::string_view::npos) {
+    if (!hex(device.substr(dot + 1), 1, 1))
+      return std::nullopt;
+    device = device.substr(0, dot);
+  }
+  auto d = hex(bus_id.substr(0, c1), 4, 8), b = hex(bus_id.substr(c1 + 1, c2 - c1 - 1), 2, 2),
+       v = hex(device, 2, 2);
+  if (!d || !b || !v)
+    return std::nullopt;
+  return fmt::format("{:04x}:{:02x}:{:02x}", *d, *b, *v);
+}
+
+std::optional<KmsgHeader> ParseKmsgHeader(std::string_view record) {
+  // "<priority>,<sequence>,<usec>,<flags>[,...];message"
+  std::string_view header = record.substr(0, record.find(';'));
   auto c1 = header.find(',');
   if (c1 == std::string_view::npos)
     return std::nullopt;
   auto c2 = header.find(',', c1 + 1);
-  KernelXid out;
-  std::string_view seq =
-      header.substr(c1 + 1, c2 == std::string_view::npos ? header.npos : c2 - c1 - 1);
-  auto sequence = text::ParseInt<uint64_t>(seq);
-  if (!sequence.ok())
+  auto priority = text::ParseInt<unsigned>(header.substr(0, c1));
+  auto sequence = text::ParseInt<uint64_t>(
+      header.substr(c1 + 1, c2 == std::string_view::npos ? header.npos : c2 - c1 - 1));
+  if (!priority.ok() || !sequence.ok())
     return std::nullopt;
-  out.sequence = *sequence;
-  constexpr std::string_view kMarker = "NVRM: Xid (PCI:";
-  auto at = msg.find(kMarker);
-  if (at == std::string_view::npos)
+  return KmsgHeader{*priority, *sequence};
+}
+
+std::optional<KernelXid> ParseKmsgXid(std::string_view record) {
+  auto semi = record.find(';');
+  auto header = ParseKmsgHeader(record);
+  // The kernel logs with facility 0; what user space writes into /dev/kmsg gets
+  // another (LOG_USER unless it names one), so it cannot pass for the driver.
+  if (semi == std::string_view::npos || !header || (header->priority >> 3) != 0)
     return std::nullopt;
-  msg.remove_prefix(at + kMarker.size());
+  std::string_view msg = record.substr(semi + 1);
+  // The driver's line starts the message: the same text further on is somebody
+  // else's (a segfaulting program's name or file, as the kernel reports them).
+  constexpr std::string_view kMarker = "NVRM: Xid (";
+  if (!msg.starts_with(kMarker))
+    return std::nullopt;
+  msg.remove_prefix(kMarker.size());
+  if (msg.starts_with("PCI:"))  // older drivers print the bus id without it
+    msg.remove_prefix(4);
   auto close = msg.find(')');
   if (close == std::string_view::npos)
     return std::nullopt;
-  out.pci_bus_id = std::string(msg.substr(0, close));
-  std::transform(out.pci_bus_id.begin(), out.pci_bus_id.end(), out.pci_bus_id.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  auto bus_id = CanonicalPciBusId(msg.substr(0, close));
   msg.remove_prefix(close + 1);
-  while (!msg.empty() && (msg.front() == ':' || msg.front() == ' '))
-    msg.remove_prefix(1);
-  auto [ptr, ec] = std::from_chars(msg.data(), msg.data() + msg.size(), out.xid);
-  if (ec != std::errc() || ptr == msg.data())
+  if (!bus_id || !msg.starts_with(':'))
     return std::nullopt;
-  return out;
+  msg.remove_prefix(1);
+  while (msg.starts_with(' '))
+    msg.remove_prefix(1);
+  unsigned xid = 0;
+  auto [ptr, ec] = std::from_chars(msg.data(), msg.data() + msg.size(), xid);
+  const bool number_ends = ptr == msg.data() + msg.size() || *ptr == ',' ||
+                           std::isspace(static_cast<unsigned char>(*ptr));
+  if (ec != std::errc() || ptr == msg.data() || !number_ends)
+    return std::nullopt;
+  return KernelXid{header->sequence, std::move(*bus_id), xid};
 }
 
 namespace {
@@ -204,9 +243,10 @@ Report EvaluateGpus(const GpuInventory& inv, std::optional<unsigned> expected,
     r.Pass("gpu.count", "GPUs", fmt::format("{}", count));
   for (const GpuSnapshot& g : inv.gpus) {
     std::vector<unsigned> xids = g.xids;
+    // kmsg names "0000:3b:00", NVML "0000:3b:00.0": the same device, and only it.
+    const auto gpu_bus_id = CanonicalPciBusId(g.pci_bus_id);
     for (const KernelXid& k : kernel_xids) {
-      // kmsg names "0000:3b:00"; NVML "0000:3b:00.0".
-      if (!g.pci_bus_id.empty() && g.pci_bus_id.starts_with(k.pci_bus_id))
+      if (gpu_bus_id && CanonicalPciBusId(k.pci_bus_id) == gpu_bus_id)
         xids.push_back(k.xid);
     }
     EvaluateOne(g, xids, c, r);

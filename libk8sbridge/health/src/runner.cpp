@@ -162,18 +162,12 @@ std::vector<KernelXid> ReadKernelXids(const std::string& path, HealthState& stat
   bool any = false;
   uint64_t newest = 0;
   auto take = [&](std::string_view record) {
-    // "<priority>,<sequence>,<timestamp>,...;message": a record whose sequence
-    // cannot be read cannot move the cursor either.
-    auto c1 = record.find(',');
-    if (c1 == std::string_view::npos)
+    // Every record moves the cursor, an XID or not; one whose header cannot be
+    // read cannot.
+    auto header = ParseKmsgHeader(record);
+    if (!header)
       return;
-    auto c2 = record.find_first_of(",;", c1 + 1);
-    if (c2 == std::string_view::npos)
-      return;
-    auto seq = text::ParseInt<uint64_t>(record.substr(c1 + 1, c2 - c1 - 1));
-    if (!seq.ok())
-      return;
-    newest = any ? std::max(newest, *seq) : *seq;
+    newest = any ? std::max(newest, header->sequence) : header->sequence;
     any = true;
     if (auto x = ParseKmsgXid(record))
       all.push_back(*x);

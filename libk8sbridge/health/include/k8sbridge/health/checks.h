@@ -17,14 +17,30 @@ namespace k8sbridge::health {
 // What an XID number means, from NVIDIA's XID catalogue; "" if unknown.
 std::string_view XidMeaning(unsigned xid);
 
-// An XID from the kernel log:
+// A PCI address as the driver and NVML print it ("0000:3b:00", "00000000:3B:00.0")
+// in one spelling, "0000:3b:00": domain (4 to 8 hex digits), bus and device (2
+// each); a function (".0") is dropped, as an XID names the device. nullopt for
+// anything else, the empty string included, so that a bus id matches only itself.
+std::optional<std::string> CanonicalPciBusId(std::string_view bus_id);
+
+// The header of a /dev/kmsg record, "<priority>,<sequence>,<usec>,<flags>[,...];".
+struct KmsgHeader {
+  unsigned priority = 0;  // facility << 3 | level; facility 0 is the kernel's own
+  uint64_t sequence = 0;  // the record number, to resume after it next run
+};
+std::optional<KmsgHeader> ParseKmsgHeader(std::string_view record);
+
+// An XID the NVIDIA driver logged in the kernel log:
 // "NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus."
 struct KernelXid {
-  uint64_t sequence = 0;   // /dev/kmsg record number, to resume after it next run
-  std::string pci_bus_id;  // "0000:3b:00"
+  uint64_t sequence = 0;   // the record's number
+  std::string pci_bus_id;  // canonical: "0000:3b:00"
   unsigned xid = 0;
 };
-// Parses one /dev/kmsg record ("6,1234,5678,-;NVRM: Xid ..."); nullopt if it is not an XID.
+// Parses one /dev/kmsg record ("4,1234,5678,-;NVRM: Xid ..."); nullopt unless the
+// kernel logged it (user space writes into /dev/kmsg too) and its message starts
+// with the driver's marker and a well-formed bus id: a segfault line names the
+// program and its file, both chosen by whoever ran it, and must never drain a node.
 std::optional<KernelXid> ParseKmsgXid(std::string_view record);
 
 // GPU checks. `expected_count` comes from config or the node's Gres; `kernel_xids`
