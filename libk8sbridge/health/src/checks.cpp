@@ -121,6 +121,10 @@ std::optional<KernelXid> ParseKmsgXid(std::string_view record) {
 
 namespace {
 
+constexpr std::string_view kNvmlMissingFix =
+    "not a hardware fault: the NVIDIA driver must be loaded and, in a pod, injected by the "
+    "container runtime (the NVIDIA container toolkit, e.g. through a RuntimeClass)";
+
 std::string XidText(unsigned xid) {
   std::string_view meaning = XidMeaning(xid);
   return meaning.empty() ? fmt::format("XID {}", xid) : fmt::format("XID {} ({})", xid, meaning);
@@ -227,12 +231,16 @@ Report EvaluateGpus(const GpuInventory& inv, std::optional<unsigned> expected,
                     const std::vector<KernelXid>& kernel_xids, const HealthConfig& c) {
   Report r;
   if (!inv.driver_present) {
+    // NVML that cannot be loaded says nothing about the GPUs: the drain names the
+    // fix, and leaves out the [hardware] tag that would have the machine repaired.
     if (expected && *expected > 0)
-      r.Fail("gpu.count", "", "no driver",
-             fmt::format("expected {} GPUs, but NVML is not available ({})", *expected,
-                         inv.driver_detail));
+      r.Fail("gpu.nvml", "", fmt::format("not available: {}", inv.driver_detail),
+             fmt::format("expected {} GPUs, but NVML is not available ({}); {}", *expected,
+                         inv.driver_detail, kNvmlMissingFix),
+             Severity::kNode);
     else
-      r.Pass("gpu.count", "GPUs", "no NVML and none expected");
+      r.Pass("gpu.nvml", "NVML",
+             fmt::format("not available, no GPUs expected ({})", inv.driver_detail));
     return r;
   }
   unsigned count = inv.count.value_or(0);

@@ -237,19 +237,32 @@ Result<GpuInventory> CollectGpus(const std::string& library, unsigned event_wait
   progress(fmt::format("dlopen {}", library));
   n.handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!n.handle) {
-    inv.driver_detail = fmt::format("cannot load {}: {}", library, dlerror());
+    const char* error = dlerror();
+    std::string_view why = error ? error : "unknown error";
+    if (why.starts_with(library + ": "))  // dlerror names the file again
+      why.remove_prefix(library.size() + 2);
+    inv.driver_detail = fmt::format("cannot load {}: {}", library, why);
+    return inv;
+  }
+  if (Status s = BindAll(n); !s.ok()) {
+    inv.driver_detail = s.message();
+    return inv;
+  }
+  progress("nvmlInit");
+  // A GPU that is lost is the hardware's fault; any other refusal (no driver
+  // loaded, no device nodes, no permission) is the node's setup.
+  nvmlReturn_t rc = n.init();
+  if (rc == kGpuIsLost)
+    return Status::Unavailable(fmt::format("nvmlInit failed: {}", n.Error(rc)));
+  if (rc != kSuccess) {
+    inv.driver_detail = fmt::format("{}: nvmlInit failed: {}", library, n.Error(rc));
     return inv;
   }
   inv.driver_present = true;
   inv.driver_detail = library;
-  if (Status s = BindAll(n); !s.ok())
-    return s.WithContext(library);
-  progress("nvmlInit");
-  if (nvmlReturn_t rc = n.init(); rc != kSuccess)
-    return Status::Unavailable(fmt::format("nvmlInit failed: {}", n.Error(rc)));
   unsigned count = 0;
   progress("nvmlDeviceGetCount");
-  nvmlReturn_t rc = n.get_count(&count);
+  rc = n.get_count(&count);
   if (rc != kSuccess) {
     n.shutdown();
     return Status::Unavailable(fmt::format("nvmlDeviceGetCount failed: {}", n.Error(rc)));

@@ -38,14 +38,18 @@ void CheckGpus(const HealthConfig& c, std::optional<unsigned> expected, HealthSt
     r.Fail("gpu.nvml", "NVML", "not run", run.status().message(), Severity::kNode);
     return;
   }
+  // NVML that loaded and then hangs or fails speaks for the GPUs behind it: a
+  // wedged driver or a lost GPU. NVML that cannot be loaded at all is no error
+  // here (EvaluateGpus: driver_present).
   if (!run->finished) {
     r.Fail("gpu.nvml", "NVML", "hung",
            fmt::format("call hung: {} did not return within {:g}s", run->last_progress,
-                       Seconds(c.check_timeout)));
+                       Seconds(c.check_timeout)),
+           Severity::kHardware);
     return;
   }
   if (!run->error.empty()) {
-    r.Fail("gpu.nvml", "NVML", "error", fmt::format("failed: {}", run->error));
+    r.Fail("gpu.nvml", "NVML", "error", fmt::format("failed: {}", run->error), Severity::kHardware);
     return;
   }
   auto inv = InventoryFromJson(run->output);

@@ -20,6 +20,17 @@ std::string ReasonWithGpu3(const Overrides& bad, unsigned expected = 4) {
   return DrainReason(r.findings);
 }
 
+// The findings of a run whose NVML is the fake scripted with `script`, or
+// `library` when one is named, on a node that expects `expected` GPUs.
+std::vector<Finding> NvmlFindings(const std::string& script, const std::string& library,
+                                  std::optional<unsigned> expected) {
+  FakeNvml nvml(script);
+  if (!library.empty())
+    nvml.config.nvml_library = library;
+  HealthState state;
+  return RunChecks(nvml.config, expected, state).findings;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(gpu_checks)
@@ -113,6 +124,40 @@ BOOST_AUTO_TEST_CASE(missing_driver_with_gpus_expected) {
   // And a CPU-only node without a driver is healthy.
   Report cpu = RunChecks(nvml.config, std::nullopt, state);
   BOOST_TEST(cpu.findings.empty());
+}
+
+BOOST_AUTO_TEST_CASE(missing_nvml_names_the_library_and_the_fix_and_is_not_hardware) {
+  auto findings = NvmlFindings("{}", "/nonexistent/libnvidia-ml.so.1", 8u);
+  BOOST_REQUIRE_EQUAL(findings.size(), 1u);
+  BOOST_TEST(findings[0].check == "gpu.nvml");
+  BOOST_TEST((findings[0].severity == Severity::kNode));
+  const std::string reason = DrainReason(findings);
+  BOOST_TEST(reason ==
+             "k8sbridge-health: expected 8 GPUs, but NVML is not available (cannot load "
+             "/nonexistent/libnvidia-ml.so.1: cannot open shared object file: No such file or "
+             "directory); not a hardware fault: the NVIDIA driver must be loaded and, in a pod, "
+             "injected by the container runtime (the NVIDIA container toolkit, e.g. through a "
+             "RuntimeClass)");
+  BOOST_TEST(IsOwnReason(reason));
+}
+
+BOOST_AUTO_TEST_CASE(a_library_that_is_not_nvml_is_not_hardware) {
+  auto findings = NvmlFindings("{}", "libc.so.6", 8u);
+  BOOST_REQUIRE_EQUAL(findings.size(), 1u);
+  BOOST_TEST((findings[0].severity == Severity::kNode));
+  BOOST_TEST(findings[0].message.find("lacks basic symbols") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(nvml_init_refused_is_not_hardware_but_a_lost_gpu_is) {
+  auto findings = NvmlFindings("{\"init_error\":9}", "", 2u);
+  BOOST_REQUIRE_EQUAL(findings.size(), 1u);
+  BOOST_TEST((findings[0].severity == Severity::kNode));
+  BOOST_TEST(findings[0].message.find("nvmlInit failed: Driver Not Loaded (9)") !=
+             std::string::npos);
+  // Without GPUs expected, NVML that will not start is no finding.
+  BOOST_TEST(NvmlFindings("{\"init_error\":9}", "", std::nullopt).empty());
+  BOOST_TEST(DrainReason(NvmlFindings("{\"init_error\":15}", "", 2u)) ==
+             "[hardware] k8sbridge-health: NVML failed: nvmlInit failed: GPU is lost (15)");
 }
 
 BOOST_AUTO_TEST_CASE(kernel_log_xids_since_the_last_run) {

@@ -116,6 +116,23 @@ BOOST_AUTO_TEST_CASE(an_unreadable_node_changes_nothing) {
   BOOST_TEST(slurm.calls().empty());
 }
 
+BOOST_AUTO_TEST_CASE(only_hardware_findings_ask_for_a_repair) {
+  // NVML missing from the pod drains the node (no GPU job could run there) with
+  // an untagged reason: the sync daemon cordons only "[hardware]" drains.
+  const Finding no_nvml = {"gpu.nvml", "",
+                           "expected 8 GPUs, but NVML is not available (cannot load "
+                           "libnvidia-ml.so.1)",
+                           Severity::kNode};
+  RecordingSlurm slurm(W0(false, "", "gpu:8"));
+  Run(slurm, {no_nvml}, 0);
+  BOOST_REQUIRE_EQUAL(slurm.calls().size(), 1u);
+  BOOST_TEST(slurm.calls()[0] ==
+             "drain w-0 k8sbridge-health: expected 8 GPUs, but NVML is not available (cannot "
+             "load libnvidia-ml.so.1)");
+  // With a hardware finding as well, the hardware leads and tags the reason.
+  BOOST_TEST(DrainReason({no_nvml, kXid[0]}) == kXidReason + " (+1 more)");
+}
+
 BOOST_AUTO_TEST_CASE(own_reason_recognised) {
   BOOST_TEST(IsOwnReason(kXidReason));
   BOOST_TEST(IsOwnReason("k8sbridge-health: jail /jail not mounted"));

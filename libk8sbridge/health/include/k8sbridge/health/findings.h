@@ -7,10 +7,13 @@
 
 namespace k8sbridge::health {
 
-// Hardware findings get Slurm's "[hardware]" reason tag, which the sync daemon
-// turns into a cordon and taint of the Kubernetes node; the others (a missing
-// jail, a full disk) drain the node without asking for a repair.
-enum class Severity { kHardware, kNode };
+// How a finding drains the node. Hardware findings get Slurm's "[hardware]" reason
+// tag, which the sync daemon turns into a cordon and taint of the Kubernetes node
+// (docs/sync.md), so only what the machine needs repaired for may carry it.
+enum class Severity {
+  kHardware,  // GPUs, NVLink, PCIe, InfiniBand; NVML hanging or failing on a loaded driver
+  kNode,      // the node's setup: the jail, free space, NVML that cannot be loaded or started
+};
 
 struct Finding {
   std::string check;    // "gpu.xid", "ib.port", "jail", ...

@@ -39,8 +39,11 @@ struct GpuSnapshot {
 };
 
 struct GpuInventory {
-  bool driver_present = false;  // false: no NVML library on this node
-  std::string driver_detail;    // why not, or the library path
+  // false: NVML cannot be used here: the library is missing or is not NVML, or
+  // nvmlInit refused (no driver loaded, no device nodes). The node's setup, not
+  // its hardware: in a pod, the container runtime did not inject the driver.
+  bool driver_present = false;
+  std::string driver_detail;  // why not, or the library path
   std::optional<unsigned> count;
   std::vector<GpuSnapshot> gpus;
 };
@@ -49,8 +52,9 @@ struct GpuInventory {
 using ProgressFn = std::function<void(const std::string&)>;
 
 // Loads `library` (default "libnvidia-ml.so.1"), initialises NVML and reads every
-// GPU. `event_wait_ms` > 0 also listens that long for XID events. A missing
-// library is not an error: driver_present is false. Other NVML failures are.
+// GPU. `event_wait_ms` > 0 also listens that long for XID events. NVML that cannot
+// be loaded or initialised is not an error: driver_present is false. Other NVML
+// failures (a lost GPU at nvmlInit, a failing nvmlDeviceGetCount) are.
 Result<GpuInventory> CollectGpus(const std::string& library, unsigned event_wait_ms,
                                  const ProgressFn& progress);
 
