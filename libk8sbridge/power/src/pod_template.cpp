@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -15,6 +16,7 @@
 #include <rapidjson/writer.h>
 #include <yaml-cpp/yaml.h>
 
+#include "k8sbridge/contract.h"
 #include "k8sbridge/kube/object.h"
 #include "k8sbridge/text.h"
 
@@ -245,12 +247,11 @@ std::string_view TypeName(const rapidjson::Value& v) {
   return "a number";
 }
 
-// Mounts that would leave the pod: Bidirectional propagation makes every mount
-// made under the volume in the pod (k8sbridge-jail-prepare's binds of /dev, /sys,
-// /run/munge, the Slurm directories and --bind paths) appear in the Kubernetes
-// node's mount namespace, where they outlive the pod and mislead the next one
-// (docs/jail.md). Checked in every kind of container.
-Status CheckMountPropagation(const rapidjson::Value& spec, const std::string& prefix) {
+// Calls `check(mount, path)` on each volume mount of every kind of container,
+// `path` naming it in messages ("spec.containers[0].volumeMounts[3]"); the first
+// error stops it.
+template <typename Check>
+Status ForEachVolumeMount(const rapidjson::Value& spec, const std::string& prefix, Check check) {
   for (const char* kind : {"initContainers", "containers", "ephemeralContainers"}) {
     auto list = spec.FindMember(kind);
     if (list == spec.MemberEnd() || !list->value.IsArray())
@@ -267,36 +268,118 @@ Status CheckMountPropagation(const rapidjson::Value& spec, const std::string& pr
       }
       for (rapidjson::SizeType m = 0; m < mounts->value.Size(); ++m) {
         const rapidjson::Value& mount = mounts->value[m];
-        auto propagation =
-            mount.IsObject() ? mount.FindMember("mountPropagation") : mount.MemberEnd();
-        if (!mount.IsObject() || propagation == mount.MemberEnd() ||
-            !propagation->value.IsString() ||
-            std::string_view(propagation->value.GetString()) != "Bidirectional")
+        if (!mount.IsObject())
           continue;
-        return Status::InvalidArgument(fmt::format(
-            "{}[{}].mountPropagation: is Bidirectional: the mounts made in the pod (the jail's "
-            "binds of /dev, /sys, /run/munge, the Slurm directories and --bind paths) would "
-            "reach the Kubernetes node's mount namespace and outlive the pod; remove "
-            "mountPropagation (the default, None, keeps them in the pod), or use "
-            "HostToContainer",
-            path, m));
+        if (Status s = check(mount, fmt::format("{}[{}]", path, m)); !s.ok())
+          return s;
       }
     }
   }
   return Status::Ok();
 }
 
-// The pod's service account token: a --no-jail step (allow_no_jail=yes) could read
-// it, so RenderWorkerPod sets false unless the template says otherwise, and then
-// only as a boolean.
-Status CheckServiceAccountToken(const rapidjson::Value& spec, const std::string& prefix) {
+// Mounts that would leave the pod: Bidirectional propagation makes every mount
+// made under the volume in the pod (k8sbridge-jail-prepare's binds of /dev, /sys,
+// /run/munge, the Slurm directories and --bind paths) appear in the Kubernetes
+// node's mount namespace, where they outlive the pod and mislead the next one
+// (docs/jail.md). Checked in every kind of container.
+Status CheckMountPropagation(const rapidjson::Value& spec, const std::string& prefix) {
+  return ForEachVolumeMount(
+      spec, prefix, [](const rapidjson::Value& mount, const std::string& path) {
+        auto propagation = mount.FindMember("mountPropagation");
+        if (propagation == mount.MemberEnd() || !propagation->value.IsString() ||
+            std::string_view(propagation->value.GetString()) != "Bidirectional")
+          return Status::Ok();
+        return Status::InvalidArgument(fmt::format(
+            "{}.mountPropagation: is Bidirectional: the mounts made in the pod (the jail's "
+            "binds of /dev, /sys, /run/munge, the Slurm directories and --bind paths) would "
+            "reach the Kubernetes node's mount namespace and outlive the pod; remove "
+            "mountPropagation (the default, None, keeps them in the pod), or use "
+            "HostToContainer",
+            path));
+      });
+}
+
+// Why a worker pod carries no service account token: a job's stdio (sbatch
+// --input=, --output=) is opened outside the jail, so a job could read the token
+// and act as the pod's service account.
+constexpr std::string_view kNoWorkerToken =
+    "a job could read the token (a job's stdio, such as sbatch --input=, is opened outside "
+    "the jail) and act on the cluster with it; the worker needs no token: k8sbridge-sync "
+    "tells Kubernetes what Slurm decides (docs/power.md, \"Pod templates\")";
+
+// automountServiceAccountToken: RenderWorkerPod sets false when it is unset.
+Status CheckAutomountToken(const rapidjson::Value& spec, const std::string& prefix) {
   auto it = spec.FindMember("automountServiceAccountToken");
-  if (it == spec.MemberEnd() || it->value.IsBool())
+  if (it == spec.MemberEnd() || it->value.IsFalse())
     return Status::Ok();
+  if (it->value.IsTrue()) {
+    return Status::InvalidArgument(
+        fmt::format("{}spec.automountServiceAccountToken: is true: {}; leave it unset or set "
+                    "false",
+                    prefix, kNoWorkerToken));
+  }
   return Status::InvalidArgument(
       fmt::format("{}spec.automountServiceAccountToken: is {}, expected true or false (unset: "
                   "k8sbridge sets false, so no job can read the pod's token)",
                   prefix, TypeName(it->value)));
+}
+
+// A projected volume with a serviceAccountToken source: the token by another way.
+Status CheckTokenVolumes(const rapidjson::Value& spec, const std::string& prefix) {
+  auto volumes = spec.FindMember("volumes");
+  if (volumes == spec.MemberEnd() || !volumes->value.IsArray())
+    return Status::Ok();
+  for (rapidjson::SizeType v = 0; v < volumes->value.Size(); ++v) {
+    const rapidjson::Value& volume = volumes->value[v];
+    auto projected = volume.IsObject() ? volume.FindMember("projected") : volume.MemberEnd();
+    if (!volume.IsObject() || projected == volume.MemberEnd() || !projected->value.IsObject())
+      continue;
+    auto sources = projected->value.FindMember("sources");
+    if (sources == projected->value.MemberEnd() || !sources->value.IsArray())
+      continue;
+    for (rapidjson::SizeType i = 0; i < sources->value.Size(); ++i) {
+      if (!sources->value[i].IsObject() || !sources->value[i].HasMember("serviceAccountToken"))
+        continue;
+      return Status::InvalidArgument(fmt::format(
+          "{}spec.volumes[{}].projected.sources[{}].serviceAccountToken: mounts a service "
+          "account token in the worker pod: {}; remove this source",
+          prefix, v, i, kNoWorkerToken));
+    }
+  }
+  return Status::Ok();
+}
+
+// Whether a volume mounted at `mount_path` is where Kubernetes clients look for
+// the pod's token: that directory, inside it, or a parent of it below /var/run
+// (the volume could hold the directory). /var/run is /run in the images.
+bool AtServiceAccountDir(std::string_view mount_path) {
+  std::string path = std::filesystem::path(mount_path).lexically_normal().string();
+  while (path.size() > 1 && path.back() == '/')
+    path.pop_back();
+  if (path == "/run" || path.starts_with("/run/"))
+    path.insert(0, "/var");
+  const std::string_view dir = contract::kServiceAccountDir;
+  constexpr std::string_view kRunDir = "/var/run";
+  const bool inside =
+      path.starts_with(dir) && (path.size() == dir.size() || path[dir.size()] == '/');
+  const bool parent =
+      path.size() > kRunDir.size() && dir.starts_with(path) && dir[path.size()] == '/';
+  return inside || parent;
+}
+
+Status CheckTokenMounts(const rapidjson::Value& spec, const std::string& prefix) {
+  return ForEachVolumeMount(
+      spec, prefix, [](const rapidjson::Value& mount, const std::string& path) {
+        auto at = mount.FindMember("mountPath");
+        if (at == mount.MemberEnd() || !at->value.IsString() ||
+            !AtServiceAccountDir(at->value.GetString()))
+          return Status::Ok();
+        return Status::InvalidArgument(fmt::format(
+            "{}.mountPath: is {}, where Kubernetes clients read the pod's service account token "
+            "({}): {}; mount the volume elsewhere",
+            path, at->value.GetString(), contract::kServiceAccountDir, kNoWorkerToken));
+      });
 }
 
 }  // namespace
@@ -488,7 +571,8 @@ Status CheckSpecRules(const rapidjson::Value& spec, const TemplateSite& site) {
                        "booting");
     }
   }
-  for (auto check : {CheckMountPropagation, CheckServiceAccountToken}) {
+  for (auto check :
+       {CheckMountPropagation, CheckAutomountToken, CheckTokenVolumes, CheckTokenMounts}) {
     if (Status s = check(spec, site.prefix); !s.ok())
       return Status::InvalidArgument(fmt::format("pod template {}: {}", site.file, s.message()));
   }

@@ -2,6 +2,8 @@
 #include <rapidjson/writer.h>
 #include <boost/test/unit_test.hpp>
 
+#include <fmt/format.h>
+
 #include "k8sbridge/power/pod_template.h"
 
 namespace power = k8sbridge::power;
@@ -182,6 +184,78 @@ BOOST_AUTO_TEST_CASE(automount_service_account_token_must_be_a_boolean) {
       ErrorOf("spec:\n  automountServiceAccountToken: 'no'\n  containers: [{name: a, image: b}]\n"),
       "pod template worker.yaml: spec.automountServiceAccountToken: is a string, expected true "
       "or false (unset: k8sbridge sets false, so no job can read the pod's token)");
+}
+
+// Why each refusal of a worker token says no: the fix follows it in each message.
+const std::string kNoWorkerToken =
+    "a job could read the token (a job's stdio, such as sbatch --input=, is opened outside the "
+    "jail) and act on the cluster with it; the worker needs no token: k8sbridge-sync tells "
+    "Kubernetes what Slurm decides (docs/power.md, \"Pod templates\")";
+
+BOOST_AUTO_TEST_CASE(a_template_that_turns_the_token_on_is_refused) {
+  BOOST_CHECK_EQUAL(
+      ErrorOf("kind: PodTemplate\ntemplate:\n  spec:\n    automountServiceAccountToken: true\n"
+              "    containers: [{name: slurmd, image: w}]\n"),
+      "pod template worker.yaml: template.spec.automountServiceAccountToken: is true: " +
+          kNoWorkerToken + "; leave it unset or set false");
+  // YAML 1.1's yes is true too, as kubectl reads it.
+  BOOST_CHECK_NE(
+      ErrorOf("spec:\n  automountServiceAccountToken: yes\n  containers: [{name: a, image: b}]\n"),
+      "");
+  BOOST_CHECK_EQUAL(
+      ErrorOf(
+          "spec:\n  automountServiceAccountToken: false\n  containers: [{name: a, image: b}]\n"),
+      "");
+}
+
+BOOST_AUTO_TEST_CASE(a_projected_service_account_token_is_refused) {
+  BOOST_CHECK_EQUAL(
+      ErrorOf("spec:\n  containers: [{name: slurmd, image: w}]\n  volumes:\n"
+              "  - {name: conf, configMap: {name: slurm-conf}}\n"
+              "  - name: token\n    projected:\n      defaultMode: 0400\n      sources:\n"
+              "      - configMap: {name: kube-root-ca.crt}\n"
+              "      - serviceAccountToken: {path: token, expirationSeconds: 3600}\n"),
+      "pod template worker.yaml: spec.volumes[1].projected.sources[1].serviceAccountToken: "
+      "mounts a service account token in the worker pod: " +
+          kNoWorkerToken + "; remove this source");
+  // Other projected sources are fine.
+  BOOST_CHECK_EQUAL(ErrorOf("spec:\n  containers: [{name: slurmd, image: w}]\n  volumes:\n"
+                            "  - name: info\n    projected:\n      sources:\n"
+                            "      - downwardAPI: {items: [{path: labels, fieldRef: {fieldPath: "
+                            "metadata.labels}}]}\n"),
+                    "");
+}
+
+BOOST_AUTO_TEST_CASE(a_volume_at_the_service_account_directory_is_refused) {
+  auto mounted_at = [](std::string_view path) {
+    return ErrorOf(
+        fmt::format("spec:\n  containers:\n  - name: slurmd\n    image: w\n"
+                    "    volumeMounts:\n    - {{name: jail, mountPath: /jail}}\n"
+                    "    - {{name: t, mountPath: '{}'}}\n",
+                    path));
+  };
+  BOOST_CHECK_EQUAL(mounted_at("/var/run/secrets/kubernetes.io/serviceaccount"),
+                    "pod template worker.yaml: spec.containers[0].volumeMounts[1].mountPath: is "
+                    "/var/run/secrets/kubernetes.io/serviceaccount, where Kubernetes clients read "
+                    "the pod's service account token (/var/run/secrets/kubernetes.io/"
+                    "serviceaccount): " +
+                        kNoWorkerToken + "; mount the volume elsewhere");
+  // The same directory spelled otherwise, a file in it, and a parent that could hold it.
+  for (std::string_view path : {"/var/run/secrets/kubernetes.io/serviceaccount/",
+                                "/run/secrets/kubernetes.io/serviceaccount",
+                                "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                                "/var/run/secrets", "/var/run//secrets/./kubernetes.io"}) {
+    BOOST_CHECK_MESSAGE(mounted_at(path).find(".mountPath: is ") != std::string::npos, path);
+  }
+  for (std::string_view path : {"/var/run", "/run", "/var/run/munge",
+                                "/var/run/secrets/kubernetes.io/serviceaccountx", "/var/run/sec"}) {
+    BOOST_CHECK_MESSAGE(mounted_at(path).empty(), path);
+  }
+  // In any kind of container.
+  BOOST_CHECK_NE(ErrorOf("spec:\n  initContainers:\n  - name: init\n    image: i\n"
+                         "    volumeMounts: [{name: t, mountPath: /run/secrets}]\n"
+                         "  containers: [{name: slurmd, image: w}]\n"),
+                 "");
 }
 
 BOOST_AUTO_TEST_CASE(shipped_template_keeps_the_jail_in_the_pod) {
