@@ -135,9 +135,9 @@ BOOST_AUTO_TEST_CASE(single_node_job_full_pod) {
   BOOST_CHECK_EQUAL(Json(*pod, "/spec/affinity"), "<absent>");
 }
 
-BOOST_AUTO_TEST_CASE(no_service_account_token_in_a_worker_pod) {
-  // A job's stdio (sbatch --input=) and a --no-jail step (allow_no_jail=yes) could
-  // otherwise read the pod's token.
+BOOST_AUTO_TEST_CASE(no_automounted_service_account_token_in_a_worker_pod) {
+  // The automounted token is mode 0644: a job's stdio (sbatch --input=) and a
+  // --no-jail step (allow_no_jail=yes) could otherwise read it.
   auto pod = Render("w-0", "", {});
   BOOST_REQUIRE_MESSAGE(pod.ok(), pod.status().ToString());
   BOOST_CHECK_EQUAL(Json(*pod, "/spec/automountServiceAccountToken"), "false");
@@ -149,7 +149,7 @@ BOOST_AUTO_TEST_CASE(no_service_account_token_in_a_worker_pod) {
   BOOST_REQUIRE(explicit_pod.ok());
   BOOST_CHECK_EQUAL(Json(*explicit_pod, "/spec/automountServiceAccountToken"), "false");
   // A template that turns it on is refused before any pod is rendered
-  // (pod_template_test.cpp, a_template_that_turns_the_token_on_is_refused).
+  // (pod_template_test.cpp, a_template_that_turns_the_automounted_token_on_is_refused).
   BOOST_CHECK(!power::ParsePodTemplate(
                    "spec:\n  automountServiceAccountToken: true\n  containers: [{name: slurmd, "
                    "image: w}]\n",
