@@ -183,7 +183,7 @@ def check_docs(uses: dict) -> list:
     for layer in documented.keys() - uses.keys():
         problems.append(f"docs/architecture.md's layer table lists '{layer}', which is no layer")
     header = (LIB / "contract" / "include" / "k8sbridge" / "contract.h").read_text()
-    in_header = set(re.findall(r'std::string_view (k\w+) = "([^"]*)";', header))
+    in_header = set(re.findall(r'std::string_view (k\w+) =\s*"([^"]*)";', header))
     in_doc = {(cells[1].strip("`"), cells[0].strip("`"))
               for cells in table_rows(doc, "## The contract")}
     for const, value in sorted(in_header - in_doc):

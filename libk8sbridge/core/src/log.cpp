@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +31,44 @@ std::string UtcTimestamp() {
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return stamp;
+}
+
+namespace {
+
+// Whether `line`'s level is error or fatal: the level comes first, or after the
+// first ": " (a program's prefix), or after the first "] " of a line that starts
+// with a bracketed time, so a message that merely quotes "error: " is not one.
+bool IsErrorLine(std::string_view line) {
+  auto level_at = [&](size_t at) {
+    const std::string_view rest = line.substr(std::min(at, line.size()));
+    return rest.starts_with("error:") || rest.starts_with("fatal:");
+  };
+  if (level_at(0))
+    return true;
+  if (size_t colon = line.find(": "); colon != std::string_view::npos && level_at(colon + 2))
+    return true;
+  const size_t bracket = line.find("] ");
+  return line.starts_with('[') && bracket != std::string_view::npos && level_at(bracket + 2);
+}
+
+}  // namespace
+
+std::string_view LastErrorLine(std::string_view log) {
+  std::string_view last_line;
+  std::string_view last_error;
+  while (!log.empty()) {
+    const size_t end = log.find('\n');
+    std::string_view line = log.substr(0, end);
+    log.remove_prefix(end == std::string_view::npos ? log.size() : end + 1);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+      line.remove_suffix(1);
+    if (line.empty())
+      continue;
+    last_line = line;
+    if (IsErrorLine(line))
+      last_error = line;
+  }
+  return last_error.empty() ? last_line : last_error;
 }
 
 void StderrLogger::Log(LogLevel level, std::string_view message) {

@@ -368,8 +368,10 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
   Value& spec = doc["spec"];
   if (!spec.HasMember("restartPolicy"))
     spec.AddMember("restartPolicy", "Never", a);
-  // No service account token in the pod unless the template asks for one: with
-  // allow_no_jail=yes a --no-jail step runs on the pod's root and could read it.
+  // No automounted token (mode 0644; a template that turns it on is refused): a
+  // job's stdio is opened outside the jail, and with allow_no_jail=yes a
+  // --no-jail step runs on the pod's root; either could read it. The service
+  // account's own automount setting would otherwise decide.
   if (!spec.HasMember("automountServiceAccountToken"))
     spec.AddMember("automountServiceAccountToken", false, a);
 

@@ -4,6 +4,7 @@
 // jobs requeue, the next resume makes a fresh pod).
 #include <fmt/format.h>
 
+#include "k8sbridge/log.h"
 #include "k8sbridge/power/lost_node.h"
 #include "k8sbridge/slurm/node_reason.h"
 #include "rules.h"
@@ -65,9 +66,12 @@ std::string PodFailure(const kube::Object& pod) {
       auto code = v.FindMember("exitCode");
       if (code != v.MemberEnd() && code->value.IsInt())
         out += fmt::format("{}exit code {}", out.empty() ? "" : ", ", code->value.GetInt());
-      std::string message = kube::StringMember(&v, "message");
+      // A message of many lines is the tail of the container's log
+      // (FallbackToLogsOnError): the reason quotes the error that ended it.
+      const std::string full_message = kube::StringMember(&v, "message");
+      const std::string_view message = LastErrorLine(full_message);
       if (!message.empty())
-        out += (out.empty() ? "" : ": ") + message;
+        out += fmt::format("{}{}", out.empty() ? "" : ": ", message);
       return out;
     }
     return "";

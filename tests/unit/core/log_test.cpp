@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "k8sbridge/log.h"
@@ -115,6 +116,59 @@ BOOST_AUTO_TEST_CASE(program_logger_file_gets_lines_from_its_opening) {
   BOOST_TEST(Lines(in_file) == 1u);
   BOOST_TEST(in_file.find("after the file") != std::string::npos);
   std::fclose(out);
+}
+
+// A worker's log tail as the kubelet quotes it (FallbackToLogsOnError): the
+// entrypoint's info lines, then slurmd's.
+constexpr std::string_view kWorkerLogTail =
+    "2026-12-01T15:04:05Z k8sbridge-worker: info: slurmd is Slurm 24.11.5, as built for\n"
+    "2026-12-01T15:04:05Z k8sbridge-worker: info: munge key checked: retried after error: "
+    "timeout\n"
+    "2026-12-01T15:04:06Z k8sbridge-worker: info: jail /jail prepared\n"
+    "slurmd: debug:  Log file re-opened\n";
+
+BOOST_AUTO_TEST_CASE(last_error_line_skips_info_lines_for_the_error) {
+  const std::string log =
+      std::string(kWorkerLogTail) +
+      "slurmd: fatal: Unable to initialize node_features plugin\n"
+      "2026-12-01T15:04:07Z k8sbridge-worker: info: slurmd exited with status 1\n";
+  BOOST_TEST(k8sbridge::LastErrorLine(log) ==
+             "slurmd: fatal: Unable to initialize node_features plugin");
+  // An info line that quotes "error: " in its message is not an error line.
+  BOOST_TEST(k8sbridge::LastErrorLine("x: info: retried after error: timeout\nx: info: done\n") ==
+             "x: info: done");
+}
+
+BOOST_AUTO_TEST_CASE(last_error_line_takes_the_last_of_several_errors) {
+  const std::string log = std::string(kWorkerLogTail) +
+                          "[2026-12-01T15:04:06.512] error: Unable to register: Zero Bytes\n"
+                          "2026-12-01T15:04:07Z k8sbridge-worker: error: munge key mismatch\n"
+                          "slurmd: debug:  shutting down\n";
+  BOOST_TEST(k8sbridge::LastErrorLine(log) ==
+             "2026-12-01T15:04:07Z k8sbridge-worker: error: munge key mismatch");
+  BOOST_TEST(k8sbridge::LastErrorLine("error: first\nfatal: second\ninfo: third\n") ==
+             "fatal: second");
+}
+
+BOOST_AUTO_TEST_CASE(last_error_line_without_an_error_is_the_last_non_empty_line) {
+  BOOST_TEST(k8sbridge::LastErrorLine(kWorkerLogTail) == "slurmd: debug:  Log file re-opened");
+  BOOST_TEST(k8sbridge::LastErrorLine("a\n\nb\n \n\t\n") == "b");
+  BOOST_TEST(k8sbridge::LastErrorLine("").empty());
+  BOOST_TEST(k8sbridge::LastErrorLine("\n \r\n").empty());
+}
+
+BOOST_AUTO_TEST_CASE(last_error_line_keeps_a_single_line) {
+  // What ReportFatal writes to /dev/termination-log: one line, quoted as it is.
+  const std::string_view one =
+      "munge key mismatch: the controller's credential does not decode here (Invalid credential)";
+  BOOST_TEST(k8sbridge::LastErrorLine(one) == one);
+  BOOST_TEST(k8sbridge::LastErrorLine("OOMKilled") == "OOMKilled");
+}
+
+BOOST_AUTO_TEST_CASE(last_error_line_reads_crlf_and_trailing_blank_lines) {
+  BOOST_TEST(k8sbridge::LastErrorLine("info: up\r\nslurmd: error: no jail\r\n\r\n\r\n") ==
+             "slurmd: error: no jail");
+  BOOST_TEST(k8sbridge::LastErrorLine("one line \r\n\n") == "one line");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

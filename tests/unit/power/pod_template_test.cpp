@@ -2,6 +2,8 @@
 #include <rapidjson/writer.h>
 #include <boost/test/unit_test.hpp>
 
+#include <fmt/format.h>
+
 #include "k8sbridge/power/pod_template.h"
 
 namespace power = k8sbridge::power;
@@ -182,6 +184,170 @@ BOOST_AUTO_TEST_CASE(automount_service_account_token_must_be_a_boolean) {
       ErrorOf("spec:\n  automountServiceAccountToken: 'no'\n  containers: [{name: a, image: b}]\n"),
       "pod template worker.yaml: spec.automountServiceAccountToken: is a string, expected true "
       "or false (unset: k8sbridge sets false, so no job can read the pod's token)");
+}
+
+// Why a token a job could read is refused, and the token a worker pod may carry:
+// the fixes follow them in the messages.
+const std::string kJobCouldRead =
+    "a job could read it (a job's stdio, such as sbatch --input=, is opened outside the jail, "
+    "as the job's user) and act on the cluster with it";
+const std::string kRootOnlyToken =
+    "a program in the pod that needs a token gets a projected serviceAccountToken volume with "
+    "defaultMode: 0400 and no fsGroup (docs/power.md, \"Pod templates\")";
+
+// A worker pod whose slurmd mounts the volume `token` at `mount_path`; `volume` is
+// the rest of that volume's entry, `spec_extra` more of the spec.
+std::string TokenPod(std::string_view volume,
+                     std::string_view mount_path = "/var/run/secrets/kubernetes.io/serviceaccount",
+                     std::string_view spec_extra = "") {
+  return fmt::format(
+      "spec:\n{}  containers:\n  - name: slurmd\n    image: w\n    volumeMounts:\n"
+      "    - {{name: jail, mountPath: /jail}}\n"
+      "    - {{name: token, mountPath: '{}', readOnly: true}}\n"
+      "  volumes:\n  - {{name: jail, emptyDir: {{}}}}\n  - name: token\n{}",
+      spec_extra, mount_path, volume);
+}
+
+// The volume Kubernetes would automount, as a projected volume with `mode_line`.
+std::string ProjectedToken(std::string_view mode_line = "defaultMode: 0400\n") {
+  return fmt::format(
+      "    projected:\n{}{}      sources:\n"
+      "      - serviceAccountToken: {{path: token, expirationSeconds: 3600}}\n"
+      "      - configMap: {{name: kube-root-ca.crt, items: [{{key: ca.crt, path: ca.crt}}]}}\n"
+      "      - downwardAPI: {{items: [{{path: namespace, fieldRef: {{fieldPath: "
+      "metadata.namespace}}}}]}}\n",
+      mode_line.empty() ? "" : "      ", mode_line);
+}
+
+BOOST_AUTO_TEST_CASE(a_template_that_turns_the_automounted_token_on_is_refused) {
+  BOOST_CHECK_EQUAL(
+      ErrorOf("kind: PodTemplate\ntemplate:\n  spec:\n    automountServiceAccountToken: true\n"
+              "    containers: [{name: slurmd, image: w}]\n"),
+      "pod template worker.yaml: template.spec.automountServiceAccountToken: is true: the "
+      "automounted token is readable by every user (mode 0644, which the pod cannot set), so " +
+          kJobCouldRead + "; leave it unset or set false (" + kRootOnlyToken + ")");
+  // YAML 1.1's yes is true too, as kubectl reads it.
+  BOOST_CHECK_NE(
+      ErrorOf("spec:\n  automountServiceAccountToken: yes\n  containers: [{name: a, image: b}]\n"),
+      "");
+  BOOST_CHECK_EQUAL(
+      ErrorOf(
+          "spec:\n  automountServiceAccountToken: false\n  containers: [{name: a, image: b}]\n"),
+      "");
+}
+
+BOOST_AUTO_TEST_CASE(a_root_only_projected_token_at_the_token_directory_is_accepted) {
+  BOOST_CHECK_EQUAL(ErrorOf(TokenPod(ProjectedToken())), "");
+  // 0600 is root's alone too; JSON (and YAML written from it) gives the mode in
+  // decimal: 256 is 0400. Root's own runAsUser leaves the token root's.
+  BOOST_CHECK_EQUAL(ErrorOf(TokenPod(ProjectedToken("defaultMode: 0600\n"))), "");
+  BOOST_CHECK_EQUAL(ErrorOf(TokenPod(ProjectedToken("defaultMode: 256\n"))), "");
+  BOOST_CHECK_EQUAL(
+      ErrorOf(TokenPod(ProjectedToken(), "/var/run/secrets/kubernetes.io/serviceaccount",
+                       "  securityContext: {runAsUser: 0}\n")),
+      "");
+  // Elsewhere in the pod, with a kubeconfig naming it (Kubeconfig=).
+  BOOST_CHECK_EQUAL(ErrorOf(TokenPod(ProjectedToken(), "/etc/k8sbridge/token")), "");
+  // Other projected sources need no mode of their own.
+  BOOST_CHECK_EQUAL(ErrorOf("spec:\n  containers: [{name: slurmd, image: w}]\n  volumes:\n"
+                            "  - name: info\n    projected:\n      sources:\n"
+                            "      - downwardAPI: {items: [{path: labels, fieldRef: {fieldPath: "
+                            "metadata.labels}}]}\n"),
+                    "");
+}
+
+BOOST_AUTO_TEST_CASE(a_projected_token_others_could_read_is_refused) {
+  const std::string fix =
+      ", so group and others can read the service account token: " + kJobCouldRead +
+      "; set defaultMode: 0400 on the projected volume";
+  BOOST_CHECK_EQUAL(ErrorOf(TokenPod(ProjectedToken(""))),
+                    "pod template worker.yaml: spec.volumes[1].projected.defaultMode: is unset "
+                    "(0644)" +
+                        fix);
+  BOOST_CHECK_EQUAL(
+      ErrorOf(TokenPod(ProjectedToken("defaultMode: 0644\n"))),
+      "pod template worker.yaml: spec.volumes[1].projected.defaultMode: is 0644" + fix);
+  BOOST_CHECK_EQUAL(
+      ErrorOf(TokenPod(ProjectedToken("defaultMode: 288\n"))),  // 0440
+      "pod template worker.yaml: spec.volumes[1].projected.defaultMode: is 0440" + fix);
+  BOOST_CHECK_EQUAL(
+      ErrorOf(TokenPod(ProjectedToken("defaultMode: '0400'\n"))),
+      "pod template worker.yaml: spec.volumes[1].projected.defaultMode: is a string" + fix);
+  // Refused wherever it is mounted, or not mounted at all.
+  BOOST_CHECK_NE(ErrorOf(TokenPod(ProjectedToken(""), "/etc/k8sbridge/token")), "");
+  // An item's own mode replaces defaultMode for its file.
+  BOOST_CHECK_EQUAL(
+      ErrorOf(TokenPod("    projected:\n      defaultMode: 0400\n      sources:\n"
+                       "      - serviceAccountToken: {path: sa-token}\n"
+                       "      - secret: {name: s, items: [{key: k, path: token, mode: 0644}]}\n")),
+      "pod template worker.yaml: spec.volumes[1].projected.sources[1].secret.items[0].mode: is "
+      "0644, so group and others can read that file of the token's volume: " +
+          kJobCouldRead + "; remove mode or set 0400");
+}
+
+BOOST_AUTO_TEST_CASE(a_projected_token_with_fs_group_is_refused) {
+  BOOST_CHECK_EQUAL(
+      ErrorOf(TokenPod(ProjectedToken(), "/var/run/secrets/kubernetes.io/serviceaccount",
+                       "  securityContext: {fsGroup: 2000}\n")),
+      "pod template worker.yaml: spec.securityContext.fsGroup: is set, so the kubelet lets that "
+      "group read the service account token of spec.volumes[1] (mode 0640): " +
+          kJobCouldRead + "; remove fsGroup");
+  // Without a token, fsGroup is no concern of k8sbridge's.
+  BOOST_CHECK_EQUAL(
+      ErrorOf("spec:\n  securityContext: {fsGroup: 2000}\n  containers: [{name: a, image: b}]\n"),
+      "");
+}
+
+BOOST_AUTO_TEST_CASE(a_projected_token_given_to_a_user_other_than_root_is_refused) {
+  // Every container runs as 1000: the kubelet makes the token 1000's (mode 0600).
+  BOOST_CHECK_EQUAL(
+      ErrorOf(TokenPod(ProjectedToken(), "/var/run/secrets/kubernetes.io/serviceaccount",
+                       "  securityContext: {runAsUser: 1000}\n")),
+      "pod template worker.yaml: spec: every container runs as user 1000 (runAsUser), so the "
+      "kubelet gives that user the service account token of spec.volumes[1]: " +
+          kJobCouldRead + "; the worker runs as root: remove runAsUser");
+  // Containers of different users: the token stays root's.
+  BOOST_CHECK_EQUAL(
+      ErrorOf(TokenPod(ProjectedToken(), "/var/run/secrets/kubernetes.io/serviceaccount",
+                       "  securityContext: {runAsUser: 1000}\n  initContainers:\n"
+                       "  - {name: init, image: i, securityContext: {runAsUser: 0}}\n")),
+      "");
+}
+
+BOOST_AUTO_TEST_CASE(another_volume_at_the_service_account_directory_is_refused) {
+  BOOST_CHECK_EQUAL(
+      ErrorOf(TokenPod("    secret: {secretName: worker-token, defaultMode: 0400}\n")),
+      "pod template worker.yaml: spec.containers[0].volumeMounts[1].mountPath: is "
+      "/var/run/secrets/kubernetes.io/serviceaccount, where Kubernetes clients read the pod's "
+      "service account token (/var/run/secrets/kubernetes.io/serviceaccount), and volume "
+      "'token' is not a projected serviceAccountToken volume only root can read: if it holds a "
+      "token, " +
+          kJobCouldRead + "; mount it elsewhere (" + kRootOnlyToken + ")");
+  const std::string empty_dir = "    emptyDir: {}\n";
+  // The same directory spelled otherwise, a file in it, and a parent that could hold it.
+  for (std::string_view path : {"/var/run/secrets/kubernetes.io/serviceaccount/",
+                                "/run/secrets/kubernetes.io/serviceaccount",
+                                "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                                "/var/run/secrets", "/var/run//secrets/./kubernetes.io"}) {
+    BOOST_CHECK_MESSAGE(
+        ErrorOf(TokenPod(empty_dir, path)).find(".mountPath: is ") != std::string::npos, path);
+  }
+  for (std::string_view path : {"/var/run", "/run", "/var/run/munge",
+                                "/var/run/secrets/kubernetes.io/serviceaccountx", "/var/run/sec"}) {
+    BOOST_CHECK_MESSAGE(ErrorOf(TokenPod(empty_dir, path)).empty(), path);
+  }
+  // A projected volume without a token source, and a mount of no volume listed.
+  BOOST_CHECK_NE(ErrorOf(TokenPod("    projected:\n      defaultMode: 0400\n      sources:\n"
+                                  "      - secret: {name: worker-token}\n")),
+                 "");
+  BOOST_CHECK_NE(ErrorOf("spec:\n  containers:\n  - name: slurmd\n    image: w\n"
+                         "    volumeMounts: [{name: t, mountPath: /run/secrets}]\n"),
+                 "");
+  // In any kind of container.
+  BOOST_CHECK_NE(ErrorOf("spec:\n  initContainers:\n  - name: init\n    image: i\n"
+                         "    volumeMounts: [{name: t, mountPath: /run/secrets}]\n"
+                         "  containers: [{name: slurmd, image: w}]\n"),
+                 "");
 }
 
 BOOST_AUTO_TEST_CASE(shipped_template_keeps_the_jail_in_the_pod) {

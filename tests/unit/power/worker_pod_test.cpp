@@ -135,22 +135,26 @@ BOOST_AUTO_TEST_CASE(single_node_job_full_pod) {
   BOOST_CHECK_EQUAL(Json(*pod, "/spec/affinity"), "<absent>");
 }
 
-BOOST_AUTO_TEST_CASE(no_service_account_token_unless_the_template_asks) {
-  // A --no-jail step (allow_no_jail=yes) could otherwise read the pod's token.
+BOOST_AUTO_TEST_CASE(no_automounted_service_account_token_in_a_worker_pod) {
+  // The automounted token is mode 0644: a job's stdio (sbatch --input=) and a
+  // --no-jail step (allow_no_jail=yes) could otherwise read it.
   auto pod = Render("w-0", "", {});
   BOOST_REQUIRE_MESSAGE(pod.ok(), pod.status().ToString());
   BOOST_CHECK_EQUAL(Json(*pod, "/spec/automountServiceAccountToken"), "false");
-  for (std::string_view value : {"true", "false"}) {
-    auto t = power::ParsePodTemplate(
-        fmt::format("spec:\n  automountServiceAccountToken: {}\n  containers: [{{name: slurmd, "
-                    "image: w}}]\n",
-                    value),
-        "/t.yaml");
-    BOOST_REQUIRE_MESSAGE(t.ok(), t.status().ToString());
-    auto explicit_pod = Render("w-0", "", {}, &*t);
-    BOOST_REQUIRE(explicit_pod.ok());
-    BOOST_CHECK_EQUAL(Json(*explicit_pod, "/spec/automountServiceAccountToken"), value);
-  }
+  auto t = power::ParsePodTemplate(
+      "spec:\n  automountServiceAccountToken: false\n  containers: [{name: slurmd, image: w}]\n",
+      "/t.yaml");
+  BOOST_REQUIRE_MESSAGE(t.ok(), t.status().ToString());
+  auto explicit_pod = Render("w-0", "", {}, &*t);
+  BOOST_REQUIRE(explicit_pod.ok());
+  BOOST_CHECK_EQUAL(Json(*explicit_pod, "/spec/automountServiceAccountToken"), "false");
+  // A template that turns it on is refused before any pod is rendered
+  // (pod_template_test.cpp, a_template_that_turns_the_automounted_token_on_is_refused).
+  BOOST_CHECK(!power::ParsePodTemplate(
+                   "spec:\n  automountServiceAccountToken: true\n  containers: [{name: slurmd, "
+                   "image: w}]\n",
+                   "/t.yaml")
+                   .ok());
 }
 
 BOOST_AUTO_TEST_CASE(no_jobs_no_gpus_no_constraints) {

@@ -406,6 +406,28 @@ BOOST_FIXTURE_TEST_CASE(failed_pod_fails_the_node_at_once, Fixture) {
   BOOST_TEST(Plan(w).empty());
 }
 
+BOOST_FIXTURE_TEST_CASE(a_failed_pods_reason_quotes_the_error_that_ended_its_log, Fixture) {
+  // No termination message of its own: the kubelet quotes the log's tail
+  // (FallbackToLogsOnError), info lines first, and the reason would be cut
+  // before it reached the error.
+  std::string log_tail =
+      R"(2026-12-01T15:04:05Z k8sbridge-worker: info: slurmd is Slurm 24.11.5, as built for\n)"
+      R"(2026-12-01T15:04:05Z k8sbridge-worker: info: munge key checked against the controller's\n)"
+      R"(2026-12-01T15:04:06Z k8sbridge-worker: info: jail /jail prepared, running slurmd -D -b\n)"
+      R"(slurmd: error: Couldn't find the specified plugin name for node_features/k9s\n)"
+      R"(slurmd: fatal: Unable to initialize node_features plugin\n)";
+  std::string cs = R"("containerStatuses":[{"name":"slurmd","state":{"terminated":)"
+                   R"({"reason":"Error","exitCode":1,"message":")" +
+                   log_tail + R"("}}}])";
+  ks::World w{{Up("w-0")}, {Pod("w-0", "n-0", "Failed", "", cs)}, {Node("n-0")}};
+  auto actions = Plan(w);
+  const auto* fail = Find(actions, ActionKind::kFail, "w-0");
+  BOOST_REQUIRE(fail);
+  BOOST_TEST(fail->reason ==
+             "k8sbridge: pod w-0 failed: Error, exit code 1: slurmd: fatal: Unable to initialize "
+             "node_features plugin");
+}
+
 BOOST_FIXTURE_TEST_CASE(evicted_pod_fails_the_node, Fixture) {
   std::string meta = R"("deletionTimestamp":"2027-01-15T08:00:00Z")";
   std::string cond =

@@ -125,5 +125,10 @@ inline constexpr std::string_view kEnvSlurmConfDir = "K8SBRIDGE_SLURM_CONF_DIR";
 // (src/slurmctld/slurmscriptd.c), so InCluster=yes finds the API server here when
 // the variables are unset.
 inline constexpr std::string_view kInClusterServiceFile = "/run/k8sbridge/kubernetes-service";
+// Where Kubernetes mounts a pod's service account token and CA, and where
+// InCluster=yes reads them. A worker pod template may mount there only a
+// projected token that only root can read (docs/power.md, "Pod templates").
+inline constexpr std::string_view kServiceAccountDir =
+    "/var/run/secrets/kubernetes.io/serviceaccount";
 
 }  // namespace k8sbridge::contract

@@ -24,6 +24,16 @@ std::string_view LevelName(LogLevel level);
 // Now, as every program's log line starts: "2026-12-01T15:04:05Z".
 std::string UtcTimestamp();
 
+// The line of a log that says why a program ended: its last error line, else its
+// last non-empty line ("" for none); trailing blanks and CRs are left off. A
+// failed container's termination message is its log's tail when the program
+// wrote none itself (terminationMessagePolicy: FallbackToLogsOnError), and both
+// k8sbridge's entrypoints and slurmd end with the error that stopped them. Error
+// lines are those at level error or fatal, as these loggers write them
+// ("<time> <prefix>: error: ...") and Slurm's daemons do ("slurmd: fatal: ...",
+// "[<time>] error: ...", "error: ...").
+std::string_view LastErrorLine(std::string_view log);
+
 class Logger {
  public:
   virtual ~Logger() = default;

@@ -71,17 +71,16 @@ Result<Config> LoadKubeconfig(const std::vector<std::string>& files, std::string
 std::vector<std::string> SplitKubeconfigEnv(std::string_view value);
 
 // In-cluster: KUBERNETES_SERVICE_HOST/_PORT and the service account directory.
-// `sa_dir` is /var/run/secrets/kubernetes.io/serviceaccount outside tests.
-Result<Config> InClusterConfig(
-    std::string_view host, std::string_view port,
-    std::string_view sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+// `sa_dir` is contract::kServiceAccountDir outside tests.
+Result<Config> InClusterConfig(std::string_view host, std::string_view port,
+                               std::string_view sa_dir = contract::kServiceAccountDir);
 // KUBERNETES_SERVICE_HOST/_PORT from the environment, else from `service_file`
 // (KEY=VALUE lines; contract::kInClusterServiceFile outside tests), which the
 // controller entrypoint writes for programs that slurmctld starts with a bare
 // environment.
 Result<Config> InClusterConfigFromEnv(
     std::string_view service_file = contract::kInClusterServiceFile,
-    std::string_view sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+    std::string_view sa_dir = contract::kServiceAccountDir);
 
 // The connection rule every k8sbridge program follows: in-cluster when asked, or
 // when no kubeconfig is named and KUBERNETES_SERVICE_HOST is set; else the named

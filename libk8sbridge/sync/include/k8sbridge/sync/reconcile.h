@@ -146,7 +146,9 @@ std::optional<std::string> NodeTrouble(const kube::Object& node, std::string_vie
 // The Kubernetes node named in a reason written for NodeTrouble, or "".
 std::string TroubleNodeOf(std::string_view reason);
 // Why a pod will not become (or stopped being) a Slurm node: failed, image errors,
-// evicted; "" if none. Unschedulable is reported by UnschedulableMessage.
+// evicted; "" if none. Of a container's message of several lines (its log's tail)
+// only the error that ended it (LastErrorLine). Unschedulable is reported by
+// UnschedulableMessage.
 std::string PodFailure(const kube::Object& pod);
 // The scheduler's message when the pod is PodScheduled=False Unschedulable, else "".
 std::string UnschedulableMessage(const kube::Object& pod);
