@@ -190,6 +190,23 @@ BOOST_AUTO_TEST_CASE(empty_instantly_closed_stream_relists_with_backoff) {
   BOOST_TEST(t.env.metrics.Requests("LIST", 200) == 9);
 }
 
+// A quiet watch (nodes: no event for minutes) that the server took and kept open
+// is progress although it carried nothing: each cut starts the back-off afresh,
+// where it would otherwise have grown from faults long past (the chaos long run:
+// 46 s of a stale node cache after an api-restart that followed a watch-reset).
+BOOST_AUTO_TEST_CASE(a_quiet_stream_kept_open_resets_the_back_off) {
+  ReflectorRun t;
+  t.env.transport->Push(FT::Json(200, ListJson("10", {})));
+  for (int i = 0; i < 4; ++i) {
+    FT::Answer quiet = FT::BrokenStream({}, Status::Unavailable("stream reset"));
+    quiet.before = [&] { t.env.clock.Advance(5s); };  // open for 5 s, then cut
+    t.env.transport->Push(std::move(quiet));
+  }
+  t.Run();
+  BOOST_TEST(t.env.metrics.WatchRestarts("error") == 4);
+  BOOST_TEST((t.env.clock.total_slept() == 4 * 800ms));
+}
+
 BOOST_AUTO_TEST_CASE(errors_back_off_and_resume_without_relist) {
   ReflectorRun t;
   t.env.transport->Push(FT::Json(200, ListJson("10", {})));

@@ -67,8 +67,9 @@ class Reflector {
   // Lists afresh and hands the sink the items; `rv` becomes the list's version.
   Status ListAndReplace(std::string& rv, const CallOptions& call);
   // Watches from `rv` until the stream ends or `cancel` fires, keeping `rv`
-  // at the last event's version.
-  Result<WatchEnd> WatchFrom(std::string& rv, const CancelToken& cancel, const CallOptions& call);
+  // at the last event's version; `opened` is set when the server took the watch.
+  Result<WatchEnd> WatchFrom(std::string& rv, const CancelToken& cancel, const CallOptions& call,
+                             bool& opened);
   void CountRestart(std::string_view reason);
 
   Client& client_;
