@@ -97,9 +97,10 @@ class ApiSlurm final : public Slurm {
   std::string LastError() const;
   std::string UserName(uint32_t uid);  // load_mu_ held
   Node FromInfo(const node_info_t& info);
-  // One slurm_update_node of the node's state; `reason` goes with it unless empty.
+  // One slurm_update_node of the node's state; `reason` and `node_addr` go with it
+  // unless empty.
   Status UpdateState(std::string_view node, uint32_t state, std::string_view reason,
-                     std::string_view what);
+                     std::string_view what, std::string_view node_addr = {});
 
   const SlurmApi api_;
   std::once_flag init_;
@@ -200,9 +201,10 @@ Result<Node> ApiSlurm::LoadNode(std::string_view node) {
 }
 
 Status ApiSlurm::UpdateState(std::string_view node, uint32_t state, std::string_view reason,
-                             std::string_view what) {
+                             std::string_view what, std::string_view node_addr) {
   std::string names(node);
   std::string text(reason);
+  std::string addr(node_addr);
   update_node_msg_t msg;
   api_.init_update_node_msg(&msg);
   msg.node_names = names.data();
@@ -211,9 +213,13 @@ Status ApiSlurm::UpdateState(std::string_view node, uint32_t state, std::string_
   // reason_uid is sent (26.05 has no such field).
   if (!text.empty())
     msg.reason = text.data();
+  // slurmctld sets the address before the state, under the same lock.
+  if (!addr.empty())
+    msg.node_addr = addr.data();
   if (api_.update_node(&msg) != SLURM_SUCCESS) {
-    return Status::Unavailable(
-        fmt::format("slurm_update_node(NodeName={} State={}): {}", node, what, LastError()));
+    const std::string addr_text = addr.empty() ? "" : " NodeAddr=" + addr;
+    return Status::Unavailable(fmt::format("slurm_update_node(NodeName={} State={}{}): {}", node,
+                                           what, addr_text, LastError()));
   }
   return Status::Ok();
 }
@@ -234,14 +240,15 @@ Status ApiSlurm::Undrain(std::string_view node) {
 
 Status ApiSlurm::Fail(std::string_view node, std::string_view reason) {
   std::lock_guard lock(update_mu_);
-  const bool keep = !reason.empty() && ReasonPolicyFor(LoadNode(node)) == ReasonWrite::kKeep;
-  const std::string_view sent = keep ? std::string_view() : reason;
+  const FailPlan plan = FailPlanFor(LoadNode(node));
+  const std::string_view sent = plan.reason == ReasonWrite::kKeep ? std::string_view() : reason;
   // DOWN first: its jobs requeue at once. Then POWER_DOWN: the node goes to
   // POWERED_DOWN after SuspendTimeout (still DOWN, down~, in Slurm 24.11) instead of
-  // waiting for ResumeTimeout. Without a reason slurmctld keeps the node's own.
+  // waiting for ResumeTimeout. Without a reason slurmctld keeps the node's own. The
+  // address goes with the POWER_DOWN, the update that ends POWERING_UP.
   if (Status s = UpdateState(node, NODE_STATE_DOWN, sent, "DOWN"); !s.ok())
     return s;
-  return UpdateState(node, NODE_STATE_POWER_DOWN, sent, "POWER_DOWN");
+  return UpdateState(node, NODE_STATE_POWER_DOWN, sent, "POWER_DOWN", plan.node_addr);
 }
 
 Status ApiSlurm::ReturnToService(std::string_view node) {

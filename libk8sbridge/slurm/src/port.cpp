@@ -30,6 +30,14 @@ ReasonWrite ReasonPolicyFor(const Result<Node>& live) {
   return ReasonPolicy(live->OutOfService(), live->reason);
 }
 
+FailPlan FailPlanFor(const Result<Node>& live) {
+  FailPlan plan;
+  plan.reason = ReasonPolicyFor(live);
+  if (live.ok() && live->cloud && live->powering_up)
+    plan.node_addr = kUnreachableNodeAddr;
+  return plan;
+}
+
 std::string ForeignReasonKept(std::string_view node, std::string_view reason) {
   return fmt::format(
       "node {} is already out of service with reason \"{}\", which is not k8sbridge's: "

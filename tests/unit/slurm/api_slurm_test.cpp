@@ -1,7 +1,9 @@
 // The port's one implementation over Slurm's C API (k8sbridge/slurm/api.h), driven
 // through a table of fake Slurm functions: what it reads from node_info_t, and what
-// it sends in update_node_msg_t (the reason rule; no reason_uid).
+// it sends in update_node_msg_t (the reason rule; no reason_uid; the NodeAddr of a
+// failed node that never registered).
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -30,9 +32,11 @@ struct FakeController {
     bool has_reason = false;
     std::string reason;
     uint32_t reason_uid = 0;
+    std::string node_addr;  // "" when none was sent
   };
   std::vector<Update> updates;
-  bool down = false;  // every RPC fails, as when slurmctld does not answer
+  bool down = false;                   // every RPC fails, as when slurmctld does not answer
+  size_t updates_answered = SIZE_MAX;  // updates after this many fail, as with `down`
   time_t last_update = 1000;
 };
 FakeController* ctl = nullptr;
@@ -91,7 +95,7 @@ void FreeNodeInfo(node_info_msg_t* msg) {
 }
 
 int UpdateNode(update_node_msg_t* msg) {
-  if (ctl->down) {
+  if (ctl->down || ctl->updates.size() >= ctl->updates_answered) {
     errno = SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR;
     return SLURM_ERROR;
   }
@@ -101,6 +105,7 @@ int UpdateNode(update_node_msg_t* msg) {
   u.has_reason = msg->reason != nullptr;
   u.reason = msg->reason ? msg->reason : "";
   u.reason_uid = msg->reason_uid;
+  u.node_addr = msg->node_addr ? msg->node_addr : "";
   ctl->updates.push_back(u);
   return SLURM_SUCCESS;
 }
@@ -228,6 +233,36 @@ BOOST_AUTO_TEST_CASE(fail_of_an_unreadable_node_still_sends_our_reason) {
   BOOST_REQUIRE(slurm->Fail("w-0", "k8sbridge: pod failed").ok());
   BOOST_REQUIRE_EQUAL(controller.updates.size(), 2u);
   BOOST_TEST(controller.updates[1].reason == "k8sbridge: pod failed");
+}
+
+// A resume that failed before slurmd registered: the POWER_DOWN that ends
+// POWERING_UP carries an address that resolves (port.h, kUnreachableNodeAddr).
+BOOST_AUTO_TEST_CASE(fail_of_a_node_powering_up_sends_an_unreachable_node_addr_with_power_down) {
+  Has("w-0", NODE_STATE_IDLE | NODE_STATE_CLOUD | NODE_STATE_POWERING_UP | NODE_STATE_NO_RESPOND);
+  BOOST_REQUIRE(slurm->Fail("w-0", "k8sbridge: pod refused").ok());
+  BOOST_REQUIRE_EQUAL(controller.updates.size(), 2u);
+  BOOST_TEST(controller.updates[0].state == static_cast<uint32_t>(NODE_STATE_DOWN));
+  BOOST_TEST(controller.updates[0].node_addr == "");
+  BOOST_TEST(controller.updates[1].state == static_cast<uint32_t>(NODE_STATE_POWER_DOWN));
+  BOOST_TEST(controller.updates[1].node_addr == "255.255.255.255");
+  BOOST_TEST(controller.updates[1].reason == "k8sbridge: pod refused");
+}
+
+BOOST_AUTO_TEST_CASE(fail_of_a_registered_node_leaves_its_node_addr) {
+  Has("w-0", NODE_STATE_ALLOCATED | NODE_STATE_CLOUD);
+  BOOST_REQUIRE(slurm->Fail("w-0", "").ok());
+  BOOST_REQUIRE_EQUAL(controller.updates.size(), 2u);
+  BOOST_TEST(controller.updates[0].node_addr == "");
+  BOOST_TEST(controller.updates[1].node_addr == "");
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_update_names_the_node_addr_it_sent) {
+  Has("w-0", NODE_STATE_IDLE | NODE_STATE_CLOUD | NODE_STATE_POWERING_UP);
+  controller.updates_answered = 1;  // the DOWN; slurmctld is gone before the POWER_DOWN
+  Status s = slurm->Fail("w-0", "k8sbridge: pod refused");
+  BOOST_TEST((s.code() == Status::Code::kUnavailable));
+  BOOST_TEST(s.message().find("State=POWER_DOWN NodeAddr=255.255.255.255)") != std::string::npos,
+             s.message());
 }
 
 BOOST_AUTO_TEST_CASE(an_error_names_the_call_and_the_node) {

@@ -67,6 +67,31 @@ struct Node {
 // leaving a broken node in service is worse than replacing a reason we could not see.
 ReasonWrite ReasonPolicyFor(const Result<Node>& live);
 
+// The NodeAddr that Fail gives a node whose slurmd never registered, with the
+// POWER_DOWN that ends its POWERING_UP. On a DOWN node that POWER_DOWN clears
+// POWERING_UP, and until the power-save thread's next pass starts the suspend the
+// node is DOWN with no boot time outside every POWER* state: ping_nodes puts it in a
+// registration agent's list (slurmctld/ping_nodes.c). Its NodeAddr is still its
+// name, which a worker pod's node cannot resolve, and Slurm up to 24.11.6 (and
+// 25.05.3) corrupts its heap when it drops an unresolvable name from such a list
+// (forward.c _get_alias_addrs, hostlist.c hostlist_remove): slurmctld segfaults.
+// An IPv4 literal always resolves, and a TCP connect to the broadcast address fails
+// at once on every Linux host (ENETUNREACH), slurmctld's or a forwarding slurmd's;
+// loopback would reach a forwarding slurmd itself. The address is gone again once
+// the node is POWERED_DOWN (slurmctld resets a CLOUD node's NodeAddr to its name)
+// or its next slurmd registers (slurmctld takes the registration's source address).
+inline constexpr std::string_view kUnreachableNodeAddr = "255.255.255.255";
+
+// How Fail takes a node out of service, decided on a live read of it.
+struct FailPlan {
+  ReasonWrite reason = ReasonWrite::kWrite;  // as ReasonPolicyFor
+  // NodeAddr to send with POWER_DOWN; empty: leave it. kUnreachableNodeAddr for a
+  // CLOUD node that is POWERING_UP; never for a node that cannot be read (it may
+  // not be a CLOUD node, whose NodeAddr slurmctld would never reset).
+  std::string_view node_addr;
+};
+FailPlan FailPlanFor(const Result<Node>& live);
+
 // slurm.conf's timeouts as slurmctld has them; zero where unset.
 struct Timeouts {
   std::chrono::seconds resume{0};  // ResumeTimeout
@@ -100,7 +125,9 @@ class Slurm {
   virtual Status Undrain(std::string_view node) = 0;
   // DOWN (its jobs requeue at once), then POWER_DOWN (Slurm powers it down and the
   // next resume makes a fresh pod). The state changes are always sent; `reason` goes
-  // with them unless ReasonPolicyFor keeps the node's own, or `reason` is empty.
+  // with them unless ReasonPolicyFor keeps the node's own, or `reason` is empty. A
+  // CLOUD node still POWERING_UP gets kUnreachableNodeAddr with the POWER_DOWN
+  // (FailPlanFor).
   virtual Status Fail(std::string_view node, std::string_view reason) = 0;
   // IDLE (`scontrol update state=idle`): a DOWN, POWERED_DOWN node becomes
   // IDLE+POWERED_DOWN, so the next job that needs it resumes it. Not RESUME: on a
