@@ -10,6 +10,10 @@ it when the pod is deleted.
 - A pod the API rejects (422, from an admission webhook): the node goes DOWN and
   POWER_DOWN with the reason "k8sbridge: <message>" long before ResumeTimeout, and
   the job is requeued and pending.
+- The same failed resume, read at every poll until the node is POWERED_DOWN: never
+  DOWN, unregistered and outside the POWER states with its own name for an address
+  (what crashed Slurm 24.11.5's registration agent, docs/power.md), and slurmctld
+  still runs.
 """
 
 import shutil
@@ -38,7 +42,7 @@ class PowerRig(RigTestCase):
         self.kubeconfig = self.kube.service_account_kubeconfig(
             "default", "k8sbridge-controller", expiration_seconds=24 * 3600)
 
-    def programs(self, slurm_conf_path):
+    def programs(self, slurm_conf_path, suspend_timeout=5):
         """Wrapper scripts, the way an admin points slurm.conf at k8sbridge-power with
         a configuration of its own; returns the slurm.conf power-saving lines."""
         (self.dir / "worker.yaml").write_text(TEMPLATE)
@@ -47,7 +51,7 @@ class PowerRig(RigTestCase):
             f"RetryDeadline=5\nLogFile={self.dir / 'power.log'}\n"
             "NodeGroup=w Nodes=w-[0-1] PodTemplate=worker.yaml\n")
         lines = [power_program_lines(self.dir, self.dir / "k8sbridge.conf", slurm_conf_path)]
-        return "\n".join(lines + ["SuspendTimeout=5", "ResumeTimeout=300"])
+        return "\n".join(lines + [f"SuspendTimeout={suspend_timeout}", "ResumeTimeout=300"])
 
     def pod(self, name):
         status, _, body = self.kube.request("GET", f"/api/v1/namespaces/default/pods/{name}")
@@ -57,10 +61,10 @@ class PowerRig(RigTestCase):
         path = self.dir / "power.log"
         return path.read_text() if path.exists() else "(no power.log)"
 
-    def make_rig(self, suspend_time):
+    def make_rig(self, suspend_time, suspend_timeout=5):
         # The rig writes slurm.conf under its own directory, known only once built.
         rig = Rig(nodes=2, start_slurmd=False)
-        rig.config.slurm_conf_extra = (self.programs(rig.slurm_conf) +
+        rig.config.slurm_conf_extra = (self.programs(rig.slurm_conf, suspend_timeout) +
                                        f"\nSuspendTime={suspend_time}\n")
         return rig
 
@@ -114,6 +118,39 @@ class PowerRig(RigTestCase):
                      int(rig.job(job).get("Restarts", "0")) >= 1, 30,
                      "the job to be requeued")
             self.assertIsNone(self.pod("w-0"))
+        self.assertNoLeftovers()
+
+    def test_failed_resume_never_leaves_the_node_named_by_its_name_outside_the_power_states(self):
+        self.kube.add_fault("pods", "create", 422, times=0, message="pod refused by policy")
+        # A long power-down: the node is read many times while it is POWERING_DOWN.
+        with self.make_rig(suspend_time=600, suspend_timeout=30) as rig:
+            rig.sbatch("#!/bin/sh\nhostname\n", ["-N1", "-w", "w-0"])
+            reads = []
+
+            def failed_and_powered_down():
+                node = rig.node("w-0")
+                flags = set(node["State"].split("+"))
+                reads.append((node["State"], node.get("NodeAddr"), node.get("Reason", "")))
+                unregistered_outside = ("DOWN" in flags and not flags & {
+                    "POWERING_UP", "POWERING_DOWN", "POWERED_DOWN"})
+                # The state in which ping_nodes packs the node's address: it must resolve.
+                self.assertFalse(unregistered_outside and node.get("NodeAddr") == "w-0",
+                                 f"w-0 read as {node['State']} NodeAddr=w-0")
+                ours = node.get("Reason", "").startswith("k8sbridge:")
+                return node if ours and "POWERED_DOWN" in flags else None
+
+            node = wait_for(failed_and_powered_down, 120,
+                            lambda: f"w-0 to fail and power down; reads {reads[-5:]}; "
+                                    f"power.log:\n{self.log()}")
+            self.assertIn("DOWN", node["State"].split("+"))
+            # The address went with the POWER_DOWN and lasted the power-down.
+            powering_down = [r for r in reads if "POWERING_DOWN" in r[0].split("+")]
+            self.assertTrue(powering_down, f"no read while POWERING_DOWN: {reads}")
+            self.assertEqual({r[1] for r in powering_down}, {"255.255.255.255"}, powering_down)
+            # slurmctld gave the node its name back once it was POWERED_DOWN.
+            self.assertEqual(node["NodeAddr"], "w-0")
+            self.assertIsNone(rig.slurmctld.poll(), "slurmctld exited")
+            rig.check_output(["scontrol", "ping"])
         self.assertNoLeftovers()
 
 
