@@ -130,6 +130,12 @@ class World:
         # static pods (the scheduler exits on purpose when its cache disagrees with
         # the API, after a bind that succeeded but whose answer it lost): name -> count.
         self.control_plane_restarts = {}
+        # slurmctld, too, is started again when it dies (a crash: its controller pod's
+        # container would be restarted); the lock keeps that from racing a restart
+        # a fault makes, and `on_slurmctld_crash` tells the monitor what a crash may
+        # cost (what it had not saved).
+        self.slurmctld_lock = threading.Lock()
+        self.on_slurmctld_crash = lambda: None
         self._supervising = threading.Event()
         self._supervisor = None
 
@@ -176,6 +182,21 @@ class World:
                 self.control_plane_restarts[name] = restarts + 1
                 del down_since[name]
                 self.sim.start(name)
+            self._restart_crashed_slurmctld()
+
+    def _restart_crashed_slurmctld(self):
+        with self.slurmctld_lock:
+            proc = self.rig.slurmctld
+            if proc is None or proc.poll() is None:
+                return
+            print(f"chaos: slurmctld exited ({proc.returncode}): started again", flush=True)
+            self.control_plane_restarts["slurmctld"] = \
+                self.control_plane_restarts.get("slurmctld", 0) + 1
+            self.on_slurmctld_crash()
+            try:
+                self.rig.restart_slurmctld()
+            except Exception as e:  # noqa: BLE001 - tried again at the next look
+                print(f"chaos: slurmctld did not start again: {e}", flush=True)
 
     def close(self):
         self._supervising.set()
@@ -686,9 +707,9 @@ class Injector:
         sig = self.rng.choice([signal.SIGTERM, signal.SIGKILL]) if self.plan_kill \
             else signal.SIGTERM
         if sig == signal.SIGKILL:
-            for spec in NODES:
-                self.monitor.expect_pod_loss(spec.name)
-        self.w.rig.restart_slurmctld(sig)
+            self.monitor.expect_every_pod_lost()
+        with self.w.slurmctld_lock:
+            self.w.rig.restart_slurmctld(sig)
         f.target = "slurmctld"
         f.note = signal.Signals(sig).name
 
@@ -783,6 +804,13 @@ class Monitor:
     # ---- what the injector asks
     def expect_pod_loss(self, node):
         self.expected_loss[node] = now()
+
+    def expect_every_pod_lost(self):
+        """A slurmctld that dies without saving (SIGKILL, a crash) comes back with the
+        nodes that registered since its last save POWERING_UP, and k8sbridge-sync fails
+        them after SyncRegistrationGrace: any pod may go."""
+        for spec in NODES:
+            self.expect_pod_loss(spec.name)
 
     def expect_host_loss(self, host):
         self.expected_host_loss[host] = now()
@@ -1016,6 +1044,7 @@ class Driver:
         self.schedule = Schedule(plan, world)
         self.monitor = Monitor(world)
         self.monitor.schedule = self.schedule
+        world.on_slurmctld_crash = self.monitor.expect_every_pod_lost
         self.injector = Injector(world, self.monitor, random.Random(plan.seed + 1),
                                  plan.ctld_sigkill)
         self.done_faults = []
