@@ -64,7 +64,7 @@ spawn clang++ -fsanitize=fuzzer,address,undefined "${ib_objs[@]}" -lfmt -lyaml-c
 # The library sources the other targets reach, once, instrumented for the fuzzer,
 # in an archive so that each target links only the objects it needs.
 sources=("$lib"/core/src/{status,log,clock,text,hostlist}.cpp "$lib"/kube/src/*.cpp
-  "$lib"/conf/src/*.cpp "$lib"/power/src/{pod_template,resume_file}.cpp "$lib"/slurm/src/node_reason.cpp
+  "$lib"/conf/src/*.cpp "$lib"/power/src/{pod_template,pod_spec_checks,resume_file}.cpp "$lib"/slurm/src/node_reason.cpp
   "$lib"/health/src/{checks,findings}.cpp)
 objs=()
 for f in "${sources[@]}"; do
