@@ -8,6 +8,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "k8sbridge/text.h"
+
 namespace k8sbridge {
 
 std::string_view LevelName(LogLevel level) {
@@ -56,10 +58,7 @@ bool IsErrorLine(std::string_view line) {
 std::string_view LastErrorLine(std::string_view log) {
   std::string_view last_line;
   std::string_view last_error;
-  while (!log.empty()) {
-    const size_t end = log.find('\n');
-    std::string_view line = log.substr(0, end);
-    log.remove_prefix(end == std::string_view::npos ? log.size() : end + 1);
+  for (std::string_view line : text::Split(log, '\n')) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
       line.remove_suffix(1);
     if (line.empty())
