@@ -1,12 +1,11 @@
 """k8sbridge-power resume/suspend against the real API server (kwok plays the nodes).
 
 Checks the pods the real program creates (name, ownership labels, node selector
-from the job's features, GPU resources, a node group's RuntimeClass, pod affinity on the
-placement label), that
-a second resume creates nothing, that suspend deletes only k8sbridge's pods (404 is
-success, a foreign pod is never touched), that injected 503s are retried, and that
-a pod the API rejects (422) fails only that node and names the reason it would set
-in Slurm. The Slurm side here is a slurm.conf whose slurmctld does not exist: the
+from the job's features, GPU resources, a node group's RuntimeClass, pod affinity
+on the placement label), that a second resume creates nothing, that suspend
+deletes only k8sbridge's pods (404 is success, a foreign pod is never touched),
+that injected 503s are retried, and that a pod the API rejects (422) fails only
+that node and names the reason it would set in Slurm. The Slurm side here is a slurm.conf whose slurmctld does not exist: the
 program logs the DOWN/POWER_DOWN it tried (the rig tests do it against a real one).
 """
 
