@@ -28,7 +28,9 @@ Status RealJailSystem::CheckBinds(const TaskPlan& plan) {
   auto jail_fd = OpenJailRoot(plan.jail);
   if (!jail_fd.ok())
     return jail_fd.status();
-  for (const TaskMount& m : plan.mounts) {
+  std::vector<TaskMount> all = plan.mounts;
+  all.insert(all.end(), plan.system_mounts.begin(), plan.system_mounts.end());
+  for (const TaskMount& m : all) {
     if (m.kind == TaskMount::Kind::kTmpfs)
       continue;
     if (m.optional_target && !OpenBeneath(jail_fd->get(), m.target, plan.jail).ok())

@@ -28,6 +28,7 @@
 #include "k8sbridge/jail/job_tmp.h"
 #include "k8sbridge/jail/paths.h"
 #include "k8sbridge/jail/prepare.h"
+#include "k8sbridge/jail/step.h"
 #include "test_dir.h"
 
 namespace k8sbridge::jail {
@@ -621,6 +622,23 @@ BOOST_AUTO_TEST_CASE(a_view_is_sealed_whoever_builds_it) {
     BOOST_TEST(failure.empty(), failure);
   }
   BOOST_TEST(Slurp(jail + "/dev/termination-log").empty());
+}
+
+// A jail without /etc/slurm cannot show tasks a configless node's conf-cache:
+// the step's checks catch it (and drain), before any task fails on it.
+BOOST_AUTO_TEST_CASE(a_conf_cache_needs_etc_slurm_in_the_jail) {
+  testing::TestDir d;
+  std::string jail = MakeTestJail(d);
+  std::string cache = d / "conf-cache";
+  fs::create_directories(cache);
+  Options o;
+  o.jail = jail;
+  o.tmp = TmpMode::kJail;
+  RealJailSystem sys(nullptr, Status::Unavailable("no Slurm"));
+  Status s = sys.CheckBinds(BuildTaskPlan(o, "", cache + "/slurm.conf"));
+  BOOST_TEST(s.message().find("/etc/slurm") != std::string::npos, s.ToString());
+  fs::create_directories(jail + "/etc/slurm");
+  BOOST_TEST(sys.CheckBinds(BuildTaskPlan(o, "", cache + "/slurm.conf")).ok());
 }
 
 // Not root: the task execs with no_new_privs (no setuid program gains
