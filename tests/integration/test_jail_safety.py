@@ -121,7 +121,7 @@ class JailSafetyTest(JailRigTestCase):
     SEAL_SCRIPT = textwrap.dedent("""\
         #!/bin/sh
         grep '^NoNewPrivs:' /proc/self/status
-        awk '$6 !~ /(^|,)nosuid(,|$)/ {print "suid mount", $5}' /proc/self/mountinfo
+        awk '("," $6 ",") !~ /,nosuid,/ {print "suid mount", $5}' /proc/self/mountinfo
         awk '$5 == "/" {split($6, o, ","); print "root", o[1]}' /proc/self/mountinfo
         awk '$5 == "/proc" && / - proc / {print "proc", $NF}' /proc/self/mountinfo
         if touch /etc/k8sbridge-written 2>/dev/null; then echo "etc writable"; fi
