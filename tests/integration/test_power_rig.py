@@ -110,6 +110,7 @@ class PowerRig(RigTestCase):
             self.skipTest(f"{TOPOLOGY} is not built")
         # kwok's node-0 is on leaf-0, node-1 on leaf-1.
         rig = Rig(nodes=4, start_slurmd=False)
+        self.addCleanup(rig.stop)  # its slot, should the topology run fail before it starts
         lines = self.programs(rig.slurm_conf, groups=(
             f"PlacementLabel={LEAF_LABEL}\n"
             "NodeGroup=a Nodes=w-[0-1] PodTemplate=worker.yaml PlacementDomain=leaf-0\n"
