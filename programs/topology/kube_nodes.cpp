@@ -2,37 +2,37 @@
 
 #include <fmt/format.h>
 
-#include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/hostlist.h"
 #include "k8sbridge/kube/program_client.h"
 
 namespace k8sbridge::topology {
 
-Result<KubeSetup> LoadKubeSetup(const std::string& conf_path, Logger& log) {
-  KubeSetup setup;
-  conf::KubeConf connection;  // without a conf: its defaults
-  std::string source = "--kube (give --config k8sbridge.conf, run in a pod, or set KUBECONFIG)";
-  if (!conf_path.empty()) {
-    BuiltinHostlists hostlists;
-    auto conf = conf::LoadBridgeConfig(conf_path, hostlists);
-    if (!conf.ok()) {
-      return conf.status().WithContext("--config");
-    }
-    connection = conf->kube;
-    source = conf->file;
-    for (const conf::NodeGroup& group : conf->node_groups) {
-      setup.slurm_nodes.insert(setup.slurm_nodes.end(), group.nodes.begin(), group.nodes.end());
+Result<TopologyConf> LoadTopologyConf(const std::string& conf_path) {
+  TopologyConf loaded;
+  loaded.source = "--kube (give --config k8sbridge.conf, run in a pod, or set KUBECONFIG)";
+  if (conf_path.empty())
+    return loaded;
+  BuiltinHostlists hostlists;
+  auto conf = conf::LoadBridgeConfig(conf_path, hostlists);
+  if (!conf.ok())
+    return conf.status().WithContext("--config");
+  loaded.connection = conf->kube;
+  loaded.source = conf->file;
+  for (const conf::NodeGroup& group : conf->node_groups) {
+    loaded.slurm_nodes.insert(loaded.slurm_nodes.end(), group.nodes.begin(), group.nodes.end());
+    if (!group.placement_domain.empty()) {
+      loaded.pinned.push_back(
+          DomainGroup{group.name, group.nodes, group.placement_label, group.placement_domain});
     }
   }
+  return loaded;
+}
+
+Result<std::unique_ptr<kube::Client>> MakeNodeClient(const TopologyConf& conf, Logger& log) {
   // The client's own rate limit and time-outs: a run makes a LIST or one watch.
   kube::ClientOptions options;
   options.logger = &log;
-  auto client = kube::MakeClient(connection, source, options);
-  if (!client.ok()) {
-    return client.status();
-  }
-  setup.client = std::move(*client);
-  return setup;
+  return kube::MakeClient(conf.connection, conf.source, options);
 }
 
 Status ExplainNodeCall(const Status& failed, std::string_view verb, std::string_view server) {

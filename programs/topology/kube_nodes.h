@@ -1,7 +1,8 @@
 // k8sbridge-topology --kube: the Kubernetes nodes' tiered topology labels, read from
 // the API server (in-cluster ServiceAccount or a kubeconfig) instead of a
 // `kubectl get nodes -o json` file. The labels become a hierarchy exactly as with
-// --labels FILE (topology::TopologyFromLabels): this file only reads them.
+// --labels FILE (topology::TopologyFromLabels): this file only reads them, and
+// k8sbridge.conf's Slurm nodes and pinned node groups (--config).
 #pragma once
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/kube/client.h"
 #include "k8sbridge/kube/informer.h"
 #include "k8sbridge/log.h"
@@ -18,17 +20,21 @@
 
 namespace k8sbridge::topology {
 
-// The API server's client and, from k8sbridge.conf, which nodes are Slurm's.
-struct KubeSetup {
-  std::unique_ptr<kube::Client> client;
+// What k8sbridge-topology reads from k8sbridge.conf (--config).
+struct TopologyConf {
+  std::string source;  // the file, or how to give one, for the client's messages
+  // Kubeconfig, KubeContext, InCluster, AllowInsecureHttp. Without a conf: in-cluster
+  // when KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG or ~/.kube/config.
+  conf::KubeConf connection;
   std::vector<std::string> slurm_nodes;  // the NodeGroups' nodes; empty without a conf
+  std::vector<DomainGroup> pinned;       // the NodeGroups with a PlacementDomain=
 };
 
-// With `conf_path`: k8sbridge.conf's Kubernetes keys (Kubeconfig, KubeContext,
-// InCluster, AllowInsecureHttp) and its NodeGroups' nodes. Without: in-cluster when
-// KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG or ~/.kube/config, as a
-// k8sbridge.conf without those keys. The client logs to `log`.
-Result<KubeSetup> LoadKubeSetup(const std::string& conf_path, Logger& log);
+// Reads `conf_path`; "" gives a conf without keys.
+Result<TopologyConf> LoadTopologyConf(const std::string& conf_path);
+
+// The API server's client for `conf`'s connection; it logs to `log`.
+Result<std::unique_ptr<kube::Client>> MakeNodeClient(const TopologyConf& conf, Logger& log);
 
 // A failed call on nodes, with what to do: the permission a 403 lacks, the
 // credentials a 401 refused, the server that did not answer.

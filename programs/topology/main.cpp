@@ -41,8 +41,9 @@ Fabric sources (at least one; several are merged by GUID, separate fabrics stay 
   --labels FILE            `kubectl get nodes -o json` output with tiered topology labels
                            (instead of a fabric)
   --kube                   the same labels, read from the Kubernetes API server
-  --config FILE            with --kube: k8sbridge.conf, whose Kubeconfig/KubeContext/InCluster
-                           keys say how to connect and whose NodeGroups are the Slurm nodes
+  --config FILE            with --kube or --labels: k8sbridge.conf, whose NodeGroups are the
+                           Slurm nodes (a group with PlacementDomain= under that leaf) and
+                           whose Kubeconfig/KubeContext/InCluster keys say how --kube connects
                            (default: in-cluster, else $KUBECONFIG or ~/.kube/config)
 
 Host mapping and model:
@@ -91,6 +92,7 @@ struct Args {
   bool reconfigure = true;
   bool verbose = false;
   topo::BuildOptions build;
+  std::vector<topo::DomainGroup> pinned;  // --config's NodeGroups with a PlacementDomain=
 };
 
 // The options that only set a string of Args; nullptr for any other.
@@ -137,10 +139,10 @@ Status CheckArgs(const Args& args) {
         "--labels FILE and --kube each replace the fabric sources: give only one of "
         "--ibnetdiscover/--live, --labels FILE or --kube");
   }
-  if (!args.config.empty() && !args.kube) {
+  if (!args.config.empty() && fabric) {
     return Status::InvalidArgument(
-        "--config FILE is read for --kube only (its Kubernetes connection and NodeGroups); "
-        "add --kube or drop --config");
+        "--config FILE is read for --kube and --labels only (its Kubernetes connection and "
+        "NodeGroups); drop --config, and give the Slurm nodes with --nodes");
   }
   if (!args.interval.empty() && args.output.empty()) {
     return Status::InvalidArgument(
@@ -285,7 +287,17 @@ k8sbridge::Result<topo::Topology> TopologyFromLabelNodes(const Args& args, const
   if (!nodes.ok()) {
     return nodes.status();
   }
-  topo::SlurmNodeMatch match = topo::MatchSlurmNodes(std::move(*nodes), args.build.all_nodes);
+  topo::LabelOptions label_options;
+  label_options.prefix = args.label_prefix;
+  label_options.tiers = SplitTiers(args.label_tiers);
+  label_options.cpu_only = args.build.cpu_only;
+  label_options.cpu_only_switch = args.build.cpu_only_switch;
+  auto matched =
+      topo::MatchSlurmNodes(std::move(*nodes), args.build.all_nodes, args.pinned, label_options);
+  if (!matched.ok()) {
+    return matched.status();
+  }
+  const topo::SlurmNodeMatch& match = *matched;
   if (!match.left_out.empty()) {
     logger.Debug("{} Kubernetes nodes are no Slurm nodes and are left out, e.g. {}",
                  match.left_out.size(), match.left_out.front());
@@ -294,11 +306,6 @@ k8sbridge::Result<topo::Topology> TopologyFromLabelNodes(const Args& args, const
     logger.Debug("{} Slurm nodes have no Kubernetes node of their name (CPU-only), e.g. {}",
                  match.unlabeled.size(), match.unlabeled.front());
   }
-  topo::LabelOptions label_options;
-  label_options.prefix = args.label_prefix;
-  label_options.tiers = SplitTiers(args.label_tiers);
-  label_options.cpu_only = args.build.cpu_only;
-  label_options.cpu_only_switch = args.build.cpu_only_switch;
   return topo::TopologyFromLabels(match.nodes, label_options);
 }
 
@@ -418,22 +425,20 @@ int RunOnce(Args& args, const std::string& state_path, const NodeSource& labels,
   return 0;
 }
 
-// --kube: the connection, the Slurm nodes of --config when --nodes gave none, and
-// the source (a LIST per run, or a watch that a refresh loop reads).
-k8sbridge::Result<NodeSource> KubeSource(Args& args, k8sbridge::Logger& logger,
+// --kube: the connection of --config, and the source (a LIST per run, or a watch
+// that a refresh loop reads).
+k8sbridge::Result<NodeSource> KubeSource(const Args& args, const topo::TopologyConf& conf,
+                                         k8sbridge::Logger& logger,
                                          std::shared_ptr<topo::NodeWatch>& watch) {
-  auto setup = topo::LoadKubeSetup(args.config, logger);
-  if (!setup.ok()) {
-    return setup.status();
-  }
-  if (args.build.all_nodes.empty()) {
-    args.build.all_nodes = std::move(setup->slurm_nodes);
+  auto client = topo::MakeNodeClient(conf, logger);
+  if (!client.ok()) {
+    return client.status();
   }
   if (args.every.count() == 0) {
-    std::shared_ptr<k8sbridge::kube::Client> shared = std::move(setup->client);
+    std::shared_ptr<k8sbridge::kube::Client> shared = std::move(*client);
     return NodeSource([shared] { return topo::ListLabeledNodes(*shared); });
   }
-  auto started = topo::NodeWatch::Start(std::move(setup->client), std::chrono::seconds(60));
+  auto started = topo::NodeWatch::Start(std::move(*client), std::chrono::seconds(60));
   if (!started.ok()) {
     return started.status();
   }
@@ -473,12 +478,21 @@ int Run(int argc, char** argv) {
   }
   std::string state_path =
       args.state.empty() && !args.output.empty() ? args.output + ".state" : args.state;
+  // --config: its NodeGroups are the Slurm nodes when --nodes gave none.
+  auto conf = topo::LoadTopologyConf(args.config);
+  if (!conf.ok()) {
+    return fail(conf.status());
+  }
+  if (args.build.all_nodes.empty()) {
+    args.build.all_nodes = conf->slurm_nodes;
+  }
+  args.pinned = conf->pinned;
   NodeSource labels;
   std::shared_ptr<topo::NodeWatch> watch;
   if (!args.labels.empty()) {
     labels = LabelFileSource(args.labels);
   } else if (args.kube) {
-    auto source = KubeSource(args, logger, watch);
+    auto source = KubeSource(args, *conf, logger, watch);
     if (!source.ok()) {
       return fail(source.status());
     }

@@ -14,6 +14,10 @@ it when the pod is deleted.
   DOWN, unregistered and outside the POWER states with its own name for an address
   (what crashed Slurm 24.11.5's registration agent, docs/power.md), and slurmctld
   still runs.
+- Node groups pinned to leaves (PlacementDomain=), with k8sbridge-topology's
+  topology.conf from the nodes' labels and TopologyPlugin=topology/tree: with one
+  leaf's nodes partly busy, a `--switches=1` job takes the other leaf's nodes, and
+  their pods run on Kubernetes nodes of that leaf.
 """
 
 import shutil
@@ -21,7 +25,8 @@ import tempfile
 from pathlib import Path
 
 from harness.cluster import (WORKER_TEMPLATE as TEMPLATE, TestKubelet, power_program_lines)
-from harness.kube import KubeCluster
+from harness.fabrics import PROGRAM as TOPOLOGY, expand_hostlist, run_program
+from harness.kube import LEAF_LABEL, KubeCluster
 from harness.paths import POWER
 from harness.rig import Rig, wait_for
 from harness.testcase import RigTestCase, main
@@ -42,14 +47,14 @@ class PowerRig(RigTestCase):
         self.kubeconfig = self.kube.service_account_kubeconfig(
             "default", "k8sbridge-controller", expiration_seconds=24 * 3600)
 
-    def programs(self, slurm_conf_path, suspend_timeout=5):
+    def programs(self, slurm_conf_path, suspend_timeout=5,
+                 groups="NodeGroup=w Nodes=w-[0-1] PodTemplate=worker.yaml\n"):
         """Wrapper scripts, the way an admin points slurm.conf at k8sbridge-power with
         a configuration of its own; returns the slurm.conf power-saving lines."""
         (self.dir / "worker.yaml").write_text(TEMPLATE)
         (self.dir / "k8sbridge.conf").write_text(
             f"ClusterName=rig\nKubeconfig={self.kubeconfig}\nNamespace=default\n"
-            f"RetryDeadline=5\nLogFile={self.dir / 'power.log'}\n"
-            "NodeGroup=w Nodes=w-[0-1] PodTemplate=worker.yaml\n")
+            f"RetryDeadline=5\nLogFile={self.dir / 'power.log'}\n{groups}")
         lines = [power_program_lines(self.dir, self.dir / "k8sbridge.conf", slurm_conf_path)]
         return "\n".join(lines + [f"SuspendTimeout={suspend_timeout}", "ResumeTimeout=300"])
 
@@ -98,6 +103,49 @@ class PowerRig(RigTestCase):
             # The kubelet stops their slurmd.
             wait_for(lambda: all("POWERED_DOWN" in rig.node(n)["State"] for n in ("w-0", "w-1")),
                      60, "the nodes to be POWERED_DOWN")
+        self.assertNoLeftovers()
+
+    def test_a_switches_job_of_pinned_groups_gets_pods_on_one_leaf(self):
+        if not TOPOLOGY.exists():
+            self.skipTest(f"{TOPOLOGY} is not built")
+        # kwok's node-0 is on leaf-0, node-1 on leaf-1.
+        rig = Rig(nodes=4, start_slurmd=False)
+        self.addCleanup(rig.stop)  # its slot, should the topology run fail before it starts
+        lines = self.programs(rig.slurm_conf, groups=(
+            f"PlacementLabel={LEAF_LABEL}\n"
+            "NodeGroup=a Nodes=w-[0-1] PodTemplate=worker.yaml PlacementDomain=leaf-0\n"
+            "NodeGroup=b Nodes=w-[2-3] PodTemplate=worker.yaml PlacementDomain=leaf-1\n"))
+        # The controller pod's init container: topology.conf before slurmctld starts.
+        topology = self.dir / "topology.conf"
+        run = run_program(["--kube", "--config", str(self.dir / "k8sbridge.conf"),
+                           "--output", str(topology), "--no-reconfigure"])
+        self.assertEqual(run.returncode, 0, run.stderr)
+        rig.config.slurm_conf_extra = (lines + "\nSuspendTime=600\n"
+                                       "TopologyPlugin=topology/tree\n")
+        rig.config.extra_files["topology.conf"] = topology.read_text()
+
+        def leaf_of_pod(name):
+            host = self.pod(name)["spec"]["nodeName"]
+            _, _, node = self.kube.request("GET", f"/api/v1/nodes/{host}")
+            return node["metadata"]["labels"][LEAF_LABEL]
+        with rig:
+            kubelet = TestKubelet(self.kube, rig).start()
+            self.addCleanup(kubelet.stop)
+            quiet = ["-o", "/dev/null"]
+            hold = rig.sbatch("#!/bin/sh\nsleep 600\n", ["-N1", "-w", "w-0", *quiet])
+            rig.wait_job(hold, ("RUNNING",), timeout=120)
+            # leaf-0 has one free node: without the topology Slurm would take w-[1-2].
+            job = rig.sbatch("#!/bin/sh\nsrun true\n", ["-N2", "--switches=1", *quiet])
+            done = rig.wait_job(job, timeout=120)
+            self.assertEqual(set(expand_hostlist(done["NodeList"])), {"w-2", "w-3"},
+                             f"power.log:\n{self.log()}")
+            self.assertEqual({leaf_of_pod(n) for n in ("w-2", "w-3")}, {"leaf-1"})
+            self.assertEqual(leaf_of_pod("w-0"), "leaf-0")
+            terms = self.pod("w-2")["spec"]["affinity"]["nodeAffinity"][
+                "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            self.assertEqual(terms, [{"matchExpressions": [
+                {"key": LEAF_LABEL, "operator": "In", "values": ["leaf-1"]}]}])
+            rig.check_output(["scancel", str(hold)])
         self.assertNoLeftovers()
 
     def test_rejected_pod_downs_the_node_and_requeues_the_job(self):

@@ -5,7 +5,9 @@ with the ServiceAccount of deploy/base/rbac.yaml (k8sbridge-controller), its Slu
 nodes are the NodeGroups of k8sbridge.conf, and with --interval it rewrites
 topology.conf (and runs `scontrol reconfigure`) once per real change and never
 when nothing changed. A verb missing from the ClusterRole stops the start with
-the permission named (the RBAC authorizer's refusal)."""
+the permission named (the RBAC authorizer's refusal). A node group pinned to a leaf
+(PlacementDomain=) is under that leaf and its spine, though no Kubernetes node is
+named after its nodes and no pod of theirs runs."""
 
 import os
 import signal
@@ -118,6 +120,37 @@ class TopologyKubeTest(unittest.TestCase):
         self.assertEqual(proc.wait(timeout=30), 0, log())
         self.assertIn("SIGTERM: stopping", log())
         self.assertEqual([p.name for p in self.out.parent.iterdir() if ".tmp." in p.name], [])
+
+    def test_a_pinned_group_is_under_its_leaf_before_any_pod_runs(self):
+        self.conf.write_text(self.conf.read_text() + f"PlacementLabel={LEAF}\n"
+                             "NodeGroup=a Nodes=a-[0-1] PodTemplate=worker-pod.yaml "
+                             "PlacementDomain=leaf-1\n"
+                             "NodeGroup=b Nodes=b-0 PodTemplate=worker-pod.yaml "
+                             "PlacementDomain=leaf-9\n")
+        run = run_program(self.args("--no-reconfigure"))
+        self.assertEqual(run.returncode, 0, run.stderr)
+        conf = parse_tree_conf(self.out.read_text())
+        self.assertEqual(conf["k8s1-leaf-1"]["Nodes"], ["a-0", "a-1", "w-2", "w-3"])
+        self.assertEqual(conf["k8s2-spine-0"]["Switches"], ["k8s1-leaf-0", "k8s1-leaf-1"])
+        # No Kubernetes node is on leaf-9 yet: the leaf is a root of its own.
+        self.assertEqual(conf["k8s1-leaf-9"]["Nodes"], ["b-0"])
+        self.assertNotIn("Switches", conf["k8s1-leaf-9"])
+        self.assertEqual(conf["cpu-only"]["Nodes"], ["w-4"])
+
+        # The same domains as blocks.
+        run = run_program(["--kube", "--config", str(self.conf), "--format", "block"])
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("BlockName=k8s1-leaf-1 Nodes=a-[0-1],w-[2-3]\n", run.stdout)
+        self.assertIn("BlockName=k8s1-leaf-9 Nodes=b-0\n", run.stdout)
+
+        # A group pinned by a label that is no leaf tier: the run fails and says why.
+        self.conf.write_text(self.conf.read_text() + "NodeGroup=z Nodes=z-0 "
+                             "PodTemplate=worker-pod.yaml PlacementLabel="
+                             "topology.kubernetes.io/zone PlacementDomain=a\n")
+        run = run_program(self.args("--no-reconfigure"))
+        self.assertEqual(run.returncode, 1, run.stderr)
+        self.assertIn("node group z is pinned to topology.kubernetes.io/zone=a", run.stderr)
+        self.assertEqual(self.reconfigures(), [])
 
     def test_a_missing_verb_is_named(self):
         self.set_clusterrole_verbs(["get", "list", "update"])

@@ -2,7 +2,12 @@
 nodes) goes through ibnetdiscover and k8sbridge-topology into topology.conf, and real
 slurmctld with topology/tree places jobs by it. The same jobs with a hand-written
 topology.conf land on the same leaves. A changed fabric reaches slurmctld through
-the program's refresh (atomic write + `scontrol reconfigure`)."""
+the program's refresh (atomic write + `scontrol reconfigure`). Node groups pinned to
+leaves (k8sbridge.conf's PlacementDomain=), rendered from Kubernetes node labels
+(--labels --config) though no Kubernetes node is named after a Slurm node, place
+the same jobs on the same leaves."""
+
+import json
 
 from harness.fabrics import (IbSim, PROGRAM, expand_hostlist, fat_tree, parse_tree_conf,
                              run_program, tempdir)
@@ -99,6 +104,33 @@ class TopologySlurmTest(RigTestCase):
         self.assertEqual(gen["switches=1 while split"], "PENDING")
         self.assertEqual(expand(gen["switches=1"]), {"w-4", "w-5", "w-6", "w-7"})
         self.assertEqual(results["generated"], results["hand-written"])
+
+    def test_pinned_node_groups_place_like_the_fabric(self):
+        leaf = "network.topology.nvidia.com/"
+        nodes = {"items": [{"metadata": {"name": f"k-{i}", "labels": {
+            f"{leaf}leaf": f"leaf-{i}", f"{leaf}spine": "spine-0"}}} for i in range(2)]}
+        labels = self.dir / "nodes.json"
+        labels.write_text(json.dumps(nodes))
+        conf = self.dir / "k8sbridge.conf"
+        conf.write_text(f"ClusterName=rig\nPlacementLabel={leaf}leaf\n"
+                        "NodeGroup=a Nodes=w-[0-3] PodTemplate=w.yaml PlacementDomain=leaf-0\n"
+                        "NodeGroup=b Nodes=w-[4-7] PodTemplate=w.yaml PlacementDomain=leaf-1\n")
+        out = self.dir / "topology.conf"
+        run = run_program(["--labels", str(labels), "--config", str(conf), "--output", str(out),
+                           "--no-reconfigure"])
+        self.assertEqual(run.returncode, 0, run.stderr)
+        generated = out.read_text()
+        tree = parse_tree_conf(generated)
+        self.assertEqual(tree["k8s1-leaf-0"]["Nodes"], [f"w-{i}" for i in range(4)])
+        self.assertEqual(tree["k8s1-leaf-1"]["Nodes"], [f"w-{i}" for i in range(4, 8)])
+        self.assertEqual(tree["k8s2-spine-0"]["Switches"], ["k8s1-leaf-0", "k8s1-leaf-1"])
+        with Rig(nodes=8, slurm_conf_extra="TopologyPlugin=topology/tree",
+                 extra_files={"topology.conf": generated}) as rig:
+            placed = self.place_jobs(rig)
+        self.assertNoLeftovers()
+        self.assertEqual(expand(placed["w-0 busy"]), {"w-4", "w-5", "w-6", "w-7"})
+        self.assertEqual(placed["switches=1 while split"], "PENDING")
+        self.assertEqual(expand(placed["switches=1"]), {"w-4", "w-5", "w-6", "w-7"})
 
     def test_refresh_reconfigures_running_slurmctld(self):
         if slurm_root():

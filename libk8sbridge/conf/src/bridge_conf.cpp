@@ -153,6 +153,19 @@ class Parser {
       explicit_label_.push_back(group.name);
     if (pairs->count("PlacementAffinity"))
       explicit_affinity_.push_back(group.name);
+    if (pairs->count("PlacementDomain")) {
+      DomainPair domain{ConfLine{line.line, {}}, *pairs->at("PlacementDomain")};
+      if (pairs->count("PlacementAffinity") &&
+          group.placement_affinity != PlacementAffinity::kRequired) {
+        return Error(line, *pairs->at("PlacementAffinity"),
+                     fmt::format("is {}, but PlacementDomain={} keeps every pod of node group "
+                                 "'{}' in its domain (required): remove PlacementAffinity= from "
+                                 "this line, or PlacementDomain= to let the pods go elsewhere",
+                                 PlacementAffinityName(group.placement_affinity),
+                                 group.placement_domain, group.name));
+      }
+      domains_.emplace(group.name, domain);
+    }
     config_.node_groups.push_back(std::move(group));
     return Status::Ok();
   }
@@ -252,8 +265,29 @@ class Parser {
       if (!listed(explicit_affinity_, group.name)) {
         group.placement_affinity = config_.power.placement_affinity;
       }
+      if (Status s = CheckDomain(group); !s.ok())
+        return s;
     }
     config_.IndexNodeGroups();
+    return Status::Ok();
+  }
+
+  // A pinned group's domain is a value of its effective PlacementLabel, which may
+  // come from a global line below the group's: checked once all lines are read.
+  Status CheckDomain(NodeGroup& group) const {
+    auto it = domains_.find(group.name);
+    if (it == domains_.end())
+      return Status::Ok();
+    if (group.placement_label.empty()) {
+      return Error(it->second.line, it->second.pair,
+                   fmt::format("node group '{}' has no PlacementLabel, and its domain '{}' is a "
+                               "value of that label: add PlacementLabel=<the domain's node "
+                               "label>, e.g. PlacementLabel=network.topology.nvidia.com/leaf, to "
+                               "this line or as a global line",
+                               group.name, group.placement_domain));
+    }
+    // Pinned pods run in their domain, whatever the global affinity says.
+    group.placement_affinity = PlacementAffinity::kRequired;
     return Status::Ok();
   }
 
@@ -263,6 +297,11 @@ class Parser {
   std::map<std::string, int> seen_globals_;
   std::map<std::string, std::pair<std::string, int>> node_lines_;  // node -> group, line
   std::vector<std::string> explicit_label_, explicit_affinity_;
+  struct DomainPair {
+    ConfLine line;  // its number only
+    ConfPair pair;
+  };
+  std::map<std::string, DomainPair> domains_;  // group -> its PlacementDomain= pair
 };
 
 }  // namespace

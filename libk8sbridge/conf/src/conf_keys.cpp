@@ -17,7 +17,7 @@ std::string NonEmptyError(std::string_view value) {
   return value.empty() ? "it is empty" : "";
 }
 
-std::string ClusterNameError(std::string_view value) {
+std::string NonEmptyLabelValueError(std::string_view value) {
   return value.empty() ? "it is empty" : LabelValueError(value);
 }
 
@@ -40,7 +40,7 @@ constexpr Key<G> kGlobalKeys[] = {
             "Kubernetes label value.",
      .fix = "'{value}' cannot be a Kubernetes label value ({error}): use slurm.conf's "
             "ClusterName, which Slurm keeps lower-case",
-     .validate = ClusterNameError,
+     .validate = NonEmptyLabelValueError,
      .default_doc = "(required)"},
     {.name = "Kubeconfig",
      .type = KeyType::kString,
@@ -322,6 +322,15 @@ constexpr Key<NodeGroup> kNodeGroupKeys[] = {
      .field = At<&NodeGroup::placement_affinity>,
      .section = Section::kNodeGroup,
      .doc = "overrides the global PlacementAffinity for the group"},
+    {.name = "PlacementDomain",
+     .type = KeyType::kLabelValue,
+     .field = At<&NodeGroup::placement_domain>,
+     .section = Section::kNodeGroup,
+     .doc = "pins the group to one fabric domain: the value its PlacementLabel has on the "
+            "Kubernetes nodes its pods may run on (e.g. a leaf)",
+     .fix = "'{value}' cannot be a value of the group's PlacementLabel ({error}): give the "
+            "label's value on the domain's Kubernetes nodes, e.g. PlacementDomain=leaf-0",
+     .validate = NonEmptyLabelValueError},
 };
 
 constexpr Key<FeatureMapping> kFeatureKeys[] = {

@@ -123,6 +123,34 @@ Result<std::vector<Requirements>> PlacementRules(const conf::BridgeConfig& confi
   return rules;
 }
 
+// Keeps the pod to the Kubernetes nodes that `terms` select (ORed) and that the
+// template's required node affinity already selects.
+void AndRequiredNodeTerms(Value& spec, const std::vector<Requirements>& terms, Allocator& a) {
+  Value& affinity = Child(spec, "affinity", rapidjson::kObjectType, a);
+  Value& node_affinity = Child(affinity, "nodeAffinity", rapidjson::kObjectType, a);
+  Value& required = Child(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution",
+                          rapidjson::kObjectType, a);
+  Value& existing_terms = Child(required, "nodeSelectorTerms", rapidjson::kArrayType, a);
+  // Kubernetes ORs nodeSelectorTerms: to AND ours with the template's, every
+  // template term is combined with every one of ours.
+  Value old_terms(rapidjson::kArrayType);
+  old_terms.Swap(existing_terms);
+  if (old_terms.Empty())
+    old_terms.PushBack(Value(rapidjson::kObjectType), a);
+  for (Value& old_term : old_terms.GetArray()) {
+    for (const Requirements& term : terms) {
+      Value combined;
+      combined.CopyFrom(old_term, a);
+      if (!combined.IsObject())
+        combined.SetObject();
+      Value& match = Child(combined, "matchExpressions", rapidjson::kArrayType, a);
+      for (const conf::LabelRequirement& r : term)
+        match.PushBack(Expression(r, a), a);
+      existing_terms.PushBack(combined, a);
+    }
+  }
+}
+
 Status ApplyPlacementRules(Value& spec, const std::vector<Requirements>& rules,
                            const WorkerPodRequest& request, const PodTemplate& tmpl, Allocator& a) {
   if (rules.empty())
@@ -162,32 +190,33 @@ Status ApplyPlacementRules(Value& spec, const std::vector<Requirements>& rules,
     if (expressions.empty())
       return Status::Ok();
   }
-  std::vector<Requirements> terms =
-      rules.size() == 1 ? std::vector<Requirements>{expressions} : rules;
+  AndRequiredNodeTerms(spec, rules.size() == 1 ? std::vector<Requirements>{expressions} : rules, a);
+  return Status::Ok();
+}
 
-  Value& affinity = Child(spec, "affinity", rapidjson::kObjectType, a);
-  Value& node_affinity = Child(affinity, "nodeAffinity", rapidjson::kObjectType, a);
-  Value& required = Child(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution",
-                          rapidjson::kObjectType, a);
-  Value& existing_terms = Child(required, "nodeSelectorTerms", rapidjson::kArrayType, a);
-  // Kubernetes ORs nodeSelectorTerms: to AND ours with the template's, every
-  // template term is combined with every one of ours.
-  Value old_terms(rapidjson::kArrayType);
-  old_terms.Swap(existing_terms);
-  if (old_terms.Empty())
-    old_terms.PushBack(Value(rapidjson::kObjectType), a);
-  for (Value& old_term : old_terms.GetArray()) {
-    for (const Requirements& term : terms) {
-      Value combined;
-      combined.CopyFrom(old_term, a);
-      if (!combined.IsObject())
-        combined.SetObject();
-      Value& match = Child(combined, "matchExpressions", rapidjson::kArrayType, a);
-      for (const conf::LabelRequirement& r : term)
-        match.PushBack(Expression(r, a), a);
-      existing_terms.PushBack(combined, a);
+// A group pinned to a fabric domain (PlacementDomain=): every pod runs on a
+// Kubernetes node of that domain, so the place k8sbridge-topology gave the Slurm
+// node holds whichever node the scheduler picks.
+Status PinToDomain(Value& spec, const conf::NodeGroup& group, const WorkerPodRequest& request,
+                   const PodTemplate& tmpl, Allocator& a) {
+  if (group.placement_domain.empty())
+    return Status::Ok();
+  auto selector = spec.FindMember("nodeSelector");
+  if (selector != spec.MemberEnd() && selector->value.IsObject()) {
+    auto set = selector->value.FindMember(Str(group.placement_label, a));
+    if (set != selector->value.MemberEnd() &&
+        (!set->value.IsString() || set->value.GetString() != group.placement_domain)) {
+      return Status::InvalidArgument(fmt::format(
+          "node {}: spec.nodeSelector.{} is '{}' (from pod template {} or the jobs' features), "
+          "but node group {} is pinned to PlacementDomain={}: no Kubernetes node can take the "
+          "pod; remove the selector from the template, or the feature from the job",
+          request.node, group.placement_label, set->value.IsString() ? set->value.GetString() : "?",
+          tmpl.file, group.name, group.placement_domain));
     }
   }
+  AndRequiredNodeTerms(
+      spec, {{{group.placement_label, conf::LabelRequirement::Op::kIn, group.placement_domain}}},
+      a);
   return Status::Ok();
 }
 
@@ -261,7 +290,9 @@ void AddJobPodAffinity(Value& metadata, Value& spec, const conf::BridgeConfig& c
       break;
     }
   }
-  if (!multi_node || group.placement_label.empty() ||
+  // A pinned group's pods are in their domain already; pod affinity would also
+  // keep a job whose nodes Slurm took from two pinned groups out of one of them.
+  if (!multi_node || group.placement_label.empty() || !group.placement_domain.empty() ||
       group.placement_affinity == conf::PlacementAffinity::kNone) {
     return;
   }
@@ -383,6 +414,8 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
   if (!rules.ok())
     return rules.status().WithContext(fmt::format("node {}", request.node));
   if (Status s = ApplyPlacementRules(spec, *rules, request, tmpl, a); !s.ok())
+    return s;
+  if (Status s = PinToDomain(spec, group, request, tmpl, a); !s.ok())
     return s;
   AddJobPodAffinity(metadata, spec, config, group, request, a);
 

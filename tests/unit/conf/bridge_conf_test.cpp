@@ -346,4 +346,50 @@ BOOST_AUTO_TEST_CASE(load_reads_a_file_and_names_a_missing_one) {
                     "(see conf-templates/k8sbridge.conf) or set K8SBRIDGE_CONF");
 }
 
+// PlacementDomain= pins a group to one value of its PlacementLabel; its pods then
+// go nowhere else, whatever the global affinity says.
+BOOST_AUTO_TEST_CASE(a_group_pinned_to_a_domain) {
+  auto c = Parse(
+      "ClusterName=a PlacementAffinity=preferred\n"
+      "NodeGroup=leaf0 Nodes=w-[0-3] PodTemplate=/t.yaml PlacementDomain=leaf-0\n"
+      "NodeGroup=free Nodes=w-[4-7] PodTemplate=/t.yaml\n"
+      "PlacementLabel=network.topology.nvidia.com/leaf\n");
+  BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  const conf::NodeGroup& pinned = c->node_groups[0];
+  BOOST_CHECK_EQUAL(pinned.placement_domain, "leaf-0");
+  BOOST_CHECK_EQUAL(pinned.placement_label, "network.topology.nvidia.com/leaf");
+  BOOST_CHECK(pinned.placement_affinity == conf::PlacementAffinity::kRequired);
+  BOOST_CHECK_EQUAL(c->node_groups[1].placement_domain, "");
+  BOOST_CHECK(c->node_groups[1].placement_affinity == conf::PlacementAffinity::kPreferred);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_domain_names_the_key_and_the_fix) {
+  BOOST_CHECK_EQUAL(
+      ErrorOf("ClusterName=a\nNodeGroup=g Nodes=w-1 PodTemplate=/t.yaml PlacementDomain=leaf-0\n"),
+      "/etc/slurm/k8sbridge.conf:2:43: PlacementDomain: node group 'g' has no PlacementLabel, "
+      "and its domain 'leaf-0' is a value of that label: add PlacementLabel=<the domain's node "
+      "label>, e.g. PlacementLabel=network.topology.nvidia.com/leaf, to this line or as a global "
+      "line");
+  BOOST_CHECK_EQUAL(
+      ErrorOf("ClusterName=a PlacementLabel=l\n"
+              "NodeGroup=g Nodes=w-1 PodTemplate=/t.yaml PlacementDomain=\"leaf 0\"\n"),
+      "/etc/slurm/k8sbridge.conf:2:43: PlacementDomain: 'leaf 0' cannot be a value of the "
+      "group's PlacementLabel (the value has the character ' '; only A-Z, a-z, 0-9, '-', '_' and "
+      "'.' are allowed): give the label's value on the domain's Kubernetes nodes, e.g. "
+      "PlacementDomain=leaf-0");
+  BOOST_CHECK_EQUAL(
+      ErrorOf("ClusterName=a PlacementLabel=l\n"
+              "NodeGroup=g Nodes=w-1 PodTemplate=/t.yaml PlacementDomain=\"\"\n"),
+      "/etc/slurm/k8sbridge.conf:2:43: PlacementDomain: '' cannot be a value of the group's "
+      "PlacementLabel (it is empty): give the label's value on the domain's Kubernetes nodes, "
+      "e.g. PlacementDomain=leaf-0");
+  BOOST_CHECK_EQUAL(
+      ErrorOf("ClusterName=a PlacementLabel=l\n"
+              "NodeGroup=g Nodes=w-1 PodTemplate=/t.yaml PlacementDomain=x "
+              "PlacementAffinity=preferred\n"),
+      "/etc/slurm/k8sbridge.conf:2:61: PlacementAffinity: is preferred, but PlacementDomain=x "
+      "keeps every pod of node group 'g' in its domain (required): remove PlacementAffinity= "
+      "from this line, or PlacementDomain= to let the pods go elsewhere");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

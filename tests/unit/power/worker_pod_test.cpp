@@ -343,6 +343,53 @@ BOOST_AUTO_TEST_CASE(multi_node_job_gets_pod_affinity_on_the_placement_label) {
   BOOST_CHECK_EQUAL(Json(*pod, "/spec/affinity"), "<absent>");
 }
 
+// A group pinned to a fabric domain: every pod is required onto that domain's
+// Kubernetes nodes, ANDed with the features' terms, and no pod affinity follows
+// the job (its nodes may come from two pinned groups).
+BOOST_AUTO_TEST_CASE(a_pinned_group_places_every_pod_in_its_domain) {
+  auto c = conf::ParseBridgeConfig(std::string(kConf) +
+                                       "NodeGroup=leaf0 Nodes=l-[0-3] PodTemplate=/t.yaml "
+                                       "PlacementDomain=leaf-0\n",
+                                   "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
+  BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  config = std::move(*c);
+  const std::string in_leaf0 =
+      R"({"key":"network.k8sbridge.io/leaf","operator":"In","values":["leaf-0"]})";
+
+  auto pod = Render("l-0", "", {});
+  BOOST_REQUIRE_MESSAGE(pod.ok(), pod.status().ToString());
+  BOOST_CHECK_EQUAL(Json(*pod, "/spec/affinity/nodeAffinity"),
+                    R"({"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":)"
+                    R"([{"matchExpressions":[)" +
+                        in_leaf0 + "]}]}}");
+
+  auto job = Job(40, "h100|a100", {"l-0", "w-0"});
+  pod = Render("l-0", "", {&job});
+  BOOST_REQUIRE_MESSAGE(pod.ok(), pod.status().ToString());
+  BOOST_CHECK_EQUAL(Json(*pod, "/spec/affinity/podAffinity"), "<absent>");
+  BOOST_CHECK_EQUAL(
+      Json(*pod, "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"),
+      R"({"nodeSelectorTerms":[{"matchExpressions":[{"key":"nvidia.com/gpu.product",)"
+      R"("operator":"In","values":["NVIDIA-A100-SXM4-80GB"]},)" +
+          in_leaf0 +
+          R"(]},{"matchExpressions":[{"key":"nvidia.com/gpu.product","operator":"In",)"
+          R"("values":["NVIDIA-H100-80GB-HBM3"]},)" +
+          in_leaf0 + "]}]}");
+
+  auto other = power::ParsePodTemplate(
+      "spec:\n  nodeSelector: {network.k8sbridge.io/leaf: leaf-1}\n"
+      "  containers: [{name: slurmd, image: i}]\n",
+      "/t5.yaml");
+  BOOST_REQUIRE(other.ok());
+  pod = Render("l-1", "", {}, &*other);
+  BOOST_REQUIRE(!pod.ok());
+  BOOST_CHECK_EQUAL(pod.status().message(),
+                    "node l-1: spec.nodeSelector.network.k8sbridge.io/leaf is 'leaf-1' (from pod "
+                    "template /t5.yaml or the jobs' features), but node group leaf0 is pinned to "
+                    "PlacementDomain=leaf-0: no Kubernetes node can take the pod; remove the "
+                    "selector from the template, or the feature from the job");
+}
+
 BOOST_AUTO_TEST_CASE(template_command_is_kept) {
   auto t = power::ParsePodTemplate(
       "spec:\n  containers: [{name: slurmd, image: i, command: [/wrap, k8sbridge-worker]}]\n",

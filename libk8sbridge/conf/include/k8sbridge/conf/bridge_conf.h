@@ -7,6 +7,7 @@
 //   Namespace=slurm  QPS=50  Burst=100  Concurrency=32
 //   NodeGroup=gpu Nodes=w-[0-7] PodTemplate=worker.yaml PlacementLabel=... Gpus=8
 //             RuntimeClass=nvidia
+//   NodeGroup=leaf0 Nodes=w-[8-15] PodTemplate=worker.yaml PlacementDomain=leaf-0
 //   Feature=h100 Selector=nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3
 //
 // A line whose first key is NodeGroup or Feature is a record with its own keys
@@ -56,6 +57,11 @@ struct NodeGroup {
   std::string runtime_class;       // the pods' spec.runtimeClassName; "" = the template's
   std::string placement_label;     // effective (group's, else the global one); "" = none
   PlacementAffinity placement_affinity = PlacementAffinity::kRequired;  // effective
+  // PlacementDomain: the value placement_label has on every Kubernetes node the
+  // group's pods may run on (a leaf, a block); "" = the group is not pinned. A
+  // pinned group's place in the fabric is known before any pod runs, so Slurm's
+  // topology holds for its powered-down nodes too.
+  std::string placement_domain;
   int line = 0;
 };
 

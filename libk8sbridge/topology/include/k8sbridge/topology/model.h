@@ -95,6 +95,27 @@ struct SlurmNodeMatch {
 };
 SlurmNodeMatch MatchSlurmNodes(std::vector<LabeledNode> nodes,
                                const std::vector<std::string>& slurm_nodes);
+// A node group pinned to one fabric domain (k8sbridge.conf's PlacementDomain=): its
+// pods run only on Kubernetes nodes whose label `label` is `value`, so its Slurm
+// nodes have a place in the fabric before any pod runs.
+struct DomainGroup {
+  std::string name;                // the node group, for messages
+  std::vector<std::string> nodes;  // its Slurm nodes
+  std::string label;               // PlacementLabel
+  std::string value;               // PlacementDomain
+};
+// As MatchSlurmNodes, but the nodes of `pinned` groups are placed by their domain
+// instead of by name: each gets the leaf label (options' prefix + first tier) set
+// to its domain, and the upper tiers that the Kubernetes nodes of that leaf carry
+// (a leaf no Kubernetes node is on yet is a root until one is). Errors name the
+// group and the fix: a group pinned by a label that is not the leaf tier's (a
+// powered-down node would have no leaf), Kubernetes nodes of one leaf that
+// disagree about the switches above it. Pinned nodes outside a non-empty
+// `slurm_nodes` are left out.
+Result<SlurmNodeMatch> MatchSlurmNodes(std::vector<LabeledNode> nodes,
+                                       const std::vector<std::string>& slurm_nodes,
+                                       const std::vector<DomainGroup>& pinned,
+                                       const LabelOptions& options);
 // Reads a Kubernetes NodeList as JSON (`kubectl get nodes -o json`): each item's
 // metadata.name and metadata.labels.
 Result<std::vector<LabeledNode>> ParseNodeListJson(std::string_view json, std::string_view source);
