@@ -1,5 +1,6 @@
 #include "k8sbridge/jail/enter.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
