@@ -645,13 +645,15 @@ class KubeCluster:
     def apply_deploy_rbac(self, namespace):
         """Applies deploy/base/rbac.yaml (what a platform team applies) for worker pods
         in `namespace`: its namespaced objects and ServiceAccount subjects go to
-        `namespace` (as kustomize's namespace would put them), the node events' Role
+        `namespace` (the shipped controller's namespace and the worker pods' become
+        one, as an overlay that renames them would put them), the node events' Role
         stays in "default". Returns the objects as applied."""
         docs = [d for d in yaml.safe_load_all((SOURCE_ROOT / "deploy" / "base" /
                                                "rbac.yaml").read_text()) if d]
         for d in docs:
-            if d["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
-                d["metadata"].setdefault("namespace", namespace)
+            if (d["kind"] in ("ServiceAccount", "Role", "RoleBinding") and
+                    d["metadata"].get("namespace") != "default"):
+                d["metadata"]["namespace"] = namespace
             for s in d.get("subjects", []):
                 if s["kind"] == "ServiceAccount":
                     s["namespace"] = namespace
