@@ -663,6 +663,35 @@ class KubeCluster:
         self.kubectl("apply", "--server-side", "-f", str(manifest))
         return docs
 
+    def apply_deploy_admission(self, namespace, **params):
+        """Applies deploy/base/admission.yaml (the ValidatingAdmissionPolicies that
+        narrow the shipped RBAC) for worker pods in `namespace`: its parameters
+        ConfigMap goes there, with `params` over the shipped values, and the
+        namespace gets the label the pods' binding selects. Waits until the API
+        server enforces the policies. Returns the objects as applied."""
+        docs = [d for d in yaml.safe_load_all((SOURCE_ROOT / "deploy" / "base" /
+                                               "admission.yaml").read_text()) if d]
+        for d in docs:
+            if d["kind"] == "ConfigMap":
+                d["metadata"]["namespace"] = namespace
+                d["data"].update(params)
+        self.create_namespace(namespace)
+        self.kubectl("label", "namespace", namespace, "--overwrite",
+                     "k8sbridge.io/worker-pods=true")
+        manifest = self.dir / f"admission-{namespace}.yaml"
+        manifest.write_text(yaml.safe_dump_all(docs))
+        self.kubectl("apply", "--server-side", "-f", str(manifest))
+        # The policies and bindings take effect once the API server's informers
+        # have them: until then a probe pod of no owner is admitted.
+        probe = {"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": "admission-probe", "namespace": namespace},
+                 "spec": {"containers": [{"name": "c", "image": "probe"}]}}
+        token = self.service_account_token(namespace, "k8sbridge-controller")
+        wait_for_condition(lambda: self.request(
+            "POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", probe,
+            token=token)[0] == 403, 60, "the admission policies in force")
+        return docs
+
     # --- faults ------------------------------------------------------------------
 
     def add_fault(self, resource, verb, code, times=1, message="injected fault", name=None,

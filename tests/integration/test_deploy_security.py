@@ -1,14 +1,19 @@
 """The deployed form's security, as every kustomization renders it with kubectl's
-built-in kustomize (docs/deploy.md, "Namespaces and Pod Security"):
+built-in kustomize (docs/deploy.md, "Namespaces and Pod Security", "Admission
+policies"):
 
 - the worker pods live in a namespace of their own that enforces privileged; the
   controller and login pods in one that enforces baseline, and pass it;
 - every pod sets a securityContext: no privilege escalation, every capability
   dropped but the few its program needs, the runtime's seccomp filter; only the
   worker is privileged;
-- the worker namespace has its own copy of slurm-conf, equal to the controller's.
+- the worker namespace has its own copy of slurm-conf, equal to the controller's;
+- each overlay's worker pod template passes what the admission policy's parameters
+  allow (tests/integration/test_deploy_rbac.py checks the policy itself on the
+  real API server).
 """
 
+import re
 import unittest
 
 from test_deploy_manifests import KUSTOMIZATIONS, conf_namespace, pod_specs_in, render
@@ -17,6 +22,11 @@ from test_deploy_manifests import KUSTOMIZATIONS, conf_namespace, pod_specs_in, 
 BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL",
                          "MKNOD", "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID",
                          "SYS_CHROOT"}
+# The environment variables that name a program the worker runs as root.
+PROGRAM_ENV = {"K8SBRIDGE_SLURMD", "K8SBRIDGE_MUNGED", "K8SBRIDGE_JAIL_PREPARE"}
+SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib64", "/usr")
+SAFE_VOLUMES = {"configMap", "secret", "emptyDir", "persistentVolumeClaim", "projected",
+                "downwardAPI"}
 
 
 def find(objects, kind, name, namespace):
@@ -33,6 +43,48 @@ def controller_conf(objects) -> str:
 def namespaces(objects) -> dict:
     return {o["metadata"]["name"]: o["metadata"].get("labels", {}) for o in objects
             if o["kind"] == "Namespace"}
+
+
+def policy_refusals(pod_spec: dict, params: dict, worker_command: str) -> list:
+    """What admission.yaml's k8sbridge-controller-pods would refuse in a pod rendered
+    from this template (k8sbridge-power adds the command when the template has none,
+    and K8SBRIDGE_* variables)."""
+    out = []
+    config_volumes = {v["name"] for v in pod_spec.get("volumes", [])
+                      if {"configMap", "secret", "projected", "downwardAPI"} & set(v)}
+    images = [p for p in params.get("images", "").split(",") if p]
+    env_names = [n for n in params.get("env", "").split(",") if n]
+    if pod_spec.get("serviceAccountName", "default") != params.get("serviceAccount"):
+        out.append(f"serviceAccountName {pod_spec.get('serviceAccountName')}")
+    for f in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod_spec.get(f):
+            out.append(f)
+    for v in pod_spec.get("volumes", []):
+        if not SAFE_VOLUMES & set(v):
+            out.append(f"volume {v['name']}")
+    for c in pod_spec["containers"] + pod_spec.get("initContainers", []):
+        name = c["name"]
+        if not any(c["image"].startswith(p) for p in images):
+            out.append(f"{name}: image {c['image']} not in {images}")
+        if c.get("command", [worker_command]) != [worker_command] or c.get("args"):
+            out.append(f"{name}: command {c.get('command')} {c.get('args')}")
+        if "envFrom" in c or "lifecycle" in c:
+            out.append(f"{name}: envFrom or lifecycle")
+        for e in c.get("env", []):
+            if not (e["name"].startswith("K8SBRIDGE_") or e["name"] in env_names):
+                out.append(f"{name}: env {e['name']}")
+            if e["name"] in PROGRAM_ENV and e.get("value") != params.get(e["name"]):
+                out.append(f"{name}: env {e['name']}={e.get('value')!r}")
+        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+            if "exec" in c.get(probe, {}):
+                out.append(f"{name}: exec {probe}")
+        for m in c.get("volumeMounts", []):
+            sub_path = "subPath" in m or "subPathExpr" in m
+            if sub_path and m["name"] not in config_volumes or any(
+                    m["mountPath"] == d or m["mountPath"].startswith(d + "/")
+                    for d in SYSTEM_DIRS):
+                out.append(f"{name}: mount {m['mountPath']}")
+    return out
 
 
 class PodSecurity(unittest.TestCase):
@@ -95,8 +147,47 @@ class WorkerNamespace(unittest.TestCase):
                                                     "slurm")["data"])
                 self.assertEqual(find(objects, "PersistentVolumeClaim", "slurm-jail",
                                       worker_ns)["metadata"]["name"], "slurm-jail")
+                self.assertEqual(namespaces(objects)[worker_ns].get("k8sbridge.io/worker-pods"),
+                                 "true", "the admission policy's binding selects it")
 
+    def test_each_worker_template_passes_the_admission_policy_parameters(self):
+        for k in KUSTOMIZATIONS:
+            with self.subTest(kustomization=k):
+                objects = render(k)
+                conf = controller_conf(objects)
+                worker_ns = conf_namespace(conf)
+                params = find(objects, "ConfigMap", "k8sbridge-worker-policy", worker_ns)["data"]
+                command = re.search(r"^WorkerCommand=(\S+)", conf, re.M)
+                command = command[1] if command else "/usr/sbin/k8sbridge-worker"
+                self.assertEqual(params["command"], command)
+                for where, _, spec in pod_specs_in(objects):
+                    if where == "worker-pod.yaml":
+                        self.assertEqual(policy_refusals(spec, params, command), [])
 
+    def test_a_pod_not_from_the_template_breaks_the_parameters(self):
+        # The check above is not vacuous: what an attacker's pod would add is caught.
+        params = find(render("base"), "ConfigMap", "k8sbridge-worker-policy",
+                      "slurm-workers")["data"]
+        cmd = params["command"]
+        ok = {"serviceAccountName": "k8sbridge-worker", "containers": [
+            {"name": "slurmd", "image": "k8sbridge-worker:1", "env": [
+                {"name": "K8SBRIDGE_JAIL_PREPARE", "value": params["K8SBRIDGE_JAIL_PREPARE"]}]}]}
+        self.assertEqual(policy_refusals(ok, params, cmd), [])
+        bad = [
+            {**ok, "hostPID": True},
+            {**ok, "volumes": [{"name": "root", "hostPath": {"path": "/"}}]},
+            {**ok, "containers": [{"name": "x", "image": "debian:trixie"}]},
+            {**ok, "containers": [{"name": "x", "image": "k8sbridge-worker:1",
+                                   "command": ["sh", "-c", "id"]}]},
+            {**ok, "containers": [{"name": "x", "image": "k8sbridge-worker:1",
+                                   "env": [{"name": "LD_PRELOAD", "value": "/jail/tmp/x"}]}]},
+            {**ok, "containers": [{"name": "x", "image": "k8sbridge-worker:1", "env": [
+                {"name": "K8SBRIDGE_JAIL_PREPARE", "value": "sh -c id"}]}]},
+            {**ok, "containers": [{"name": "x", "image": "k8sbridge-worker:1", "volumeMounts": [
+                {"name": "jail", "mountPath": "/usr/sbin", "subPath": "tmp"}]}]},
+        ]
+        for pod in bad:
+            self.assertNotEqual(policy_refusals(pod, params, cmd), [], pod)
 
 
 if __name__ == "__main__":
