@@ -1,6 +1,6 @@
 """The deployed form's security, as every kustomization renders it with kubectl's
 built-in kustomize (docs/deploy.md, "Namespaces and Pod Security", "Admission
-policies"):
+policies", "NetworkPolicies"):
 
 - the worker pods live in a namespace of their own that enforces privileged; the
   controller and login pods in one that enforces baseline, and pass it;
@@ -10,8 +10,9 @@ policies"):
 - the worker namespace has its own copy of slurm-conf, equal to the controller's;
 - each overlay's worker pod template passes what the admission policy's parameters
   allow (tests/integration/test_deploy_rbac.py checks the policy itself on the
-  real API server).
-"""
+  real API server);
+- NetworkPolicies let only the cluster's namespaces reach slurmctld's 6817 and
+  slurmd's 6818, and leave every other port as it was."""
 
 import re
 import unittest
@@ -188,6 +189,51 @@ class WorkerNamespace(unittest.TestCase):
         ]
         for pod in bad:
             self.assertNotEqual(policy_refusals(pod, params, cmd), [], pod)
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def port_open_to(policy: dict, port: int, protocol="TCP"):
+    """The `from` lists of the policy's rules that allow `port`; [] means from anywhere."""
+    for rule in policy["spec"].get("ingress", []):
+        for p in rule.get("ports", []):
+            if p.get("protocol", "TCP") == protocol and (
+                    p["port"] == port or p["port"] <= port <= p.get("endPort", p["port"])):
+                yield rule.get("from", [])
+
+
+class NetworkPolicies(unittest.TestCase):
+    def test_slurm_ports_only_from_the_cluster_namespaces_other_ports_open(self):
+        for k in KUSTOMIZATIONS:
+            with self.subTest(kustomization=k):
+                objects = render(k)
+                ns_labels = namespaces(objects)
+                worker_ns = conf_namespace(controller_conf(objects))
+                ctld = find(objects, "StatefulSet", "slurmctld", "slurm")
+                ctld_labels = ctld["spec"]["template"]["metadata"]["labels"]
+                # k8sbridge-power's ownership label on every worker pod.
+                worker_labels = {"app.kubernetes.io/managed-by": "k8sbridge"}
+                for ns, labels, port in (("slurm", ctld_labels, 6817),
+                                         (worker_ns, worker_labels, 6818)):
+                    policies = [o for o in objects if o["kind"] == "NetworkPolicy"
+                                and o["metadata"]["namespace"] == ns
+                                and selects(o["spec"]["podSelector"], labels)]
+                    self.assertTrue(policies, f"no NetworkPolicy selects the pods of {port}")
+                    sources = [f for pol in policies for f in port_open_to(pol, port)]
+                    self.assertTrue(sources, f"{port} is closed to everyone")
+                    for frm in sources:
+                        self.assertTrue(frm, f"{port} is open to every source")
+                        for peer in frm:
+                            self.assertEqual(set(peer), {"namespaceSelector"}, peer)
+                            reached = {n for n, lab in ns_labels.items()
+                                       if selects(peer["namespaceSelector"], lab)}
+                            self.assertEqual(reached, {"slurm", worker_ns}, peer)
+                    # Every other port stays as open as it was, e.g. srun's and metrics.
+                    for other in (port - 1, port + 1, 8080, 60001):
+                        self.assertIn([], [f for pol in policies
+                                           for f in port_open_to(pol, other)], other)
 
 
 if __name__ == "__main__":
