@@ -681,6 +681,24 @@ class KubeCluster:
         manifest = self.dir / f"admission-{namespace}.yaml"
         manifest.write_text(yaml.safe_dump_all(docs))
         self.kubectl("apply", "--server-side", "-f", str(manifest))
+        # Every expression type-checks against each kind its policy matches (a
+        # warning here is an expression that fails, and so refuses, at runtime).
+        for d in docs:
+            if d["kind"] != "ValidatingAdmissionPolicy":
+                continue
+            name = d["metadata"]["name"]
+
+            def checked():
+                policy = self.kubectl_json("get", "validatingadmissionpolicy", name)
+                status = policy.get("status", {})
+                if (status.get("observedGeneration") == policy["metadata"]["generation"] and
+                        "typeChecking" in status):
+                    return status
+                return None
+            warnings = wait_for_condition(checked, 60, f"policy {name} type-checked")[
+                "typeChecking"].get("expressionWarnings")
+            if warnings:
+                raise AssertionError(f"policy {name}: {warnings}")
         # The policies and bindings take effect once the API server's informers
         # have them: until then a probe pod of no owner is admitted.
         probe = {"apiVersion": "v1", "kind": "Pod",

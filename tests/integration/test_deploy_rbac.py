@@ -313,7 +313,7 @@ class AdmissionPolicies(unittest.TestCase):
     def node_event(self, node, token):
         return self.call("POST", "/apis/events.k8s.io/v1/namespaces/default/events", {
             "apiVersion": "events.k8s.io/v1", "kind": "Event",
-            "metadata": {"generateName": f"{node}."},
+            "metadata": {"name": f"{node}.{time.monotonic_ns():x}"},
             "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime()),
             "reportingController": "k8sbridge.io/health", "reportingInstance": node,
             "action": "Check", "reason": "HealthProblem", "type": "Warning",
@@ -325,7 +325,7 @@ class AdmissionPolicies(unittest.TestCase):
         self.assertAdmitted(self.node_event("node-0", token), "an Event about its node")
         self.assertRefused(self.health_condition("node-1", token), "k8sbridge-worker-node",
                            "another node's condition")
-        self.assertRefused(self.node_event("node-1", token), "k8sbridge-worker-node",
+        self.assertRefused(self.node_event("node-1", token), "k8sbridge-worker-events",
                            "an Event about another node")
         self.assertRefused(self.health_condition("node-0", token, "Ready"),
                            "k8sbridge-worker-node", "its node's Ready condition")
