@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the harness package
 from harness.cluster import GPU_PRODUCT, LEAF_LABEL, PodCluster  # noqa: E402
 from harness import kube  # noqa: E402
-from harness.deployment import Deployment  # noqa: E402
+from harness.deployment import NAMESPACES, WORKER_NAMESPACE, Deployment  # noqa: E402
 from harness.rig import NodeSpec, leftovers  # noqa: E402
 from harness.testcase import wait_for_no_leftovers  # noqa: E402
 
@@ -135,19 +135,23 @@ class InClusterDemo:
         return r.stdout if r.returncode == 0 else f"(sinfo failed: {r.stderr.strip()})"
 
     def pods(self):
-        return self.d.kubectl("get", "pods", "-o", "wide", check=False).stdout
+        return "".join(self.d.kubectl("get", "pods", "-o", "wide", check=False,
+                                      namespace=namespace).stdout
+                       for namespace in NAMESPACES)
 
     def show_changes(self):
         show_changes(self.last, (("sinfo -N (in the login pod):", self.sinfo),
-                                 ("kubectl -n slurm get pods -o wide:", self.pods)))
+                                 ("kubectl -n slurm (and -n slurm-workers) get pods -o wide:",
+                                  self.pods)))
 
     def run(self):
         d = self.d
         show("Kubernetes nodes (real kubelets) with their GPU and InfiniBand leaf labels:",
              d.kube.kubectl("get", "nodes", "-o", "wide", "-L", kube.GPU_PRODUCT_LABEL,
                             "-L", kube.LEAF_LABEL, check=False).stdout)
-        show("kubectl -n slurm get statefulset,deployment,job,pvc:",
-             d.kubectl("get", "statefulset,deployment,job,pvc", check=False).stdout)
+        show("kubectl -n slurm (and -n slurm-workers) get statefulset,deployment,job,pvc:",
+             "".join(d.kubectl("get", "statefulset,deployment,job,pvc", check=False,
+                               namespace=namespace).stdout for namespace in NAMESPACES))
         say("waiting for the jail populate Job and slurmctld in pod slurmctld-0")
         d.wait_ready()
         self.show_changes()
@@ -171,11 +175,12 @@ class InClusterDemo:
             show("srun failed:", r.stderr)
             show("the cluster:", d.describe())
             return False
-        show("kubectl -n slurm get events --field-selector involvedObject.name=w-0 "
+        show("kubectl -n slurm-workers get events --field-selector involvedObject.name=w-0 "
              "(the kubelet ran it):",
              d.kubectl("get", "events", "--field-selector", "involvedObject.name=w-0",
                        "-o", "custom-columns=SOURCE:.source.component,HOST:.source.host,"
-                       "REASON:.reason,MESSAGE:.message", check=False).stdout)
+                       "REASON:.reason,MESSAGE:.message", check=False,
+                       namespace=WORKER_NAMESPACE).stdout)
         say("the nodes are idle: after SuspendTime=30s Slurm runs SuspendProgram, "
             "which deletes the pods")
         deadline = time.monotonic() + 240

@@ -15,7 +15,8 @@ dynamic provisioner (docs/deploy.md, "On Kubernetes"):
   discovery would (InfiniBand leaf and spine, GPU product and count) and
   advertises their GPUs as an extended resource (a PATCH of the Node's status
   capacity, as the Kubernetes documentation describes for extended resources);
-- creates the namespace and the munge key Secret;
+- creates the two namespaces (slurm: controller and login; slurm-workers: the
+  worker pods) and the munge key Secret in each;
 - makes a static hostPath PersistentVolume for each claim the overlay makes (the
   jail, slurmctld's state);
 - applies the overlay through a site kustomization that only sets what a site
@@ -43,7 +44,9 @@ from harness.kube import (GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, LEAF_LABEL, SPINE_
 from harness.kubelet_node import NodeImage, RealCluster, RealNode
 from harness.paths import SOURCE_ROOT
 
-NAMESPACE = "slurm"
+NAMESPACE = "slurm"  # the controller and login pods
+WORKER_NAMESPACE = "slurm-workers"  # the worker pods (k8sbridge.conf Namespace=), the jail
+NAMESPACES = (NAMESPACE, WORKER_NAMESPACE)
 DEPLOY = SOURCE_ROOT / "deploy"
 IMAGE_NAMES = ("k8sbridge-controller", "k8sbridge-worker", "k8sbridge-login")
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -144,8 +147,9 @@ class Deployment:
         self.progress("labelling the nodes (leaf, spine, GPUs) and advertising "
                       f"{GPU_RESOURCE} in their status")
         self.label_nodes()
-        self.progress("kubectl create namespace slurm; kubectl -n slurm create secret "
-                      "generic slurm-munge-key; a PersistentVolume for each claim; "
+        self.progress("kubectl create namespace slurm and slurm-workers; kubectl -n <each> "
+                      "create secret generic slurm-munge-key; a PersistentVolume for each "
+                      "claim; "
                       f"kubectl kustomize deploy/overlays/{self.overlay} (images: set) | "
                       "kubectl apply -f -")
         self.apply()
@@ -248,16 +252,17 @@ class Deployment:
         return out
 
     def apply(self):
-        """The admin's steps (docs/deploy.md, "On Kubernetes"): the namespace, the
-        munge key Secret from 1 KiB of random bytes, a static PersistentVolume for
-        each claim, then the overlay."""
+        """The admin's steps (docs/deploy.md, "On Kubernetes"): the namespaces, the
+        munge key Secret from 1 KiB of random bytes in each, a static PersistentVolume
+        for each claim, then the overlay."""
         rendered = self.render()
-        self.kube.kubectl("create", "namespace", NAMESPACE)
         key = self.dir / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o600)
-        self.kubectl("create", "secret", "generic", "slurm-munge-key",
-                     f"--from-file=munge.key={key}")
+        for namespace in NAMESPACES:
+            self.kube.kubectl("create", "namespace", namespace)
+            self.kubectl("create", "secret", "generic", "slurm-munge-key",
+                         f"--from-file=munge.key={key}", namespace=namespace)
         key.unlink()
         for name, size, modes in self.claims():
             self.kube.create_host_path_volume(f"{NAMESPACE}-{name}", size, modes,
@@ -270,26 +275,27 @@ class Deployment:
 
     # ---- talking to it ----------------------------------------------------------------
 
-    def kubectl(self, *args, check=True, timeout=120, input=None):
-        """kubectl in the deployment's namespace, as the cluster admin."""
-        return self.kube.kubectl("-n", NAMESPACE, *args, check=check, timeout=timeout,
+    def kubectl(self, *args, check=True, timeout=120, input=None, namespace=NAMESPACE):
+        """kubectl in one of the deployment's namespaces, as the cluster admin."""
+        return self.kube.kubectl("-n", namespace, *args, check=check, timeout=timeout,
                                  input=input)
 
-    def get(self, kind: str, name: str) -> Optional[dict]:
-        r = self.kubectl("get", kind, name, "-o", "json", check=False)
+    def get(self, kind: str, name: str, namespace=NAMESPACE) -> Optional[dict]:
+        r = self.kubectl("get", kind, name, "-o", "json", check=False, namespace=namespace)
         return json.loads(r.stdout) if r.returncode == 0 else None
 
-    def pods(self, selector: str = "") -> list:
+    def pods(self, selector: str = "", namespace=NAMESPACE) -> list:
         args = ["get", "pods", "-o", "json"] + (["-l", selector] if selector else [])
-        return json.loads(self.kubectl(*args).stdout)["items"]
+        return json.loads(self.kubectl(*args, namespace=namespace).stdout)["items"]
 
     def worker_pods(self) -> list:
-        return self.pods("app.kubernetes.io/name=slurm-worker")
+        return self.pods("app.kubernetes.io/name=slurm-worker", namespace=WORKER_NAMESPACE)
 
-    def events(self, pod: str) -> list:
+    def events(self, pod: str, namespace=NAMESPACE) -> list:
         """The core/v1 Events about pod `pod`, oldest first."""
         return json.loads(self.kubectl("get", "events", "-o", "json", "--field-selector",
-                                       f"involvedObject.name={pod}").stdout)["items"]
+                                       f"involvedObject.name={pod}",
+                                       namespace=namespace).stdout)["items"]
 
     def login(self, command: Sequence[str], check=True, timeout=300, input=None,
               user: Optional[str] = None) -> subprocess.CompletedProcess:
@@ -329,7 +335,7 @@ class Deployment:
     def wait_ready(self, timeout=600):
         """The jail populated, slurmctld answering the login pod."""
         def job_done():
-            job = self.get("job", "slurm-jail-populate") or {}
+            job = self.get("job", "slurm-jail-populate", namespace=WORKER_NAMESPACE) or {}
             if job.get("status", {}).get("failed", 0) >= 3:
                 raise AssertionError("the jail populate Job failed:\n" + self.describe())
             return job.get("status", {}).get("succeeded", 0) >= 1
@@ -352,9 +358,10 @@ class Deployment:
 
     # ---- diagnostics ------------------------------------------------------------------
 
-    def container_log(self, pod: str, container: str, tail: int = 30) -> str:
+    def container_log(self, pod: str, container: str, tail: int = 30,
+                      namespace=NAMESPACE) -> str:
         r = self.kubectl("logs", pod, "-c", container, f"--tail={tail}", check=False,
-                         timeout=30)
+                         timeout=30, namespace=namespace)
         return (r.stdout + r.stderr).rstrip()
 
     def pod_file(self, pod: dict, volume: str, name: str) -> Optional[Path]:
@@ -371,24 +378,25 @@ class Deployment:
         the power programs' logs, and the Slurm nodes."""
         out = []
         try:
-            pods = self.pods()
+            pods = [p for namespace in NAMESPACES for p in self.pods(namespace=namespace)]
         except AssertionError as e:
             return f"kubectl get pods failed: {e}"
         for p in pods:
             st = p.get("status", {})
-            name = p["metadata"]["name"]
-            out.append(f"pod {name}: node={p['spec'].get('nodeName')} "
+            name, namespace = p["metadata"]["name"], p["metadata"]["namespace"]
+            out.append(f"pod {namespace}/{name}: node={p['spec'].get('nodeName')} "
                        f"phase={st.get('phase')} ip={st.get('podIP')} "
                        f"containers={json.dumps(st.get('containerStatuses', []))[:600]}")
             if st.get("phase") != "Running":
                 try:
-                    for e in self.events(name)[-8:]:
+                    for e in self.events(name, namespace)[-8:]:
                         out.append(f"  event {e.get('reason')}: {e.get('message')}")
                 except AssertionError:
                     pass
             for c in p["spec"].get("initContainers", []) + p["spec"]["containers"]:
                 out.append(f"  log {c['name']}:\n    " +
-                           self.container_log(name, c["name"]).replace("\n", "\n    "))
+                           self.container_log(name, c["name"], namespace=namespace)
+                           .replace("\n", "\n    "))
             for log in ("slurmctld.log", "k8sbridge-power.log"):
                 path = self.pod_file(p, "log", log)
                 if path is not None and path.exists():

@@ -645,13 +645,15 @@ class KubeCluster:
     def apply_deploy_rbac(self, namespace):
         """Applies deploy/base/rbac.yaml (what a platform team applies) for worker pods
         in `namespace`: its namespaced objects and ServiceAccount subjects go to
-        `namespace` (as kustomize's namespace would put them), the node events' Role
+        `namespace` (the shipped controller's namespace and the worker pods' become
+        one, as an overlay that renames them would put them), the node events' Role
         stays in "default". Returns the objects as applied."""
         docs = [d for d in yaml.safe_load_all((SOURCE_ROOT / "deploy" / "base" /
                                                "rbac.yaml").read_text()) if d]
         for d in docs:
-            if d["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
-                d["metadata"].setdefault("namespace", namespace)
+            if (d["kind"] in ("ServiceAccount", "Role", "RoleBinding") and
+                    d["metadata"].get("namespace") != "default"):
+                d["metadata"]["namespace"] = namespace
             for s in d.get("subjects", []):
                 if s["kind"] == "ServiceAccount":
                     s["namespace"] = namespace
@@ -659,6 +661,53 @@ class KubeCluster:
         manifest = self.dir / f"rbac-{namespace}.yaml"
         manifest.write_text(yaml.safe_dump_all(docs))
         self.kubectl("apply", "--server-side", "-f", str(manifest))
+        return docs
+
+    def apply_deploy_admission(self, namespace, **params):
+        """Applies deploy/base/admission.yaml (the ValidatingAdmissionPolicies that
+        narrow the shipped RBAC) for worker pods in `namespace`: its parameters
+        ConfigMap goes there, with `params` over the shipped values, and the
+        namespace gets the label the pods' binding selects. Waits until the API
+        server enforces the policies. Returns the objects as applied."""
+        docs = [d for d in yaml.safe_load_all((SOURCE_ROOT / "deploy" / "base" /
+                                               "admission.yaml").read_text()) if d]
+        for d in docs:
+            if d["kind"] == "ConfigMap":
+                d["metadata"]["namespace"] = namespace
+                d["data"].update(params)
+        self.create_namespace(namespace)
+        self.kubectl("label", "namespace", namespace, "--overwrite",
+                     "k8sbridge.io/worker-pods=true")
+        manifest = self.dir / f"admission-{namespace}.yaml"
+        manifest.write_text(yaml.safe_dump_all(docs))
+        self.kubectl("apply", "--server-side", "-f", str(manifest))
+        # Every expression type-checks against each kind its policy matches (a
+        # warning here is an expression that fails, and so refuses, at runtime).
+        for d in docs:
+            if d["kind"] != "ValidatingAdmissionPolicy":
+                continue
+            name = d["metadata"]["name"]
+
+            def checked():
+                policy = self.kubectl_json("get", "validatingadmissionpolicy", name)
+                status = policy.get("status", {})
+                if (status.get("observedGeneration") == policy["metadata"]["generation"] and
+                        "typeChecking" in status):
+                    return status
+                return None
+            warnings = wait_for_condition(checked, 60, f"policy {name} type-checked")[
+                "typeChecking"].get("expressionWarnings")
+            if warnings:
+                raise AssertionError(f"policy {name}: {warnings}")
+        # The policies and bindings take effect once the API server's informers
+        # have them: until then a probe pod of no owner is admitted.
+        probe = {"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": "admission-probe", "namespace": namespace},
+                 "spec": {"containers": [{"name": "c", "image": "probe"}]}}
+        token = self.service_account_token(namespace, "k8sbridge-controller")
+        wait_for_condition(lambda: self.request(
+            "POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", probe,
+            token=token)[0] == 403, 60, "the admission policies in force")
         return docs
 
     # --- faults ------------------------------------------------------------------

@@ -75,16 +75,17 @@ class InClusterDeployment(unittest.TestCase):
         starting the container."""
         d = self.d
         name, host = pod["metadata"]["name"], pod["spec"]["nodeName"]
+        namespace = pod["metadata"]["namespace"]
 
         def kubelet_reasons():
-            return {e["reason"] for e in d.events(name)
+            return {e["reason"] for e in d.events(name, namespace)
                     if e.get("source") == {"component": "kubelet", "host": host}}
         d.wait(lambda: {"Pulled", "Created", "Started"} <= kubelet_reasons(), 60,
                f"the kubelet's Pulled, Created and Started events of {name}")
-        for e in d.events(name):
+        for e in d.events(name, namespace):
             if e["reason"] == "Pulled":
                 self.assertIn("already present on machine", e["message"], name)
-        self.assertFalse([e for e in d.events(name) if e["reason"] == "Pulling"],
+        self.assertFalse([e for e in d.events(name, namespace) if e["reason"] == "Pulling"],
                          f"{name}: the kubelet tried to pull")
 
     def test_a_job_from_the_login_pod_runs_in_worker_pods_the_controller_pod_resumed(self):

@@ -19,10 +19,12 @@ from harness.paths import SOURCE_ROOT
 KUBECTL = str(kubectl_program())  # the one scripts/build-kubernetes.sh built
 DEPLOY = SOURCE_ROOT / "deploy"
 KUSTOMIZATIONS = ["base", "overlays/demo", "overlays/example-gpu"]
-NAMESPACE = "slurm"
+NAMESPACE = "slurm"  # the controller and login pods
+WORKER_NAMESPACE = "slurm-workers"  # the worker pods (k8sbridge.conf Namespace=)
 # Created by the documented command, never rendered (the key is never committed).
 OUT_OF_BAND = {("Secret", "slurm-munge-key")}
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding",
+                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 sys.path.insert(0, str(SOURCE_ROOT / "scripts"))
 import images  # noqa: E402  (scripts/images.py: the image table and tag rule)
@@ -36,16 +38,31 @@ def render(kustomization: str) -> list:
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
-def pod_specs(objects: list):
-    """(where, pod spec) of every workload's template and of the worker pod template
-    inside the slurm-conf ConfigMap."""
+def conf_namespace(k8sbridge_conf: str) -> str:
+    """Namespace= of a k8sbridge.conf: where its worker pods live."""
+    return re.search(r"^Namespace=(\S+)", k8sbridge_conf, re.M)[1]
+
+
+def pod_specs_in(objects: list):
+    """(where, namespace, pod spec) of every workload's template and of the worker pod
+    template of the slurm-conf ConfigMap that k8sbridge-power reads (the controller's,
+    in slurm), whose pods live in its k8sbridge.conf's Namespace=."""
     for o in objects:
         spec = o.get("spec", {})
+        ns = o["metadata"].get("namespace")
         if o["kind"] in ("StatefulSet", "Deployment", "Job"):
-            yield f'{o["kind"]}/{o["metadata"]["name"]}', spec["template"]["spec"]
-        if o["kind"] == "ConfigMap" and "worker-pod.yaml" in o.get("data", {}):
+            yield f'{o["kind"]}/{o["metadata"]["name"]}', ns, spec["template"]["spec"]
+        if (o["kind"] == "ConfigMap" and ns == NAMESPACE and
+                "worker-pod.yaml" in o.get("data", {})):
             tmpl = yaml.safe_load(o["data"]["worker-pod.yaml"])
-            yield "worker-pod.yaml", tmpl["template"]["spec"]
+            yield ("worker-pod.yaml", conf_namespace(o["data"]["k8sbridge.conf"]),
+                   tmpl["template"]["spec"])
+
+
+def pod_specs(objects: list):
+    """(where, pod spec) of pod_specs_in."""
+    for where, _, spec in pod_specs_in(objects):
+        yield where, spec
 
 
 def references(spec: dict):
@@ -73,7 +90,8 @@ class Render(unittest.TestCase):
         for k in KUSTOMIZATIONS:
             with self.subTest(kustomization=k):
                 objects = render(k)
-                have = {(o["kind"], o["metadata"]["name"]) for o in objects}
+                have = {(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))
+                        for o in objects}
                 for o in objects:
                     ns = o["metadata"].get("namespace")
                     where = f'{o["kind"]}/{o["metadata"]["name"]}'
@@ -82,13 +100,15 @@ class Render(unittest.TestCase):
                     elif o["metadata"]["name"] == "k8sbridge-node-events":
                         self.assertEqual(ns, "default", where)
                     else:
-                        self.assertEqual(ns, NAMESPACE, where)
+                        self.assertIn(ns, (NAMESPACE, WORKER_NAMESPACE), where)
                     for s in o.get("subjects", []):
-                        self.assertEqual(s.get("namespace"), NAMESPACE, f"{where} subject")
-                for where, spec in pod_specs(objects):
+                        self.assertIn(("ServiceAccount", s["name"], s.get("namespace")), have,
+                                      f"{where} subject")
+                for where, ns, spec in pod_specs_in(objects):
                     for ref in references(spec):
                         if ref not in OUT_OF_BAND:
-                            self.assertIn(ref, have, f"{where} needs {ref[0]} {ref[1]}")
+                            self.assertIn((*ref, ns), have,
+                                          f"{where} needs {ref[0]} {ref[1]} in {ns}")
 
     def test_images_are_the_ones_scripts_images_py_builds(self):
         tag = images.tag(slurm_version())
@@ -120,7 +140,7 @@ def rbac_rules() -> set:
     for b in (d for d in docs if d["kind"].endswith("Binding")):
         role = roles[(b["roleRef"]["kind"], b["roleRef"]["name"])]
         scope = b["metadata"].get("namespace", "cluster" if b["kind"] == "ClusterRoleBinding"
-                                  else NAMESPACE)
+                                  else NAMESPACE)  # the kustomization's namespace
         for s in b["subjects"]:
             for rule in role["rules"]:
                 for g in rule["apiGroups"]:
@@ -143,7 +163,8 @@ def documented_rules() -> set:
                      r" (?P<verbs>.*)", cells[1])
         if not m:
             continue  # "none": an account without rules
-        scope = ("default" if "`default`" in m["where"] else
+        named = re.search(r"`([a-z0-9-]+)`", m["where"])
+        scope = (named[1] if named else
                  "cluster" if m["res"].startswith("nodes") else NAMESPACE)
         for verb in re.findall(r"`([a-z]+)`", m["verbs"]):
             documented.add((account, scope, m["group"] or "", m["res"], verb))
@@ -201,9 +222,10 @@ class ApplyToKubernetes(unittest.TestCase):
             rendered = kube.kubectl("kustomize", str(DEPLOY / "overlays" / "demo")).stdout
             kube.create_host_path_volume("jail", "2Gi", ["ReadWriteMany"], kube.dir / "jail")
             kube.create_host_path_volume("state", "1Gi", ["ReadWriteOnce"], kube.dir / "state")
-            kube.kubectl("create", "namespace", NAMESPACE)
-            kube.kubectl("-n", NAMESPACE, "create", "secret", "generic", "slurm-munge-key",
-                         "--from-literal=munge.key=" + "k" * 1024)
+            for ns in (NAMESPACE, WORKER_NAMESPACE):
+                kube.kubectl("create", "namespace", ns)
+                kube.kubectl("-n", ns, "create", "secret", "generic", "slurm-munge-key",
+                             "--from-literal=munge.key=" + "k" * 1024)
             kube.kubectl("apply", "-f", "-", input=rendered)
             for o in (d for d in yaml.safe_load_all(rendered) if d):
                 ns = o["metadata"].get("namespace")
@@ -211,8 +233,8 @@ class ApplyToKubernetes(unittest.TestCase):
                         if "/" in o["apiVersion"] else o["kind"].lower(), o["metadata"]["name"]]
                 kube.kubectl(*(["-n", ns] if ns else []), *args)
 
-            def get(kind, name):
-                r = kube.kubectl("-n", NAMESPACE, "get", kind, name, "-o", "json", check=False)
+            def get(kind, name, ns=NAMESPACE):
+                r = kube.kubectl("-n", ns, "get", kind, name, "-o", "json", check=False)
                 return json.loads(r.stdout) if r.returncode == 0 else None
             wait_for_condition(lambda: get("pod", "slurmctld-0"), 60, "the StatefulSet's pod")
             claim = wait_for_condition(lambda: get("pvc", "state-slurmctld-0"), 60,
@@ -220,10 +242,15 @@ class ApplyToKubernetes(unittest.TestCase):
             wait_for_condition(lambda: (get("pvc", "state-slurmctld-0") or {}).get(
                 "status", {}).get("phase") == "Bound", 60, "the state claim bound")
             self.assertEqual(claim["spec"]["accessModes"], ["ReadWriteOnce"])
-            wait_for_condition(lambda: (get("pvc", "slurm-jail") or {}).get("status", {})
-                               .get("phase") == "Bound", 60, "the jail claim bound")
-            pods = wait_for_condition(lambda: kube.kubectl_json(
-                "-n", NAMESPACE, "get", "pods")["items"], 60, "the workloads' pods")
+            wait_for_condition(lambda: (get("pvc", "slurm-jail", WORKER_NAMESPACE) or {})
+                               .get("status", {}).get("phase") == "Bound", 60,
+                               "the jail claim bound")
+
+            def workload_pods():
+                pods = [p for ns in (NAMESPACE, WORKER_NAMESPACE)
+                        for p in kube.kubectl_json("-n", ns, "get", "pods")["items"]]
+                return pods if len(pods) >= 3 else None
+            pods = wait_for_condition(workload_pods, 60, "the workloads' pods")
             owners = sorted({p["metadata"]["ownerReferences"][0]["kind"] for p in pods})
             self.assertEqual(owners, ["Job", "ReplicaSet", "StatefulSet"])
             ctld = get("pod", "slurmctld-0")

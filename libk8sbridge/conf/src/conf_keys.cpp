@@ -76,7 +76,8 @@ constexpr Key<G> kGlobalKeys[] = {
      .type = KeyType::kDnsLabel,
      .field = In<&G::kube, &KubeConf::namespace_>,
      .section = Section::kKube,
-     .doc = "namespace of the worker pods (DNS-1123 label)",
+     .doc = "namespace of the worker pods, of the Events about them and of the sync daemon's "
+            "Lease (DNS-1123 label)",
      .fix = "'{value}' is not a Kubernetes namespace name: {error}"},
     {.name = "QPS",
      .type = KeyType::kDouble,

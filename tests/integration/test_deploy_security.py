@@ -1,0 +1,240 @@
+"""The deployed form's security, as every kustomization renders it with kubectl's
+built-in kustomize (docs/deploy.md, "Namespaces and Pod Security", "Admission
+policies", "NetworkPolicies"):
+
+- the worker pods live in a namespace of their own that enforces privileged; the
+  controller and login pods in one that enforces baseline, and pass it;
+- every pod sets a securityContext: no privilege escalation, every capability
+  dropped but the few its program needs, the runtime's seccomp filter; only the
+  worker is privileged;
+- the worker namespace has its own copy of slurm-conf, equal to the controller's;
+- each overlay's worker pod template passes what the admission policy's parameters
+  allow (tests/integration/test_deploy_rbac.py checks the policy itself on the
+  real API server);
+- NetworkPolicies let only the cluster's namespaces reach slurmctld's 6817 and
+  slurmd's 6818, and leave every other port as it was."""
+
+import re
+import unittest
+
+from test_deploy_manifests import KUSTOMIZATIONS, conf_namespace, pod_specs_in, render
+
+# What Pod Security "baseline" lets a container add (its capabilities check).
+BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL",
+                         "MKNOD", "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID",
+                         "SYS_CHROOT"}
+# The environment variables that name a program the worker runs as root.
+PROGRAM_ENV = {"K8SBRIDGE_SLURMD", "K8SBRIDGE_MUNGED", "K8SBRIDGE_JAIL_PREPARE"}
+SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib64", "/usr")
+SAFE_VOLUMES = {"configMap", "secret", "emptyDir", "persistentVolumeClaim", "projected",
+                "downwardAPI"}
+
+
+def find(objects, kind, name, namespace):
+    return next(o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name
+                and o["metadata"].get("namespace") == namespace)
+
+
+def controller_conf(objects) -> str:
+    return next(o["data"]["k8sbridge.conf"] for o in objects if o["kind"] == "ConfigMap"
+                and o["metadata"]["name"] == "slurm-conf"
+                and o["metadata"]["namespace"] == "slurm")
+
+
+def namespaces(objects) -> dict:
+    return {o["metadata"]["name"]: o["metadata"].get("labels", {}) for o in objects
+            if o["kind"] == "Namespace"}
+
+
+def policy_refusals(pod_spec: dict, params: dict, worker_command: str) -> list:
+    """What admission.yaml's k8sbridge-controller-pods would refuse in a pod rendered
+    from this template (k8sbridge-power adds the command when the template has none,
+    and K8SBRIDGE_* variables)."""
+    out = []
+    config_volumes = {v["name"] for v in pod_spec.get("volumes", [])
+                      if {"configMap", "secret", "projected", "downwardAPI"} & set(v)}
+    images = [p for p in params.get("images", "").split(",") if p]
+    env_names = [n for n in params.get("env", "").split(",") if n]
+    if pod_spec.get("serviceAccountName", "default") != params.get("serviceAccount"):
+        out.append(f"serviceAccountName {pod_spec.get('serviceAccountName')}")
+    for f in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod_spec.get(f):
+            out.append(f)
+    for v in pod_spec.get("volumes", []):
+        if not SAFE_VOLUMES & set(v):
+            out.append(f"volume {v['name']}")
+    for c in pod_spec["containers"] + pod_spec.get("initContainers", []):
+        name = c["name"]
+        if not any(c["image"].startswith(p) for p in images):
+            out.append(f"{name}: image {c['image']} not in {images}")
+        if c.get("command", [worker_command]) != [worker_command] or c.get("args"):
+            out.append(f"{name}: command {c.get('command')} {c.get('args')}")
+        if "envFrom" in c or "lifecycle" in c:
+            out.append(f"{name}: envFrom or lifecycle")
+        for e in c.get("env", []):
+            if not (e["name"].startswith("K8SBRIDGE_") or e["name"] in env_names):
+                out.append(f"{name}: env {e['name']}")
+            if e["name"] in PROGRAM_ENV and e.get("value") != params.get(e["name"]):
+                out.append(f"{name}: env {e['name']}={e.get('value')!r}")
+        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+            if "exec" in c.get(probe, {}):
+                out.append(f"{name}: exec {probe}")
+        for m in c.get("volumeMounts", []):
+            sub_path = "subPath" in m or "subPathExpr" in m
+            if sub_path and m["name"] not in config_volumes or any(
+                    m["mountPath"] == d or m["mountPath"].startswith(d + "/")
+                    for d in SYSTEM_DIRS):
+                out.append(f"{name}: mount {m['mountPath']}")
+    return out
+
+
+class PodSecurity(unittest.TestCase):
+    def test_workers_alone_in_a_privileged_namespace_the_rest_baseline(self):
+        for k in KUSTOMIZATIONS:
+            with self.subTest(kustomization=k):
+                objects = render(k)
+                levels = {ns: labels.get("pod-security.kubernetes.io/enforce")
+                          for ns, labels in namespaces(objects).items()}
+                worker_ns = conf_namespace(controller_conf(objects))
+                self.assertEqual(levels[worker_ns], "privileged")
+                for where, ns, spec in pod_specs_in(objects):
+                    if where == "worker-pod.yaml":
+                        self.assertEqual(ns, worker_ns)
+                    elif where != "Job/slurm-jail-populate":
+                        # The controller and login pods: a baseline namespace.
+                        self.assertEqual(levels[ns], "baseline", where)
+
+    def test_every_pod_sets_a_security_context(self):
+        for k in KUSTOMIZATIONS:
+            with self.subTest(kustomization=k):
+                for where, _, spec in pod_specs_in(render(k)):
+                    pod_seccomp = spec.get("securityContext", {}).get("seccompProfile")
+                    for c in spec.get("initContainers", []) + spec["containers"]:
+                        sc = c.get("securityContext")
+                        self.assertIsNotNone(sc, f"{where} {c['name']}")
+                        if where == "worker-pod.yaml":
+                            # slurmd manages cgroups and mounts the jail; a privileged
+                            # container runs without seccomp whatever the pod says.
+                            self.assertTrue(sc.get("privileged"), where)
+                            continue
+                        self.assertFalse(sc.get("privileged", False), where)
+                        self.assertIs(sc.get("allowPrivilegeEscalation"), False,
+                                      f"{where} {c['name']}")
+                        caps = sc.get("capabilities", {})
+                        self.assertEqual(caps.get("drop"), ["ALL"], f"{where} {c['name']}")
+                        self.assertLessEqual(set(caps.get("add", [])), BASELINE_CAPABILITIES,
+                                             f"{where} {c['name']}")
+                        self.assertEqual(sc.get("seccompProfile", pod_seccomp),
+                                         {"type": "RuntimeDefault"}, f"{where} {c['name']}")
+
+    def test_the_controller_sidecars_and_init_steps_keep_no_capability(self):
+        for where, _, spec in pod_specs_in(render("base")):
+            if where != "StatefulSet/slurmctld":
+                continue
+            for c in spec.get("initContainers", []) + spec["containers"]:
+                added = c["securityContext"].get("capabilities", {}).get("add", [])
+                if c["name"] in ("slurm-etc", "topology-init", "sync", "topology"):
+                    self.assertEqual(added, [], c["name"])
+
+
+class WorkerNamespace(unittest.TestCase):
+    def test_the_worker_namespace_holds_what_the_worker_pods_mount(self):
+        for k in KUSTOMIZATIONS:
+            with self.subTest(kustomization=k):
+                objects = render(k)
+                worker_ns = conf_namespace(controller_conf(objects))
+                copy = find(objects, "ConfigMap", "slurm-conf", worker_ns)
+                self.assertEqual(copy["data"], find(objects, "ConfigMap", "slurm-conf",
+                                                    "slurm")["data"])
+                self.assertEqual(find(objects, "PersistentVolumeClaim", "slurm-jail",
+                                      worker_ns)["metadata"]["name"], "slurm-jail")
+                self.assertEqual(namespaces(objects)[worker_ns].get("k8sbridge.io/worker-pods"),
+                                 "true", "the admission policy's binding selects it")
+
+    def test_each_worker_template_passes_the_admission_policy_parameters(self):
+        for k in KUSTOMIZATIONS:
+            with self.subTest(kustomization=k):
+                objects = render(k)
+                conf = controller_conf(objects)
+                worker_ns = conf_namespace(conf)
+                params = find(objects, "ConfigMap", "k8sbridge-worker-policy", worker_ns)["data"]
+                command = re.search(r"^WorkerCommand=(\S+)", conf, re.M)
+                command = command[1] if command else "/usr/sbin/k8sbridge-worker"
+                self.assertEqual(params["command"], command)
+                for where, _, spec in pod_specs_in(objects):
+                    if where == "worker-pod.yaml":
+                        self.assertEqual(policy_refusals(spec, params, command), [])
+
+    def test_a_pod_not_from_the_template_breaks_the_parameters(self):
+        # The check above is not vacuous: what an attacker's pod would add is caught.
+        params = find(render("base"), "ConfigMap", "k8sbridge-worker-policy",
+                      "slurm-workers")["data"]
+        cmd = params["command"]
+        ok = {"serviceAccountName": "k8sbridge-worker", "containers": [
+            {"name": "slurmd", "image": "k8sbridge-worker:1", "env": [
+                {"name": "K8SBRIDGE_JAIL_PREPARE", "value": params["K8SBRIDGE_JAIL_PREPARE"]}]}]}
+        self.assertEqual(policy_refusals(ok, params, cmd), [])
+        bad = [
+            {**ok, "hostPID": True},
+            {**ok, "volumes": [{"name": "root", "hostPath": {"path": "/"}}]},
+            {**ok, "containers": [{"name": "x", "image": "debian:trixie"}]},
+            {**ok, "containers": [{"name": "x", "image": "k8sbridge-worker:1",
+                                   "command": ["sh", "-c", "id"]}]},
+            {**ok, "containers": [{"name": "x", "image": "k8sbridge-worker:1",
+                                   "env": [{"name": "LD_PRELOAD", "value": "/jail/tmp/x"}]}]},
+            {**ok, "containers": [{"name": "x", "image": "k8sbridge-worker:1", "env": [
+                {"name": "K8SBRIDGE_JAIL_PREPARE", "value": "sh -c id"}]}]},
+            {**ok, "containers": [{"name": "x", "image": "k8sbridge-worker:1", "volumeMounts": [
+                {"name": "jail", "mountPath": "/usr/sbin", "subPath": "tmp"}]}]},
+        ]
+        for pod in bad:
+            self.assertNotEqual(policy_refusals(pod, params, cmd), [], pod)
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def port_open_to(policy: dict, port: int, protocol="TCP"):
+    """The `from` lists of the policy's rules that allow `port`; [] means from anywhere."""
+    for rule in policy["spec"].get("ingress", []):
+        for p in rule.get("ports", []):
+            if p.get("protocol", "TCP") == protocol and (
+                    p["port"] == port or p["port"] <= port <= p.get("endPort", p["port"])):
+                yield rule.get("from", [])
+
+
+class NetworkPolicies(unittest.TestCase):
+    def test_slurm_ports_only_from_the_cluster_namespaces_other_ports_open(self):
+        for k in KUSTOMIZATIONS:
+            with self.subTest(kustomization=k):
+                objects = render(k)
+                ns_labels = namespaces(objects)
+                worker_ns = conf_namespace(controller_conf(objects))
+                ctld = find(objects, "StatefulSet", "slurmctld", "slurm")
+                ctld_labels = ctld["spec"]["template"]["metadata"]["labels"]
+                # k8sbridge-power's ownership label on every worker pod.
+                worker_labels = {"app.kubernetes.io/managed-by": "k8sbridge"}
+                for ns, labels, port in (("slurm", ctld_labels, 6817),
+                                         (worker_ns, worker_labels, 6818)):
+                    policies = [o for o in objects if o["kind"] == "NetworkPolicy"
+                                and o["metadata"]["namespace"] == ns
+                                and selects(o["spec"]["podSelector"], labels)]
+                    self.assertTrue(policies, f"no NetworkPolicy selects the pods of {port}")
+                    sources = [f for pol in policies for f in port_open_to(pol, port)]
+                    self.assertTrue(sources, f"{port} is closed to everyone")
+                    for frm in sources:
+                        self.assertTrue(frm, f"{port} is open to every source")
+                        for peer in frm:
+                            self.assertEqual(set(peer), {"namespaceSelector"}, peer)
+                            reached = {n for n, lab in ns_labels.items()
+                                       if selects(peer["namespaceSelector"], lab)}
+                            self.assertEqual(reached, {"slurm", worker_ns}, peer)
+                    # Every other port stays as open as it was, e.g. srun's and metrics.
+                    for other in (port - 1, port + 1, 8080, 60001):
+                        self.assertIn([], [f for pol in policies
+                                           for f in port_open_to(pol, other)], other)
+
+
+if __name__ == "__main__":
+    unittest.main()
