@@ -95,19 +95,30 @@ std::optional<int> ParseFlags(int argc, char** argv, Flags& flags) {
   return std::nullopt;
 }
 
+// The Prometheus endpoint and what it serves. The exposer holds its collectables
+// weakly, so the endpoint owns them; the exposer goes first.
+struct MetricsEndpoint {
+  std::shared_ptr<prometheus::Registry> registry;
+  std::shared_ptr<PowerMetrics> power;  // null without PowerMetricsFile=
+  std::unique_ptr<prometheus::Exposer> exposer;
+};
+
 // The Prometheus endpoint of SyncMetricsListen, if set, with k8sbridge-power's
 // counts when PowerMetricsFile= is; an address that cannot be listened on is a
 // configuration error. The library throws: this runs once, at start.
-Result<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
-    const conf::BridgeConfig& config, std::shared_ptr<prometheus::Registry> registry) {
+Result<MetricsEndpoint> ServeMetrics(const conf::BridgeConfig& config,
+                                     std::shared_ptr<prometheus::Registry> registry) {
+  MetricsEndpoint endpoint{std::move(registry), nullptr, nullptr};
   if (config.sync.metrics_listen.empty())
-    return std::unique_ptr<prometheus::Exposer>();
+    return endpoint;
   try {
-    auto exposer = std::make_unique<prometheus::Exposer>(config.sync.metrics_listen);
-    exposer->RegisterCollectable(registry);
-    if (!config.power.metrics_file.empty())
-      exposer->RegisterCollectable(std::make_shared<PowerMetrics>(config.power.metrics_file));
-    return exposer;
+    endpoint.exposer = std::make_unique<prometheus::Exposer>(config.sync.metrics_listen);
+    endpoint.exposer->RegisterCollectable(endpoint.registry);
+    if (!config.power.metrics_file.empty()) {
+      endpoint.power = std::make_shared<PowerMetrics>(config.power.metrics_file);
+      endpoint.exposer->RegisterCollectable(endpoint.power);
+    }
+    return endpoint;
   } catch (const std::exception& e) {
     return Status::InvalidArgument(fmt::format(
         "{}: SyncMetricsListen={}: cannot listen ({}): pick a free address or leave it empty",
@@ -187,9 +198,9 @@ int Run(int argc, char** argv) {
     kube::LeaderElector once_elector(**client, LeaderOptions(config, flags.identity));
     return RunOnce(config, **client, *slurm, log, flags.no_lease ? nullptr : &once_elector, power);
   }
-  auto exposer = ServeMetrics(config, registry);
-  if (!exposer.ok()) {
-    log.Error("{}", exposer.status().message());
+  auto endpoint = ServeMetrics(config, registry);
+  if (!endpoint.ok()) {
+    log.Error("{}", endpoint.status().message());
     return kExitUsage;
   }
   return RunDaemon(config, flags.identity, **client, *slurm, metrics, log, power);

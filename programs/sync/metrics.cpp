@@ -87,7 +87,12 @@ SyncMetrics::SyncMetrics(prometheus::Registry& r)
                          .Name("k8sbridge_health_drained_nodes")
                          .Help("Slurm nodes drained by k8sbridge-health, by whether the finding "
                                "is tagged [hardware]")
-                         .Register(r)) {}
+                         .Register(r)) {
+  // Both sides start at 0, so that rate() and a dashboard see the family before
+  // the first error.
+  for (const char* side : {"kubernetes", "slurm"})
+    api_errors_.Add({{"side", side}});
+}
 
 void SyncMetrics::RequestDone(std::string_view verb, int code, Clock::Steady::duration) {
   if (ApiAnswering::Failed(code))

@@ -3,8 +3,9 @@ Debian's Prometheus, and the deployed form that serves them (docs/deploy.md,
 "Metrics").
 
 - MetricsScrape: a rig (real slurmctld and slurmd), a real Kubernetes and
-  k8sbridge-sync. A job resumes a node through k8sbridge-power, and
-  k8sbridge-health finds an InfiniBand port down on another node and drains it.
+  k8sbridge-sync. A job resumes a node through k8sbridge-power, then
+  k8sbridge-health finds an InfiniBand port down on that node and drains it, and
+  sync cordons its Kubernetes node.
   Prometheus scrapes sync's endpoint and holds sync's own metrics, the power
   programs' counts of that resume and health's drain; every metric the shipped
   Grafana dashboard queries is among them.
@@ -84,7 +85,8 @@ class MetricsScrape(SyncRigTestCase):
             rig.wait_job(job, timeout=180)
             wait_for(lambda: self.counters.exists(), 30,
                      lambda: f"the power programs' counts; power.log:\n{self.power_log()}")
-            self.run_health(rig, "w-1")
+            # w-0 still has its pod: sync cordons that pod's Kubernetes node.
+            self.run_health(rig, "w-0")
 
             prom = self.prometheus(d.port)
 
@@ -99,6 +101,7 @@ class MetricsScrape(SyncRigTestCase):
             served('k8sbridge_power_call_seconds_count{subcommand="resume"}', 1)
             served("k8sbridge_power_metrics_file_readable", 1)
             served('k8sbridge_health_drained_nodes{hardware="true"}', 1)
+            served('k8sbridge_sync_actions_total{kind="cordon",result="ok"}', 1)
             served('k8sbridge_health_drained_nodes{hardware="false"}', 0)
             # Families without a sample yet (no API error so far) are declared all
             # the same, and Prometheus holds only what has samples: ask the endpoint.

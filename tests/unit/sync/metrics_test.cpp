@@ -53,6 +53,7 @@ BOOST_AUTO_TEST_CASE(health_drains_are_counted_by_their_hardware_tag) {
   BOOST_CHECK(Has(text, R"(k8sbridge_health_drained_nodes{hardware="true"} 2)"));
   BOOST_CHECK(Has(text, R"(k8sbridge_health_drained_nodes{hardware="false"} 1)"));
   BOOST_CHECK(Has(text, R"(k8sbridge_sync_slurm_nodes{state="IDLE+DRAIN"} 4)"));
+  BOOST_CHECK(Has(text, R"(k8sbridge_sync_api_errors_total{side="slurm"} 0)"));
 
   // Resumed nodes go back to 0, so a dashboard sees the drain end.
   world.slurm = {Node("w-0", false, "")};
