@@ -187,7 +187,10 @@ std::vector<prometheus::MetricFamily> PowerFamilies(const Result<power::PowerCou
                       prometheus::MetricType::Counter);
   auto seconds = Family("k8sbridge_power_call_seconds", "Time of k8sbridge-power's runs",
                         prometheus::MetricType::Summary);
-  for (const auto& [subcommand, t] : *counters) {
+  for (const auto& entry : *counters) {
+    // Not a structured binding: clang 14 refuses one captured by a lambda.
+    const std::string& subcommand = entry.first;
+    const power::CallTotals& t = entry.second;
     auto labelled = [&](const char* result) {
       return std::vector<prometheus::ClientMetric::Label>{{"subcommand", subcommand},
                                                           {"result", result}};
