@@ -36,6 +36,9 @@ packages=(
   libreadline-dev libpam0g-dev
   # test rig and peers
   munge iproute2 util-linux procps psmisc python3 python3-kubernetes python3-yaml ibsim-utils
+  # Debian's Prometheus: tests/integration/test_metrics.py scrapes every metrics
+  # endpoint with it (docs/sync.md, "Metrics")
+  prometheus
   # the test cluster's certificates (tests/harness/pki.py)
   python3-cryptography
   infiniband-diags debootstrap valgrind

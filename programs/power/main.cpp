@@ -16,6 +16,7 @@
 // (a PrologSlurmctld's failure would requeue or kill the job).
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -33,6 +34,7 @@
 #include "k8sbridge/kube/program_client.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/power/await_nodes.h"
+#include "k8sbridge/power/counters.h"
 #include "k8sbridge/power/power_actions.h"
 #include "k8sbridge/power/resume_file.h"
 #include "k8sbridge/power/setup.h"
@@ -204,10 +206,32 @@ std::unique_ptr<container::LibMungeCodec> MungeCodecFor(const std::string& subco
   return std::make_unique<container::LibMungeCodec>(socket);
 }
 
+// Counts the run in PowerMetricsFile= (power/counters.h), where k8sbridge-sync
+// serves it from: this program lives too briefly to serve anything itself.
+class RunCounter {
+ public:
+  RunCounter(std::string subcommand, Logger& log)
+      : subcommand_(std::move(subcommand)), log_(log), started_(std::chrono::steady_clock::now()) {}
+  void SetFile(std::string path) { path_ = std::move(path); }
+  void Count(uint64_t nodes_ok, uint64_t nodes_failed, bool gave_up) {
+    if (path_.empty())
+      return;
+    power::CallOutcome run{subcommand_, nodes_ok, nodes_failed, gave_up,
+                           std::chrono::steady_clock::now() - started_};
+    if (Status s = power::AddPowerCall(path_, run); !s.ok())
+      log_.Warning("PowerMetricsFile: {}", s.message());
+  }
+
+ private:
+  std::string subcommand_, path_;
+  Logger& log_;
+  std::chrono::steady_clock::time_point started_;
+};
+
 // The subcommand's work on `nodes`, once everything is set up; the exit code.
 int RunSubcommand(const Invocation& inv, power::PowerContext& ctx,
                   const std::vector<std::string>& nodes, const power::ResumeRequest& request,
-                  kube::EventRecorder* events, Logger& log) {
+                  kube::EventRecorder* events, RunCounter& counter, Logger& log) {
   log.Info("{} {} ({} node(s)), namespace {}", inv.subcommand, inv.hostlist, nodes.size(),
            ctx.setup.config.kube.namespace_);
   power::PowerReport report;
@@ -222,6 +246,7 @@ int RunSubcommand(const Invocation& inv, power::PowerContext& ctx,
   const size_t failed = report.Failed();
   log.Info("{} {}: {} node(s) done, {} failed", inv.subcommand, inv.hostlist,
            report.nodes.size() - failed, failed);
+  counter.Count(report.nodes.size() - failed, failed, false);
   return failed == 0 ? 0 : kExitFailedNodes;
 }
 
@@ -287,8 +312,10 @@ int Run(int argc, char** argv) {
       slurm_conf != nullptr && access(slurm_conf, R_OK) == 0 ? libslurm.get() : nullptr;
   // A resume that cannot even start fails its nodes at once (no pod is touched),
   // so Slurm requeues the jobs now instead of after ResumeTimeout.
+  RunCounter counter(inv.subcommand, log);
   auto give_up = [&](const Status& why) {
     log.Error("{}", why.message());
+    counter.Count(0, nodes->size(), true);
     if (inv.subcommand == "resume")
       power::FailNodes(reachable, *nodes, why, log);
     return kExitUsage;
@@ -304,6 +331,7 @@ int Run(int argc, char** argv) {
     if (Status s = log.OpenFile(config->power.log_file); !s.ok())
       log.Warning("{}: {}", config->file, s.message());
   }
+  counter.SetFile(config->power.metrics_file);
   auto setup = power::LoadPowerSetup(std::move(*config));
   if (!setup.ok())
     return give_up(setup.status());
@@ -313,7 +341,7 @@ int Run(int argc, char** argv) {
   auto events = EventsFor(inv.subcommand, **client);
   auto munge = MungeCodecFor(inv.subcommand, setup->config, *libslurm, log);
   power::PowerContext ctx{*setup, **client, *libslurm, log, events.get(), munge.get()};
-  return RunSubcommand(inv, ctx, *nodes, *request, events.get(), log);
+  return RunSubcommand(inv, ctx, *nodes, *request, events.get(), counter, log);
 }
 
 }  // namespace

@@ -1,23 +1,19 @@
 // k8sbridge-sync: keeps Slurm and Kubernetes in step in both directions
 // (docs/sync.md). This file is the daemon's shell: flags, configuration, the
-// Prometheus metrics and endpoint, and the wiring; the loop, its fail-closed gate
-// and leader election are sync::Daemon's (sync/loop.h), the decisions
-// sync::Reconciler's and the writes sync::Executor's (libk8sbridge).
+// Prometheus endpoint (its metrics are in metrics.h), and the wiring; the loop, its fail-closed
+// gate and leader election are sync::Daemon's (sync/loop.h), the decisions sync::Reconciler's and
+// the writes sync::Executor's (libk8sbridge).
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
-#include <prometheus/counter.h>
 #include <prometheus/exposer.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
 #include "k8sbridge/conf/bridge_conf.h"
@@ -33,6 +29,7 @@
 #include "k8sbridge/slurm/libslurm_hostlists.h"
 #include "k8sbridge/sync/loop.h"
 #include "k8sbridge/sync/reconcile.h"
+#include "metrics.h"
 
 namespace k8sbridge::sync {
 namespace {
@@ -43,141 +40,6 @@ std::atomic<bool> g_stop{false};
 void OnSignal(int) {
   g_stop.store(true);
 }
-
-// The Prometheus metrics of docs/sync.md; as the client's kube::Metrics it also
-// follows whether the API server answers (the gate reads that).
-class SyncMetrics final : public kube::Metrics, public DaemonMetrics {
- public:
-  explicit SyncMetrics(prometheus::Registry& r)
-      : nodes_(prometheus::BuildGauge()
-                   .Name("k8sbridge_sync_slurm_nodes")
-                   .Help("Slurm nodes by state (base state and DRAIN/POWER flags)")
-                   .Register(r)),
-        pods_(prometheus::BuildGauge()
-                  .Name("k8sbridge_sync_pods")
-                  .Help("Worker pods of this cluster by phase (Terminating when being deleted)")
-                  .Register(r)),
-        actions_(prometheus::BuildCounter()
-                     .Name("k8sbridge_sync_actions_total")
-                     .Help("Actions taken, by kind and result")
-                     .Register(r)),
-        reconcile_(
-            prometheus::BuildHistogram()
-                .Name("k8sbridge_sync_reconcile_seconds")
-                .Help("Time of one reconcile pass (plan and actions)")
-                .Register(r)
-                .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.05, 0.1,
-                                                                 0.25, 0.5, 1, 2.5, 5, 10})),
-        api_errors_(prometheus::BuildCounter()
-                        .Name("k8sbridge_sync_api_errors_total")
-                        .Help("Failed calls to Kubernetes or Slurm")
-                        .Register(r)),
-        resume_(prometheus::BuildHistogram()
-                    .Name("k8sbridge_sync_resume_registration_seconds")
-                    .Help("From POWERING_UP seen to the node registered (up)")
-                    .Register(r)
-                    .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 5, 10, 20, 30, 60, 120,
-                                                                     300, 600})),
-        leader_(prometheus::BuildGauge()
-                    .Name("k8sbridge_sync_leader")
-                    .Help("1 while this daemon holds the lease and acts")
-                    .Register(r)
-                    .Add({})),
-        fresh_(prometheus::BuildGauge()
-                   .Name("k8sbridge_sync_source_fresh")
-                   .Help("1 while the side could be read; nothing is done while either is 0")
-                   .Register(r)),
-        skipped_(prometheus::BuildCounter()
-                     .Name("k8sbridge_sync_reconciles_skipped_total")
-                     .Help("Reconcile passes skipped, by reason")
-                     .Register(r)),
-        breaker_(prometheus::BuildGauge()
-                     .Name("k8sbridge_sync_circuit_breaker_open")
-                     .Help("1 while the node group's circuit breaker keeps its nodes drained")
-                     .Register(r)) {}
-
-  void RequestDone(std::string_view verb, int code, Clock::Steady::duration) override {
-    if (ApiAnswering::Failed(code))
-      ApiError("kubernetes");
-    api_.RequestDone(verb, code);
-  }
-  const ApiAnswering& api() const { return api_; }
-  void WatchRestarted(std::string_view, std::string_view reason) override {
-    if (reason == "error")
-      ApiError("kubernetes");
-  }
-  void ApiError(const std::string& side) { api_errors_.Add({{"side", side}}).Increment(); }
-  void SlurmLoadFailed() override { ApiError("slurm"); }
-  // result: "ok", "error", or "not_due" (a live re-read showed it was no longer due).
-  void Action(ActionKind kind, std::string_view result) override {
-    actions_.Add({{"kind", std::string(ActionKindName(kind))}, {"result", std::string(result)}})
-        .Increment();
-  }
-  void Reconciled(Clock::Steady::duration d) override {
-    reconcile_.Observe(std::chrono::duration<double>(d).count());
-  }
-  void Resumed(Clock::Steady::duration d) override {
-    resume_.Observe(std::chrono::duration<double>(d).count());
-  }
-  void Leader(bool on) override { leader_.Set(on ? 1 : 0); }
-  void Fresh(std::string_view side, bool on) override {
-    fresh_.Add({{"side", std::string(side)}}).Set(on ? 1 : 0);
-  }
-  void Skipped(std::string_view reason) override {
-    skipped_.Add({{"reason", std::string(reason)}}).Increment();
-  }
-  void Breaker(const std::string& group, bool open) override {
-    breaker_.Add({{"group", group}}).Set(open ? 1 : 0);
-  }
-  // Counts by label value; values seen before and absent now go to 0.
-  static void SetCounts(prometheus::Family<prometheus::Gauge>& family, const std::string& label,
-                        std::map<std::string, prometheus::Gauge*>& seen,
-                        const std::map<std::string, int>& counts) {
-    for (auto& [k, g] : seen)
-      g->Set(0);
-    for (const auto& [k, n] : counts) {
-      auto it = seen.find(k);
-      if (it == seen.end())
-        it = seen.emplace(k, &family.Add({{label, k}})).first;
-      it->second->Set(n);
-    }
-  }
-  void Census(const World& w) override {
-    std::map<std::string, int> states, phases;
-    for (const SlurmNode& n : w.slurm) {
-      std::string s(n.BaseName());
-      if (n.drain)
-        s += "+DRAIN";
-      if (n.powered_down)
-        s += "+POWERED_DOWN";
-      if (n.powering_up)
-        s += "+POWERING_UP";
-      if (n.powering_down)
-        s += "+POWERING_DOWN";
-      ++states[s];
-    }
-    for (const kube::Object& p : w.pods) {
-      std::string phase = p.IsBeingDeleted() ? "Terminating" : kube::pod::Phase(p);
-      ++phases[phase.empty() ? "Unknown" : phase];
-    }
-    SetCounts(nodes_, "state", seen_states_, states);
-    SetCounts(pods_, "phase", seen_phases_, phases);
-  }
-
- private:
-  prometheus::Family<prometheus::Gauge>& nodes_;
-  prometheus::Family<prometheus::Gauge>& pods_;
-  prometheus::Family<prometheus::Counter>& actions_;
-  prometheus::Histogram& reconcile_;
-  prometheus::Family<prometheus::Counter>& api_errors_;
-  prometheus::Histogram& resume_;
-  prometheus::Gauge& leader_;
-  prometheus::Family<prometheus::Gauge>& fresh_;
-  prometheus::Family<prometheus::Counter>& skipped_;
-  prometheus::Family<prometheus::Gauge>& breaker_;
-  std::map<std::string, prometheus::Gauge*> seen_states_, seen_phases_;
-  ApiAnswering api_;
-};
 
 std::string DefaultIdentity() {
   char host[256] = {};
@@ -233,16 +95,30 @@ std::optional<int> ParseFlags(int argc, char** argv, Flags& flags) {
   return std::nullopt;
 }
 
-// The Prometheus endpoint of SyncMetricsListen, if set; an address that cannot be
-// listened on is a configuration error. The library throws: this runs once, at start.
-Result<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
-    const conf::BridgeConfig& config, std::shared_ptr<prometheus::Registry> registry) {
+// The Prometheus endpoint and what it serves. The exposer holds its collectables
+// weakly, so the endpoint owns them; the exposer goes first.
+struct MetricsEndpoint {
+  std::shared_ptr<prometheus::Registry> registry;
+  std::shared_ptr<PowerMetrics> power;  // null without PowerMetricsFile=
+  std::unique_ptr<prometheus::Exposer> exposer;
+};
+
+// The Prometheus endpoint of SyncMetricsListen, if set, with k8sbridge-power's
+// counts when PowerMetricsFile= is; an address that cannot be listened on is a
+// configuration error. The library throws: this runs once, at start.
+Result<MetricsEndpoint> ServeMetrics(const conf::BridgeConfig& config,
+                                     std::shared_ptr<prometheus::Registry> registry) {
+  MetricsEndpoint endpoint{std::move(registry), nullptr, nullptr};
   if (config.sync.metrics_listen.empty())
-    return std::unique_ptr<prometheus::Exposer>();
+    return endpoint;
   try {
-    auto exposer = std::make_unique<prometheus::Exposer>(config.sync.metrics_listen);
-    exposer->RegisterCollectable(registry);
-    return exposer;
+    endpoint.exposer = std::make_unique<prometheus::Exposer>(config.sync.metrics_listen);
+    endpoint.exposer->RegisterCollectable(endpoint.registry);
+    if (!config.power.metrics_file.empty()) {
+      endpoint.power = std::make_shared<PowerMetrics>(config.power.metrics_file);
+      endpoint.exposer->RegisterCollectable(endpoint.power);
+    }
+    return endpoint;
   } catch (const std::exception& e) {
     return Status::InvalidArgument(fmt::format(
         "{}: SyncMetricsListen={}: cannot listen ({}): pick a free address or leave it empty",
@@ -322,9 +198,9 @@ int Run(int argc, char** argv) {
     kube::LeaderElector once_elector(**client, LeaderOptions(config, flags.identity));
     return RunOnce(config, **client, *slurm, log, flags.no_lease ? nullptr : &once_elector, power);
   }
-  auto exposer = ServeMetrics(config, registry);
-  if (!exposer.ok()) {
-    log.Error("{}", exposer.status().message());
+  auto endpoint = ServeMetrics(config, registry);
+  if (!endpoint.ok()) {
+    log.Error("{}", endpoint.status().message());
     return kExitUsage;
   }
   return RunDaemon(config, flags.identity, **client, *slurm, metrics, log, power);

@@ -123,6 +123,15 @@ constexpr Key<G> kGlobalKeys[] = {
             "discards stderr); must be writable by SlurmUser",
      .fix = "'{value}' is not an absolute path: give a file SlurmUser may append to, e.g. "
             "/var/log/slurm/k8sbridge-power.log"},
+    {.name = "PowerMetricsFile",
+     .type = KeyType::kAbsolutePath,
+     .field = In<&G::power, &PowerConf::metrics_file>,
+     .section = Section::kPower,
+     .doc = "absolute path where the power programs count their runs and nodes; its directory "
+            "must be writable by SlurmUser. k8sbridge-sync serves the counts as "
+            "`k8sbridge_power_*` metrics (docs/sync.md, \"Metrics\"); unset: nothing is counted",
+     .fix = "'{value}' is not an absolute path: give a file in a directory SlurmUser may write "
+            "and k8sbridge-sync may read, e.g. /var/lib/k8sbridge/power/counters"},
     {.name = "WorkerCommand",
      .type = KeyType::kAbsolutePath,
      .field = In<&G::worker, &WorkerConf::command>,

@@ -99,6 +99,8 @@ struct KubeConf {
 struct PowerConf {
   // Their log, besides stderr (which slurmscriptd discards); "" = none.
   std::string log_file;
+  // Where they count their runs (power/counters.h) for k8sbridge-sync to serve; "" = nowhere.
+  std::string metrics_file;
   // The resume step encodes a munge credential with the controller's munged and
   // the worker decodes it before starting slurmd, so a pod with the wrong munge
   // key fails at once with a clear status instead of never registering.
