@@ -184,8 +184,8 @@ def slurm_conf_keys(objects: list) -> dict:
 
 
 def line_words(value: str) -> dict:
-    """The Key=Value words after a line's first value ("gpu-[001-004] CPUs=64 ..." of
-    a NodeName line) as {key (lower case): value}; the first word is "" 's."""
+    """A line's value ("gpu-[001-004] CPUs=64 ..." of a NodeName line) as {key (lower
+    case): value} of its Key=Value words, and its first word under the key ""."""
     words = value.split()
     out = {"": words[0] if words else ""}
     for word in words[1:]:
