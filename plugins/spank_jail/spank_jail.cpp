@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -28,6 +29,7 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
+#include "k8sbridge/jail/enter.h"
 #include "k8sbridge/jail/options.h"
 #include "k8sbridge/jail/step.h"
 #include "k8sbridge/log.h"
@@ -177,6 +179,8 @@ int slurm_spank_init_post_opt(spank_t sp, int, char**) {
   info.user = UserName(info.uid);
   info.node = NodeName();
   info.no_jail_requested = state->no_jail_requested;
+  if (const char* conf = std::getenv("SLURM_CONF"); conf != nullptr)
+    info.slurm_conf = conf;
   state->step.emplace(*state->options, state->system, state->log);
   Status s = state->step->Prepare(info);
   return s.ok() ? 0 : kFail;
@@ -195,6 +199,10 @@ int slurm_spank_task_init_privileged(spank_t sp, int, char**) {
                        "spank_jail was not set up for this step (its options or its init failed: "
                        "see the spank_jail error before this one): refusing to run the task "
                        "outside the jail");
+  // Every task that runs, in the jail or (an allowed --no-jail) on the host,
+  // execs with no_new_privs.
+  if (s.ok())
+    s = jail::SealTask(state->step->task_slurm_conf());
   if (s.ok())
     return 0;
   slurm_error("spank_jail: %s: ending the task before it runs (exit code %d)", s.message().c_str(),

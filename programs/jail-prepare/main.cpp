@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "k8sbridge/jail/gpu_driver.h"
 #include "k8sbridge/jail/prepare.h"
 #include "k8sbridge/log.h"
 #include "k8sbridge/program.h"
@@ -20,6 +21,8 @@ int main(int argc, char** argv) {
     log.Error("{}", config.status().message());
     return 2;
   }
+  if (!undo)
+    k8sbridge::jail::AddGpuDriverFiles(*config, k8sbridge::jail::kGpuDriverDirs, log);
   k8sbridge::Status s = undo ? k8sbridge::jail::UndoPrepare(*config, log)
                              : k8sbridge::jail::PrepareJail(*config, log);
   if (!s.ok()) {

@@ -361,6 +361,7 @@ class Components(unittest.TestCase):
 # pod template by field of its spec and of its worker container.
 SUBSTITUTIONS = {
     "slurm.conf": {"clustername", "nodename", "partitionname", "suspendtime"},
+    "gres.conf": {"nodename"},
     "k8sbridge.conf": {"clustername", "nodegroup", "feature", "featurelabelprefix",
                        "placementlabel", "placementaffinity"},
 }

@@ -2,7 +2,9 @@
 deep for any recursion in its /tmp drains no node and leaves nothing behind;
 root jobs are refused unless the administrator allows them; and with
 `optional` in plugstack.conf (Slurm then ignores the plugin's errors) a task
-whose jail set-up failed still never runs on the pod's root."""
+whose jail set-up failed still never runs on the pod's root; and every task is
+sealed: no_new_privs, nosuid mounts, a read-only jail, hidepid, and a /tmp of
+limited size."""
 
 import os
 import textwrap
@@ -114,6 +116,53 @@ class JailSafetyTest(JailRigTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(os_release_id(r.stdout), "trixie")
         self.assertNotEqual(os_release_id(r.stdout), self.host_release)
+
+
+    SEAL_SCRIPT = textwrap.dedent("""\
+        #!/bin/sh
+        grep '^NoNewPrivs:' /proc/self/status
+        awk '("," $6 ",") !~ /,nosuid,/ {print "suid mount", $5}' /proc/self/mountinfo
+        awk '$5 == "/" {split($6, o, ","); print "root", o[1]}' /proc/self/mountinfo
+        awk '$5 == "/proc" && / - proc / {print "proc", $NF}' /proc/self/mountinfo
+        if touch /etc/k8sbridge-written 2>/dev/null; then echo "etc writable"; fi
+        touch /tmp/mine /var/tmp/mine && echo "tmp writable"
+        echo "tmp $(stat -f -c %T /tmp) $(df -k --output=size /tmp | tail -1 | tr -d ' ')"
+        if [ -e /proc/1 ]; then echo "pid 1 visible"; else echo "pid 1 hidden"; fi
+        test -r "$SLURM_CONF" && echo "slurm conf readable"
+        """)
+
+    def test_every_task_is_sealed(self):
+        # A user's batch job (uid 1, daemon, in the host's and the jail's
+        # passwd): no_new_privs, no mount without nosuid, the jail's root
+        # read-only but /tmp and /var/tmp writable, /tmp a tmpfs of tmp_size,
+        # other users' processes (pid 1) invisible, and a SLURM_CONF it can read.
+        self.plugstack.write_text(self.good_line.rstrip("\n") + " tmp_size=64m\n")
+        outdir = self.rig.workdir / "sealed"
+        outdir.mkdir(exist_ok=True)
+        os.chmod(outdir, 0o777)
+        job = self.rig.sbatch(self.SEAL_SCRIPT, ["-N1", "-w", "w-0", "--uid=1", "--gid=1",
+                                                 "-D", str(outdir), "-o", str(outdir / "%j.out")])
+        self.rig.wait_job(job)
+        lines = (outdir / f"{job}.out").read_text().splitlines()
+        self.assertIn("NoNewPrivs:\t1", lines)
+        self.assertEqual([l for l in lines if l.startswith("suid mount")], [], lines)
+        self.assertIn("root ro", lines)
+        self.assertIn("proc rw,hidepid=invisible", lines)
+        self.assertNotIn("etc writable", lines)
+        self.assertIn("tmp writable", lines)
+        self.assertIn("tmp tmpfs 65536", lines)
+        self.assertIn("pid 1 hidden", lines)
+        self.assertIn("slurm conf readable", lines)
+        # An srun step's tasks too (root's, allowed on the rig: root sees pid 1).
+        r = self.rig.run(["srun", "-N1", "-w", "w-0", "sh", "-c", self.SEAL_SCRIPT], timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        step = r.stdout.splitlines()
+        for want in ("NoNewPrivs:\t1", "root ro", "tmp writable", "tmp tmpfs 65536",
+                     "slurm conf readable"):
+            self.assertIn(want, step)
+        self.assertEqual([l for l in step if l.startswith("suid mount")], [], step)
+        self.assertNotIn("etc writable", step)
+        self.assert_no_node_drained()
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """k8sbridge-power resume/suspend against the real API server (kwok plays the nodes).
 
 Checks the pods the real program creates (name, ownership labels, node selector
-from the job's features, GPU resources, pod affinity on the placement label), that
-a second resume creates nothing, that suspend deletes only k8sbridge's pods (404 is
-success, a foreign pod is never touched), that injected 503s are retried, and that
-a pod the API rejects (422) fails only that node and names the reason it would set
-in Slurm. The Slurm side here is a slurm.conf whose slurmctld does not exist: the
+from the job's features, GPU resources, a node group's RuntimeClass, pod affinity
+on the placement label), that a second resume creates nothing, that suspend
+deletes only k8sbridge's pods (404 is success, a foreign pod is never touched),
+that injected 503s are retried, and that a pod the API rejects (422) fails only
+that node and names the reason it would set in Slurm. The Slurm side here is a slurm.conf whose slurmctld does not exist: the
 program logs the DOWN/POWER_DOWN it tried (the rig tests do it against a real one).
 """
 
@@ -69,18 +69,18 @@ class PowerApi(unittest.TestCase):
                              "?gracePeriodSeconds=0")
         self.sim.clear_requests()
 
-    def write_conf(self, concurrency=8):
+    def write_conf(self, concurrency=8, group_extra=""):
         conf = self.dir / "k8sbridge.conf"
         conf.write_text(
             f"ClusterName=hpc1\nKubeconfig={self.kubeconfig}\nNamespace=default\n"
             f"Concurrency={concurrency}\nRetryDeadline=15\nPlacementLabel={LEAF}\n"
             f"LogFile={self.dir / 'power.log'}\n"
             "MungeCheck=no\n"
-            "NodeGroup=gpu Nodes=w-[0-3] PodTemplate=worker.yaml Gpus=4\n"
+            f"NodeGroup=gpu Nodes=w-[0-3] PodTemplate=worker.yaml Gpus=4{group_extra}\n"
             f"Feature=h100 Selector=nvidia.com/gpu.product={PRODUCT}\n")
         return conf
 
-    def run_power(self, *args, resume_jobs=None, concurrency=8):
+    def run_power(self, *args, resume_jobs=None, concurrency=8, group_extra=""):
         env = dict(os.environ, SLURM_CONF=str(self.dir / "slurm.conf"), HOME=str(self.dir))
         env.pop("KUBERNETES_SERVICE_HOST", None)
         env.pop("SLURM_RESUME_FILE", None)
@@ -88,7 +88,7 @@ class PowerApi(unittest.TestCase):
             resume = self.dir / "resume.json"
             resume.write_text(json.dumps(resume_jobs))
             env["SLURM_RESUME_FILE"] = str(resume)
-        argv = [str(POWER), "--config", str(self.write_conf(concurrency)), *args]
+        argv = [str(POWER), "--config", str(self.write_conf(concurrency, group_extra)), *args]
         return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
 
     def pod(self, name):
@@ -105,6 +105,22 @@ class PowerApi(unittest.TestCase):
             {"extra": None, "job_id": job_id, "features": features, "nodes_alloc": nodes,
              "nodes_resume": nodes, "oversubscribe": "OK", "partition": "main",
              "reservation": None}]}
+
+    def test_a_groups_runtime_class_names_the_pods_runtime(self):
+        # The RuntimeClass a site's GPU stack installs (the NVIDIA container toolkit's);
+        # the API server refuses a pod that names one it does not have.
+        status, _, body = self.sim.request("POST", "/apis/node.k8s.io/v1/runtimeclasses", {
+            "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+            "metadata": {"name": "nvidia"}, "handler": "nvidia"})
+        self.assertIn(status, (201, 409), body)
+        r = self.run_power("resume", "w-2", resume_jobs=self.job(9, "w-2"),
+                           group_extra=" RuntimeClass=nvidia")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pod = self.pod("w-2")
+        self.assertIsNotNone(pod, r.stderr)
+        self.assertEqual(pod["spec"]["runtimeClassName"], "nvidia")
+        self.assertEqual(pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+                         "4")
 
     def test_resume_creates_rendered_pods_once(self):
         r = self.run_power("resume", "w-[0-1]", resume_jobs=self.job(7, "w-[0-1]", "h100"))

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "k8sbridge/text.h"
+
 namespace k8sbridge::conf {
 
 namespace {
@@ -211,6 +213,16 @@ std::string LabelValueError(std::string_view value) {
   return LabelNameError(value, "the value");
 }
 
+std::string Dns1123SubdomainError(std::string_view name) {
+  if (name.empty() || name.size() > 253)
+    return fmt::format("it is {} characters long; 1-253 are allowed", name.size());
+  for (std::string_view part : text::Split(name, '.')) {
+    if (std::string error = Dns1123LabelError(part); !error.empty())
+      return fmt::format("part '{}': {}", part, error);
+  }
+  return "";
+}
+
 std::string LabelKeyError(std::string_view key) {
   std::string_view name = key;
   size_t slash = key.find('/');
@@ -219,19 +231,8 @@ std::string LabelKeyError(std::string_view key) {
     name = key.substr(slash + 1);
     if (prefix.empty() || prefix.size() > 253)
       return "the prefix before '/' must be 1-253 characters";
-    size_t start = 0;
-    while (start <= prefix.size()) {
-      size_t dot = prefix.find('.', start);
-      std::string_view part = prefix.substr(
-          start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
-      std::string error = Dns1123LabelError(part);
-      if (!error.empty())
-        return fmt::format("the prefix '{}' is not a DNS subdomain: part '{}': {}", prefix, part,
-                           error);
-      if (dot == std::string_view::npos)
-        break;
-      start = dot + 1;
-    }
+    if (std::string error = Dns1123SubdomainError(prefix); !error.empty())
+      return fmt::format("the prefix '{}' is not a DNS subdomain: {}", prefix, error);
   }
   if (name.empty())
     return "the name part is empty";

@@ -302,6 +302,16 @@ constexpr Key<NodeGroup> kNodeGroupKeys[] = {
      .section = Section::kNodeGroup,
      .doc = "GPUs per pod, overriding the count in the node's Gres",
      .range = Range{0, 1024}},
+    {.name = "RuntimeClass",
+     .type = KeyType::kString,
+     .field = At<&NodeGroup::runtime_class>,
+     .section = Section::kNodeGroup,
+     .doc = "the RuntimeClass of the group's pods (`spec.runtimeClassName`), e.g. `nvidia`: the "
+            "container runtime that hands the pod its GPUs and the driver's libraries",
+     .fix = "'{value}' cannot name a RuntimeClass ({error}): give the name of one of the "
+            "cluster's RuntimeClasses (kubectl get runtimeclass), e.g. RuntimeClass=nvidia",
+     .validate = Dns1123SubdomainError,
+     .default_doc = "the template's"},
     {.name = "PlacementLabel",
      .type = KeyType::kLabelKey,
      .field = At<&NodeGroup::placement_label>,

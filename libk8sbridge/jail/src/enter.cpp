@@ -2,11 +2,13 @@
 
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -62,7 +64,8 @@ Status MountOne(int jail_fd, const TaskMount& m, const std::string& jail) {
   if (!target.ok())
     return target.status();
   if (m.kind == TaskMount::Kind::kTmpfs) {
-    if (::mount("tmpfs", target->ProcPath().c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") !=
+    std::string data = m.tmpfs_size.empty() ? "mode=1777" : "mode=1777,size=" + m.tmpfs_size;
+    if (::mount("tmpfs", target->ProcPath().c_str(), "tmpfs", MS_NOSUID | MS_NODEV, data.c_str()) !=
         0) {
       return SysError(fmt::format("mount a fresh tmpfs on {} in jail {}", m.target, jail), errno);
     }
@@ -75,24 +78,106 @@ Status MountOne(int jail_fd, const TaskMount& m, const std::string& jail) {
   return Status::Ok();
 }
 
+// The jail's own directory `dir` bound onto itself, so it stays writable when
+// the jail's root is made read-only (a jail without it skips it).
+Status KeepWritable(int jail_fd, const std::string& dir, const std::string& jail) {
+  auto there = OpenBeneath(jail_fd, dir, jail);
+  if (!there.ok())
+    return there.status().code() == Status::Code::kNotFound ? Status::Ok() : there.status();
+  if (Status s = BindTree(there->get(), there->get(), true, false); !s.ok())
+    return s.WithContext(fmt::format("keep {} writable in jail {}", dir, jail));
+  return Status::Ok();
+}
+
+// mount_setattr on the mount at `fd` (and every mount below it when `recursive`).
+Status SetMountAttr(int fd, uint64_t attr_set, bool recursive, std::string_view what) {
+  struct mount_attr attr {};
+  attr.attr_set = attr_set;
+  unsigned flags = AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0);
+  if (::syscall(SYS_mount_setattr, fd, "", flags, &attr, sizeof attr) != 0)
+    return SysError(what, errno);
+  return Status::Ok();
+}
+
+// Everything below the jail's root is mounted: every mount nosuid (the jail's
+// own files and every bind, so no setuid program in them runs as its owner),
+// and the jail's own root read-only (the jail is every node's; the job's /tmp,
+// its binds and /dev are mounts of their own and keep their flags).
+Status SealView(int jail_fd, const std::string& jail) {
+  if (Status s = SetMountAttr(jail_fd, MOUNT_ATTR_NOSUID, true, "make the jail's mounts nosuid");
+      !s.ok()) {
+    return s.WithContext(fmt::format("jail {}", jail));
+  }
+  if (Status s = SetMountAttr(jail_fd, MOUNT_ATTR_RDONLY, false, "make the jail read-only");
+      !s.ok()) {
+    return s.WithContext(fmt::format("jail {}", jail));
+  }
+  return Status::Ok();
+}
+
+Status MountAll(int jail_fd, const TaskPlan& plan) {
+  for (const std::string& dir : plan.writable) {
+    if (Status s = KeepWritable(jail_fd, dir, plan.jail); !s.ok())
+      return s;
+  }
+  for (const auto* list : {&plan.mounts, &plan.system_mounts}) {
+    for (const TaskMount& m : *list) {
+      if (Status s = MountOne(jail_fd, m, plan.jail); !s.ok())
+        return s;
+    }
+  }
+  return SealView(jail_fd, plan.jail);
+}
+
+std::string_view Dirname(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == 0 ? std::string_view("/") : path.substr(0, slash);
+}
+
 }  // namespace
 
-TaskPlan BuildTaskPlan(const Options& options, const std::string& job_tmp) {
+SlurmConfView SlurmConfInJail(const Options& options, const std::string& slurm_conf) {
+  if (slurm_conf.empty() || slurm_conf.front() != '/' || slurm_conf.back() == '/')
+    return {};
+  std::string dir(Dirname(slurm_conf));
+  if (dir == "/etc/slurm")
+    return {};
+  for (const Bind& b : options.binds) {
+    if (Under(dir, b.source))
+      return {"", b.target + slurm_conf.substr(b.source.size())};
+  }
+  return {dir, "/etc/slurm" + slurm_conf.substr(dir.size())};
+}
+
+TaskPlan BuildTaskPlan(const Options& options, const std::string& job_tmp,
+                       const std::string& slurm_conf, ViewFor view) {
+  using Kind = TaskMount::Kind;
   TaskPlan plan;
   plan.jail = options.jail;
   bool private_tmp = options.tmp == TmpMode::kPrivate && !job_tmp.empty();
-  if (private_tmp) {
-    using Kind = TaskMount::Kind;
+  if (private_tmp && view == ViewFor::kJobNamespace) {
+    plan.mounts.push_back(
+        TaskMount{"", "/tmp", false, false, Kind::kTmpfs, false, options.tmp_size});
+    plan.mounts.push_back(
+        TaskMount{"", "/var/tmp", false, false, Kind::kTmpfs, true, options.tmp_size});
+  } else if (private_tmp) {
     plan.mounts.push_back(TaskMount{job_tmp, "/tmp", false, false});
     plan.mounts.push_back(
         TaskMount{JobVarTmpPath(job_tmp), "/var/tmp", false, false, Kind::kBind, true});
-    plan.mounts.push_back(TaskMount{"", "/dev/shm", false, false, Kind::kTmpfs, true});
+  } else {
+    plan.writable = {"/tmp", "/var/tmp"};
   }
+  if (private_tmp)
+    plan.mounts.push_back(TaskMount{"", "/dev/shm", false, false, Kind::kTmpfs, true});
   for (const Bind& b : options.binds) {
     bool in_private_tmp = private_tmp && b.target != "/tmp" && b.target != "/var/tmp" &&
                           (Under(b.target, "/tmp") || Under(b.target, "/var/tmp"));
     plan.mounts.push_back(TaskMount{b.source, b.target, b.read_only, in_private_tmp});
   }
+  if (SlurmConfView conf = SlurmConfInJail(options, slurm_conf); !conf.host_dir.empty())
+    plan.system_mounts.push_back(TaskMount{conf.host_dir, "/etc/slurm", true, false});
+  plan.system_mounts.push_back(
+      TaskMount{"/dev/null", "/dev/termination-log", true, false, Kind::kBind, true});
   return plan;
 }
 
@@ -113,10 +198,8 @@ Status EnterJail(const TaskPlan& plan) {
   auto jail_fd = OpenJailRoot(plan.jail);
   if (!jail_fd.ok())
     return jail_fd.status();
-  for (const TaskMount& m : plan.mounts) {
-    if (Status s = MountOne(jail_fd->get(), m, plan.jail); !s.ok())
-      return s;
-  }
+  if (Status s = MountAll(jail_fd->get(), plan); !s.ok())
+    return s;
   if (::fchdir(jail_fd->get()) != 0) {
     // O_PATH descriptors allow fchdir.
     return SysError(fmt::format("chdir into jail {}", plan.jail), errno);
@@ -130,11 +213,23 @@ Status EnterJail(const TaskPlan& plan) {
     return SysError("detach the host root", errno);
   if (::chdir("/") != 0)
     return SysError("chdir / in the jail", errno);
-  if (plan.fresh_proc) {
-    if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
-      return SysError(fmt::format("mount a fresh /proc in jail {}", plan.jail), errno);
-    }
+  // hidepid=invisible: a user's task sees only its own processes, not other
+  // jobs' command lines and environments (a procfs of its own since Linux 5.8,
+  // which is also the first that takes the word, so an older kernel refuses it
+  // instead of applying it to the pod's /proc).
+  if (plan.fresh_proc && ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                                 "hidepid=invisible") != 0) {
+    return SysError(fmt::format("mount a fresh /proc (hidepid=invisible) in jail {}", plan.jail),
+                    errno);
   }
+  return Status::Ok();
+}
+
+Status SealTask(const std::string& task_conf) {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    return SysError("prctl(PR_SET_NO_NEW_PRIVS)", errno);
+  if (!task_conf.empty() && ::setenv("SLURM_CONF", task_conf.c_str(), 1) != 0)
+    return SysError(fmt::format("set SLURM_CONF={}", task_conf), errno);
   return Status::Ok();
 }
 

@@ -51,6 +51,26 @@ Status ReadTmpBase(std::string_view value, Options& o) {
   return Status::Ok();
 }
 
+// A tmpfs `size=`: digits with an optional k, m, g or t, or a percentage
+// from 1% to 100%. Checked here, so a typo fails every step with the option
+// named instead of every job namespace with EINVAL from mount(2).
+Status ReadTmpSize(std::string_view value, Options& o) {
+  std::string_view digits = value;
+  char unit = digits.empty() ? '\0' : digits.back();
+  bool percent = unit == '%';
+  if (percent || std::string_view("kmgtKMGT").find(unit) != std::string_view::npos)
+    digits.remove_suffix(1);
+  bool numeric = !digits.empty() && digits.size() <= 15 && digits.front() != '0' &&
+                 digits.find_first_not_of("0123456789") == std::string_view::npos;
+  if (!numeric || (percent && std::stoul(std::string(digits)) > 100)) {
+    return Status::InvalidArgument(
+        "expected a size such as 4g, 512m or 25% (a percentage of the node's memory, at most "
+        "100%)");
+  }
+  o.tmp_size = value;
+  return Status::Ok();
+}
+
 std::string ProbeError(std::string_view value) {
   return value.empty() || value.front() == '/' || value.find("..") != std::string_view::npos
              ? "not a path relative to the jail"
@@ -123,6 +143,16 @@ constexpr Key<Options> kOptions[] = {
             "fix.",
      .default_doc = "/var/lib/k8sbridge/jail-tmp",
      .syntax = "DIR"},
+    {.name = "tmp_size",
+     .type = KeyType::kCustom,
+     .field = ReadTmpSize,
+     .doc = "With `tmp=private` and a job namespace, the job's /tmp and /var/tmp are each a "
+            "tmpfs of this size (tmpfs's `size=`: `4g`, `512m`, or a percentage of the node's "
+            "memory), charged to the memory of the job that writes it, so no job can fill the "
+            "node's disk. Without a job namespace they are the directories under `tmp_base` "
+            "(put `tmp_base` on a size-limited volume).",
+     .default_doc = "25%",
+     .syntax = "SIZE"},
     {.name = "probe",
      .type = KeyType::kString,
      .field = At<&Options::probe>,

@@ -263,6 +263,12 @@ Result<UniqueFd> MakePathBeneath(int jail_fd, std::string_view path, bool last_i
       } else {
         rc = ::mkdirat(real.get(), part.c_str(), 0755);
       }
+      if (rc < 0 && errno == EROFS) {
+        return Status::PermissionDenied(fmt::format(
+            "cannot create {} in jail {}: the jail is mounted read-only here; create {} in the "
+            "jail once, from a pod that mounts it writable (such as the populate job)",
+            walked, jail_name, walked));
+      }
       if (rc < 0 && errno != EEXIST) {
         int err = errno;
         return Status::IoError(

@@ -52,11 +52,15 @@ Result<std::string> RealPath(const std::string& path) {
 }
 
 // An exclusive flock on <jail>/.k8sbridge-prepare.lock, polled until a deadline.
+// A jail mounted read-only (as workers mount it) needs none: nothing can be
+// created in it, so there is nothing to race for.
 class JailLock {
  public:
   static Result<JailLock> Take(const std::string& jail, std::chrono::milliseconds timeout) {
     std::string path = jail + "/.k8sbridge-prepare.lock";
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EROFS)
+      return JailLock(-1);
     if (fd < 0) {
       return Status::IoError(fmt::format("cannot open lock {}: {}", path, std::strerror(errno)));
     }

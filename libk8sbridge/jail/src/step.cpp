@@ -28,7 +28,9 @@ Status RealJailSystem::CheckBinds(const TaskPlan& plan) {
   auto jail_fd = OpenJailRoot(plan.jail);
   if (!jail_fd.ok())
     return jail_fd.status();
-  for (const TaskMount& m : plan.mounts) {
+  std::vector<TaskMount> all = plan.mounts;
+  all.insert(all.end(), plan.system_mounts.begin(), plan.system_mounts.end());
+  for (const TaskMount& m : all) {
     if (m.kind == TaskMount::Kind::kTmpfs)
       continue;
     if (m.optional_target && !OpenBeneath(jail_fd->get(), m.target, plan.jail).ok())
@@ -121,6 +123,7 @@ Status JailStep::Prepare(const StepInfo& step) {
   auto start = std::chrono::steady_clock::now();
   step_ = step;
   decision_ = Decision::kUndecided;
+  task_slurm_conf_.clear();
   job_ns_ = UniqueFd();
   bool refused_root = step.uid == 0 && !options_.allow_root;
   if (step.step_id == kExternStep) {
@@ -186,6 +189,7 @@ Status JailStep::Prepare(const StepInfo& step) {
     plan_ = std::move(plan);
   }
   decision_ = Decision::kJail;
+  task_slurm_conf_ = SlurmConfInJail(options_, step.slurm_conf).task_conf;
   // Read by bench/jail_bench.py: the plugin's own cost, free of scheduling noise.
   log_.Debug("job {} step {}: jail checked and step prepared in {} us (probe {} us)", step.job_id,
              step.step_id, MicrosSince(start), probe_us);
@@ -199,7 +203,8 @@ Status JailStep::CheckAndPlan(const StepInfo& step, TaskPlan* plan) {
       return s.WithContext("private /tmp");
     job_tmp = JobTmpPathFor(step);
   }
-  *plan = BuildTaskPlan(options_, job_tmp);
+  *plan = BuildTaskPlan(options_, job_tmp, step.slurm_conf,
+                        step.step_id == kExternStep ? ViewFor::kJobNamespace : ViewFor::kTask);
   return system_.CheckBinds(*plan);
 }
 

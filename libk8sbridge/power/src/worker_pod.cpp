@@ -374,6 +374,10 @@ Result<kube::Object> RenderWorkerPod(const conf::BridgeConfig& config, const con
   // account's own automount setting would otherwise decide.
   if (!spec.HasMember("automountServiceAccountToken"))
     spec.AddMember("automountServiceAccountToken", false, a);
+  // The runtime (e.g. the NVIDIA container toolkit's) that injects the GPUs'
+  // driver: the group's choice over the template's.
+  if (!group.runtime_class.empty())
+    SetString(spec, "runtimeClassName", group.runtime_class, a);
 
   auto rules = PlacementRules(config, request, log);
   if (!rules.ok())

@@ -287,6 +287,25 @@ BOOST_AUTO_TEST_CASE(node_group_errors) {
                     "/etc/slurm/k8sbridge.conf:2:38: Gpus: 'many' is not a whole number");
 }
 
+BOOST_AUTO_TEST_CASE(a_node_groups_runtime_class) {
+  std::string head(kMinimal);
+  auto c = Parse(head + "NodeGroup=a Nodes=w-0 PodTemplate=/t RuntimeClass=nvidia\n");
+  BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  BOOST_CHECK_EQUAL(c->node_groups[0].runtime_class, "nvidia");
+  // A malformed name is refused with the key, what is wrong and the fix.
+  BOOST_CHECK_EQUAL(
+      ErrorOf(head + "NodeGroup=a Nodes=w-0 PodTemplate=/t RuntimeClass=NVIDIA\n"),
+      "/etc/slurm/k8sbridge.conf:2:38: RuntimeClass: 'NVIDIA' cannot name a RuntimeClass (part "
+      "'NVIDIA': it has the upper-case letter 'N'; only a-z, 0-9 and '-' are allowed): give the "
+      "name of one of the cluster's RuntimeClasses (kubectl get runtimeclass), e.g. "
+      "RuntimeClass=nvidia");
+  BOOST_CHECK_MESSAGE(
+      ErrorOf(head + "NodeGroup=a Nodes=w-0 PodTemplate=/t RuntimeClass=\n")
+          .starts_with("/etc/slurm/k8sbridge.conf:2:38: RuntimeClass: '' cannot name a "
+                       "RuntimeClass (it is 0 characters long; 1-253 are allowed)"),
+      ErrorOf(head + "NodeGroup=a Nodes=w-0 PodTemplate=/t RuntimeClass=\n"));
+}
+
 BOOST_AUTO_TEST_CASE(feature_errors) {
   std::string head(kMinimal);
   BOOST_CHECK_EQUAL(ErrorOf(head + "Feature=h100\n"),

@@ -44,4 +44,15 @@ BOOST_AUTO_TEST_CASE(errors_name_file_line_key_and_fix) {
              "h.conf:1:1: IbPort=mlx5_0:x: expected device[:port][@Gb/s], e.g. mlx5_0:1@400");
 }
 
+// The worker pods' settings (deploy/base/config/k8sbridge-health.conf, mounted
+// by the worker pod template): they load, check the jail, and leave Kubernetes
+// to k8sbridge-sync, so the worker needs no token.
+BOOST_AUTO_TEST_CASE(the_deployed_worker_settings_load) {
+  auto c = LoadHealthConfig(K8SBRIDGE_SOURCE_ROOT "/deploy/base/config/k8sbridge-health.conf");
+  BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  BOOST_TEST(c->jail_path == "/jail");
+  BOOST_TEST(!c->kube_publish);
+  BOOST_TEST(!c->gpu_count.has_value());  // the node's Gres says how many
+}
+
 BOOST_AUTO_TEST_SUITE_END()

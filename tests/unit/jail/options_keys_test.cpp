@@ -40,8 +40,9 @@ BOOST_AUTO_TEST_CASE(errors_name_the_option_its_value_and_the_fix) {
              "spank_jail option probe=/etc/os-release: expected a path relative to the jail "
              "without '..', such as etc/os-release");
   BOOST_TEST(Error({"jail=/j", "colour=blue"}) ==
-             "spank_jail: unknown option 'colour' (valid keys: jail, binds, tmp, tmp_base, probe, "
-             "probe_timeout, identity, drain, namespace, allow_root, allow_no_jail)");
+             "spank_jail: unknown option 'colour' (valid keys: jail, binds, tmp, tmp_base, "
+             "tmp_size, probe, probe_timeout, identity, drain, namespace, allow_root, "
+             "allow_no_jail)");
 }
 
 BOOST_AUTO_TEST_CASE(option_names_and_words_are_case_sensitive) {

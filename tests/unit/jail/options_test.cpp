@@ -86,6 +86,24 @@ BOOST_AUTO_TEST_CASE(errors_name_the_input_and_the_fix) {
   }
 }
 
+// The job's /tmp and /var/tmp are tmpfs of this size in its namespace; a
+// malformed size fails every step naming the option, not every job namespace
+// with EINVAL from mount(2).
+BOOST_AUTO_TEST_CASE(tmp_size_is_a_tmpfs_size) {
+  BOOST_TEST(Parse({"jail=/j"})->tmp_size == "25%");
+  for (const char* size : {"4g", "512m", "100%", "1", "16G", "2t"})
+    BOOST_TEST(Parse({"jail=/j", std::string("tmp_size=") + size})->tmp_size == size);
+  for (const char* size : {"", "0", "4x", "150%", "-1", "4gb", "1.5g", "%", "07m"}) {
+    auto o = Parse({"jail=/j", std::string("tmp_size=") + size});
+    BOOST_TEST_CONTEXT("tmp_size=" << size) {
+      BOOST_REQUIRE(!o.ok());
+      BOOST_TEST(o.status().message().find(std::string("spank_jail option tmp_size=") + size +
+                                           ": expected a size such as 4g") != std::string::npos,
+                 o.status().message());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(durations) {
   BOOST_TEST(ParseDuration("5")->count() == 5000);
   BOOST_TEST(ParseDuration("2s")->count() == 2000);

@@ -2,6 +2,7 @@
 #include <linux/magic.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -12,9 +13,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <sstream>
 #include <thread>
 
 #include <boost/test/unit_test.hpp>
@@ -24,6 +28,7 @@
 #include "k8sbridge/jail/job_tmp.h"
 #include "k8sbridge/jail/paths.h"
 #include "k8sbridge/jail/prepare.h"
+#include "k8sbridge/jail/step.h"
 #include "test_dir.h"
 
 namespace k8sbridge::jail {
@@ -531,6 +536,177 @@ BOOST_AUTO_TEST_CASE(no_holder_means_no_job_namespace) {
   auto p = JobNamespacePathsFor("/var/lib/jt", "w-0", 42);
   BOOST_TEST(p.socket == "/var/lib/jt/w-0/job42.sock");
   BOOST_TEST(p.state == "/var/lib/jt/w-0/job42.ns");
+}
+
+// The mount options of each line of /proc/self/mountinfo, by mount point:
+// "<per-mount options> <super options>".
+std::vector<std::pair<std::string, std::string>> MountOptions() {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream lines(Slurp("/proc/self/mountinfo"));
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream f(line);
+    std::vector<std::string> w{std::istream_iterator<std::string>(f), {}};
+    auto dash = std::find(w.begin(), w.end(), "-");
+    if (w.size() < 6 || dash == w.end() || w.end() - dash < 4)
+      continue;
+    out.emplace_back(w[4], w[5] + " " + *(dash + 3));
+  }
+  return out;
+}
+
+bool HasOption(const std::string& options, const std::string& want) {
+  std::string padded = "," + options;
+  std::replace(padded.begin(), padded.end(), ' ', ',');
+  return (padded + ",").find("," + want + ",") != std::string::npos;
+}
+
+// Checks, inside an entered view, what every task must get whatever the view.
+void CheckSealedView(const Fail& fail) {
+  for (const auto& [point, options] : MountOptions()) {
+    if (!HasOption(options, "nosuid"))
+      fail(point + " is not nosuid: " + options);
+    if (point == "/" && !HasOption(options, "ro"))
+      fail("the jail's root is writable: " + options);
+    if (point == "/proc" && !HasOption(options, "hidepid=invisible"))
+      fail("/proc has no hidepid=invisible: " + options);
+  }
+  if (Writable("/etc"))
+    fail("the jail's /etc is writable");
+  if (!Writable("/tmp") || !Writable("/var/tmp") || !Writable("/dev/shm"))
+    fail("the job's /tmp, /var/tmp or /dev/shm is not writable");
+  struct stat st {};
+  if (::stat("/dev/termination-log", &st) != 0 || !S_ISCHR(st.st_mode))
+    fail("/dev/termination-log is not masked with /dev/null");
+  std::ofstream("/dev/termination-log") << "forged by a job";
+  if (Slurp("/etc/slurm/slurm.conf") != "ClusterName=cached\n")
+    fail("the conf-cache is not at /etc/slurm");
+  if (Writable("/etc/slurm"))
+    fail("/etc/slurm is writable");
+}
+
+// Root only. Every view, per task and the job's namespace: all of its mounts
+// nosuid, the jail's own root read-only (the job's /tmp, /var/tmp and /dev/shm
+// still writable), /proc with hidepid=invisible, /dev/termination-log masked,
+// and a configless node's conf-cache read-only at /etc/slurm.
+BOOST_AUTO_TEST_CASE(a_view_is_sealed_whoever_builds_it) {
+  if (testing::SkipUnlessRoot())
+    return;
+  testing::TestDir d;
+  std::string jail = MakeTestJail(d);
+  fs::create_directories(jail + "/etc/slurm");
+  std::ofstream(jail + "/dev/termination-log") << "";
+  ::chmod((jail + "/dev/termination-log").c_str(), 0666);
+  std::string cache = d / "spool/conf-cache";
+  fs::create_directories(cache);
+  std::ofstream(cache + "/slurm.conf") << "ClusterName=cached\n";
+  std::string base = d / "tmpbase";
+  BOOST_REQUIRE(CreateJobTmp(base, "w-0", 12).ok());
+  for (ViewFor view : {ViewFor::kTask, ViewFor::kJobNamespace}) {
+    std::string failure = InChild([&](const Fail& fail) {
+      if (!testing::PrivateMountNamespace())
+        fail("private mount namespace");
+      Options o;
+      o.jail = jail;
+      o.tmp_size = "1m";
+      TaskPlan plan = BuildTaskPlan(o, JobTmpPath(base, "w-0", 12), cache + "/slurm.conf", view);
+      if (Status s = EnterJail(plan); !s.ok())
+        fail("enter: " + s.ToString());
+      CheckSealedView(fail);
+      struct statfs tmp {};
+      bool tmpfs = ::statfs("/tmp", &tmp) == 0 && tmp.f_type == TMPFS_MAGIC;
+      if (tmpfs != (view == ViewFor::kJobNamespace))
+        fail("/tmp is a tmpfs only in the job namespace");
+      if (tmpfs && tmp.f_blocks * tmp.f_bsize != 1024 * 1024)
+        fail("/tmp is not a tmpfs of tmp_size");
+    });
+    BOOST_TEST(failure.empty(), failure);
+  }
+  BOOST_TEST(Slurp(jail + "/dev/termination-log").empty());
+}
+
+// A jail without /etc/slurm cannot show tasks a configless node's conf-cache:
+// the step's checks catch it (and drain), before any task fails on it.
+BOOST_AUTO_TEST_CASE(a_conf_cache_needs_etc_slurm_in_the_jail) {
+  testing::TestDir d;
+  std::string jail = MakeTestJail(d);
+  std::string cache = d / "conf-cache";
+  fs::create_directories(cache);
+  Options o;
+  o.jail = jail;
+  o.tmp = TmpMode::kJail;
+  RealJailSystem sys(nullptr, Status::Unavailable("no Slurm"));
+  Status s = sys.CheckBinds(BuildTaskPlan(o, "", cache + "/slurm.conf"));
+  BOOST_TEST(s.message().find("/etc/slurm") != std::string::npos, s.ToString());
+  fs::create_directories(jail + "/etc/slurm");
+  BOOST_TEST(sys.CheckBinds(BuildTaskPlan(o, "", cache + "/slurm.conf")).ok());
+}
+
+// Not root: the task execs with no_new_privs (no setuid program gains
+// anything), and with the SLURM_CONF it finds in the jail.
+BOOST_AUTO_TEST_CASE(a_sealed_task_gains_no_privileges_and_finds_its_slurm_conf) {
+  std::string failure = InChild([&](const Fail& fail) {
+    if (Status s = SealTask("/etc/slurm/slurm.conf"); !s.ok())
+      fail("seal: " + s.ToString());
+    if (::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
+      fail("no_new_privs is not set");
+    const char* conf = std::getenv("SLURM_CONF");
+    if (conf == nullptr || std::string(conf) != "/etc/slurm/slurm.conf")
+      fail("SLURM_CONF is not the jail's");
+    ::setenv("SLURM_CONF", "/keep", 1);
+    if (Status s = SealTask(""); !s.ok() || std::string(std::getenv("SLURM_CONF")) != "/keep")
+      fail("an empty task_conf changed SLURM_CONF");
+  });
+  BOOST_TEST(failure.empty(), failure);
+}
+
+// Root only. Workers mount the jail read-only: the preparation binds onto the
+// mount points the jail has without writing to it (no lock file), and a missing
+// one fails with what to do.
+BOOST_AUTO_TEST_CASE(a_read_only_jail_is_prepared_without_writing_to_it) {
+  if (testing::SkipUnlessRoot())
+    return;
+  testing::TestDir d;
+  std::string jail = MakeTestJail(d);
+  std::string data = d / "data";
+  fs::create_directories(data);
+  std::ofstream(data + "/hello") << "from the pod\n";
+  std::string failure = InChild([&](const Fail& fail) {
+    if (!testing::PrivateMountNamespace())
+      fail("private mount namespace");
+    if (::mount(jail.c_str(), jail.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        ::mount(nullptr, jail.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0)
+      fail("make the jail read-only");
+    NullLogger log;
+    if (Status s = PrepareJail(OnlyBinds(jail, {Bind{data, "/srv", true}}, d / "state"), log);
+        !s.ok())
+      fail("prepare: " + s.ToString());
+    if (Slurp(jail + "/srv/hello") != "from the pod\n")
+      fail("bind");
+    Status missing = PrepareJail(OnlyBinds(jail, {Bind{data, "/opt/x", true}}, d / "s2"), log);
+    if (missing.message().find("the jail is mounted read-only here; create /opt in the jail "
+                               "once") == std::string::npos)
+      fail("missing mount point: " + missing.ToString());
+  });
+  BOOST_TEST(failure.empty(), failure);
+  BOOST_TEST(!fs::exists(jail + "/.k8sbridge-prepare.lock"));
+}
+
+// The shipped worker templates mount the jail read-only.
+BOOST_AUTO_TEST_CASE(workers_mount_the_jail_read_only) {
+  const std::string root = K8SBRIDGE_SOURCE_ROOT;
+  for (const char* dir : {"deploy/base", "deploy/overlays/demo", "deploy/overlays/example-gpu"}) {
+    std::string path = root + "/" + dir + "/config/worker-pod.yaml";
+    std::istringstream lines(Slurp(path));
+    int mounts = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("{name: jail,") == std::string::npos ||
+          line.find("mountPath:") == std::string::npos)
+        continue;
+      ++mounts;
+      BOOST_TEST(line.find("readOnly: true") != std::string::npos, path << ": " << line);
+    }
+    BOOST_TEST(mounts == 1, path);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

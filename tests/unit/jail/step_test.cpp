@@ -332,6 +332,88 @@ BOOST_AUTO_TEST_CASE(epilog_removes_the_namespace_state_and_the_private_tmp) {
              boost::test_tools::per_element());
 }
 
+// In its job namespace a job's /tmp and /var/tmp are tmpfs of tmp_size (charged
+// to the job's memory, never the node's disk); a task's own namespace binds the
+// job's directories, which every step of the job shares.
+BOOST_AUTO_TEST_CASE(the_job_namespace_puts_tmp_on_size_limited_tmpfs) {
+  Options o = TestOptions();
+  o.tmp_size = "2g";
+  using Kind = TaskMount::Kind;
+  TaskPlan ns = BuildTaskPlan(o, "/var/lib/jt/w-0/job42", "", ViewFor::kJobNamespace);
+  BOOST_REQUIRE(ns.mounts.size() == 5u);
+  BOOST_TEST((ns.mounts[0] == TaskMount{"", "/tmp", false, false, Kind::kTmpfs, false, "2g"}));
+  BOOST_TEST((ns.mounts[1] == TaskMount{"", "/var/tmp", false, false, Kind::kTmpfs, true, "2g"}));
+  TaskPlan task = BuildTaskPlan(o, "/var/lib/jt/w-0/job42");
+  BOOST_TEST((task.mounts[0] == TaskMount{"/var/lib/jt/w-0/job42", "/tmp", false, false}));
+
+  FakeJailSystem sys;
+  RecordingLogger log;
+  JailStep step(o, sys, log);
+  BOOST_REQUIRE(step.Prepare(Step(kExternStep)).ok());
+  BOOST_REQUIRE(sys.entered.size() == 1u);
+  BOOST_TEST((sys.entered[0].mounts[0].kind == Kind::kTmpfs));
+  BOOST_TEST(sys.entered[0].mounts[0].tmpfs_size == "2g");
+}
+
+// Kubernetes makes /dev/termination-log writable by everyone in the pod: every
+// view masks it with /dev/null, and the jail's own root is read-only, with only
+// tmp=jail's /tmp and /var/tmp kept writable.
+BOOST_AUTO_TEST_CASE(every_view_masks_the_termination_log) {
+  using Kind = TaskMount::Kind;
+  TaskMount mask{"/dev/null", "/dev/termination-log", true, false, Kind::kBind, true};
+  for (ViewFor view : {ViewFor::kTask, ViewFor::kJobNamespace}) {
+    TaskPlan plan = BuildTaskPlan(TestOptions(), "/var/lib/jt/w-0/job42", "", view);
+    BOOST_REQUIRE(plan.system_mounts.size() == 1u);
+    BOOST_TEST((plan.system_mounts[0] == mask));
+    BOOST_TEST(plan.writable.empty());
+  }
+  Options o = TestOptions();
+  o.tmp = TmpMode::kJail;
+  TaskPlan shared = BuildTaskPlan(o, "");
+  BOOST_TEST((shared.system_mounts.back() == mask));
+  BOOST_TEST((shared.writable == std::vector<std::string>{"/tmp", "/var/tmp"}),
+             boost::test_tools::per_element());
+}
+
+// slurmstepd forces its SLURM_CONF into every task. In a configless node that
+// is slurmd's conf-cache, which the jail lacks: the view binds it read-only
+// onto /etc/slurm and the task's SLURM_CONF names it there.
+BOOST_AUTO_TEST_CASE(a_configless_slurm_conf_is_found_in_the_jail) {
+  Options o = TestOptions();
+  const std::string cache = "/var/spool/slurmd/conf-cache/slurm.conf";
+  SlurmConfView conf = SlurmConfInJail(o, cache);
+  BOOST_TEST(conf.host_dir == "/var/spool/slurmd/conf-cache");
+  BOOST_TEST(conf.task_conf == "/etc/slurm/slurm.conf");
+  // Already where tasks see it: /etc/slurm itself, or below a binds= source.
+  BOOST_TEST(SlurmConfInJail(o, "/etc/slurm/slurm.conf").host_dir.empty());
+  BOOST_TEST(SlurmConfInJail(o, "/etc/slurm/slurm.conf").task_conf.empty());
+  o.binds.push_back(Bind{"/srv/rig", "/tmp/rig2", false});
+  SlurmConfView bound = SlurmConfInJail(o, "/srv/rig/etc/slurm.conf");
+  BOOST_TEST(bound.host_dir.empty());
+  BOOST_TEST(bound.task_conf == "/tmp/rig2/etc/slurm.conf");
+  BOOST_TEST(SlurmConfInJail(o, "").task_conf.empty());
+  BOOST_TEST(SlurmConfInJail(o, "slurm.conf").task_conf.empty());
+
+  TaskPlan plan = BuildTaskPlan(TestOptions(), "/var/lib/jt/w-0/job42", cache);
+  BOOST_REQUIRE(plan.system_mounts.size() == 2u);
+  BOOST_TEST((plan.system_mounts[0] ==
+              TaskMount{"/var/spool/slurmd/conf-cache", "/etc/slurm", true, false}));
+
+  for (bool join : {false, true}) {
+    FakeJailSystem sys;
+    if (join)
+      sys.open_ns_result = Status::Ok();
+    RecordingLogger log;
+    JailStep step(TestOptions(), sys, log);
+    StepInfo info = Step(kBatchStep);
+    info.slurm_conf = cache;
+    BOOST_REQUIRE(step.Prepare(info).ok());
+    BOOST_TEST(step.task_slurm_conf() == "/etc/slurm/slurm.conf");
+    if (!join)
+      BOOST_TEST(step.plan().system_mounts.size() == 2u);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(drain_reason_is_prefixed_and_bounded) {
   BOOST_TEST(DrainReason(Status::NotFound("x")) == "spank_jail: x");
   std::string r = DrainReason(Status::NotFound(std::string(1000, 'y')));

@@ -24,6 +24,7 @@ PlacementLabel=network.k8sbridge.io/leaf
 NodeGroup=gpu Nodes=w-[0-7] PodTemplate=/t.yaml
 NodeGroup=pref Nodes=p-[0-1] PodTemplate=/t.yaml PlacementAffinity=preferred Gpus=2
 NodeGroup=flat Nodes=f-[0-1] PodTemplate=/t.yaml PlacementAffinity=none
+NodeGroup=nv Nodes=n-[0-1] PodTemplate=/t.yaml RuntimeClass=nvidia
 Feature=h100 Selector=nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3
 Feature=a100 Selector=nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB
 Feature=ib Selector=feature.node.kubernetes.io/rdma.available=true,!node.example/excluded
@@ -155,6 +156,27 @@ BOOST_AUTO_TEST_CASE(no_automounted_service_account_token_in_a_worker_pod) {
                    "image: w}]\n",
                    "/t.yaml")
                    .ok());
+}
+
+BOOST_AUTO_TEST_CASE(a_groups_runtime_class_names_the_pods_runtime) {
+  auto pod = Render("n-0", "gpu:8", {});
+  BOOST_REQUIRE_MESSAGE(pod.ok(), pod.status().ToString());
+  BOOST_CHECK_EQUAL(Json(*pod, "/spec/runtimeClassName"), R"("nvidia")");
+  BOOST_CHECK_EQUAL(Json(*pod, "/spec/containers/0/resources/limits/nvidia.com~1gpu"), R"("8")");
+  // Without one, the template's runtime (here: the cluster's default) stays.
+  auto plain = Render("w-0", "gpu:8", {});
+  BOOST_REQUIRE(plain.ok());
+  BOOST_CHECK_EQUAL(Json(*plain, "/spec/runtimeClassName"), "<absent>");
+  // The group's choice replaces a template's.
+  auto t = power::ParsePodTemplate(
+      "spec:\n  runtimeClassName: kata\n  containers: [{name: slurmd, image: w}]\n", "/t.yaml");
+  BOOST_REQUIRE_MESSAGE(t.ok(), t.status().ToString());
+  auto replaced = Render("n-1", "", {}, &*t);
+  BOOST_REQUIRE(replaced.ok());
+  BOOST_CHECK_EQUAL(Json(*replaced, "/spec/runtimeClassName"), R"("nvidia")");
+  auto kept = Render("w-1", "", {}, &*t);
+  BOOST_REQUIRE(kept.ok());
+  BOOST_CHECK_EQUAL(Json(*kept, "/spec/runtimeClassName"), R"("kata")");
 }
 
 BOOST_AUTO_TEST_CASE(no_jobs_no_gpus_no_constraints) {

@@ -6,6 +6,7 @@
 //   Kubeconfig=/etc/slurm/k8sbridge/kubeconfig   # or InCluster=yes
 //   Namespace=slurm  QPS=50  Burst=100  Concurrency=32
 //   NodeGroup=gpu Nodes=w-[0-7] PodTemplate=worker.yaml PlacementLabel=... Gpus=8
+//             RuntimeClass=nvidia
 //   Feature=h100 Selector=nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3
 //
 // A line whose first key is NodeGroup or Feature is a record with its own keys
@@ -52,6 +53,7 @@ struct NodeGroup {
   std::vector<std::string> nodes;  // expanded
   std::string pod_template;        // path; relative ones resolved against the conf's directory
   std::optional<int> gpus;         // overrides the GPU count from the node's Gres
+  std::string runtime_class;       // the pods' spec.runtimeClassName; "" = the template's
   std::string placement_label;     // effective (group's, else the global one); "" = none
   PlacementAffinity placement_affinity = PlacementAffinity::kRequired;  // effective
   int line = 0;

@@ -44,6 +44,11 @@ std::string ClosestMatch(std::string_view word, const std::vector<std::string_vi
 // what is wrong with it.
 std::string Dns1123LabelError(std::string_view name);
 
+// Empty if `name` is a valid DNS-1123 subdomain (what names most Kubernetes
+// objects, a RuntimeClass among them, and a label key's prefix: at most 253
+// characters, DNS-1123 labels joined by '.'); otherwise what is wrong with it.
+std::string Dns1123SubdomainError(std::string_view name);
+
 // Empty if `value` is a valid Kubernetes label value (0-63 of [A-Za-z0-9-_.],
 // starting and ending alphanumeric), otherwise what is wrong.
 std::string LabelValueError(std::string_view value);

@@ -30,7 +30,7 @@ struct Bind {
 };
 
 enum class TmpMode {
-  kPrivate,  // a fresh /tmp per job on the host under tmp_base, removed when the job ends
+  kPrivate,  // a fresh /tmp per job (a tmpfs in the job namespace, else under tmp_base)
   kJail,     // the jail's own /tmp, shared by every job (for jails that manage /tmp themselves)
 };
 
@@ -49,6 +49,10 @@ struct Options {
   std::vector<Bind> binds;
   TmpMode tmp = TmpMode::kPrivate;
   std::string tmp_base = "/var/lib/k8sbridge/jail-tmp";
+  // The size of each tmpfs the job namespace mounts on /tmp and /var/tmp: a
+  // tmpfs `size=` value (a count of bytes with k, m, g or t, or a percentage
+  // of the node's memory).
+  std::string tmp_size = "25%";
   std::string probe = "etc/os-release";  // relative to the jail: proves it is mounted
   std::chrono::milliseconds probe_timeout{5000};
   IdentityCheck identity = IdentityCheck::kFiles;

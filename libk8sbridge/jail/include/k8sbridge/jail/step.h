@@ -44,6 +44,7 @@ struct StepInfo {
   std::string user;                // resolved on the host; "uid N" when the host cannot
   std::string node;                // this node's Slurm name
   bool no_jail_requested = false;  // the user passed --no-jail (or its variable)
+  std::string slurm_conf;          // slurmstepd's SLURM_CONF, which Slurm copies into every task
 };
 
 // The outside world the step logic touches.
@@ -124,6 +125,9 @@ class JailStep {
   bool active() const { return decision_ == Decision::kJail; }
   bool joins_job_namespace() const { return job_ns_.valid(); }
   const TaskPlan& plan() const { return plan_; }
+  // The SLURM_CONF a task of this step needs in the jail ("" to keep slurmstepd's):
+  // for SealTask (enter.h), once EnterTask let the task run.
+  const std::string& task_slurm_conf() const { return task_slurm_conf_; }
   const Options& options() const { return options_; }
 
  private:
@@ -148,6 +152,7 @@ class JailStep {
   Status refusal_;
   StepInfo step_;
   TaskPlan plan_;
+  std::string task_slurm_conf_;
   UniqueFd job_ns_;  // the job's namespace, when this step's tasks join it
 };
 
