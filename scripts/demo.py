@@ -155,7 +155,7 @@ class InClusterDemo:
         say("waiting for the jail populate Job and slurmctld in pod slurmctld-0")
         d.wait_ready()
         self.show_changes()
-        say("submitting from the login pod as a user: kubectl -n slurm exec deploy/slurm-login "
+        say("submitting from the login pod as a user: kubectl -n slurm exec statefulset/slurm-login "
             "-- runuser -u nobody -- srun -N4 -l ...; Slurm resumes 4 CLOUD nodes, k8sbridge-power (in the "
             "controller pod) creates their worker pods")
         job = {}

@@ -303,7 +303,7 @@ class Deployment:
         that user (spank_jail refuses root's jobs: submit them as a user)."""
         if user is not None:
             command = ["runuser", "-u", user, "--", *command]
-        return self.kubectl("exec", "deploy/slurm-login", "-c", "login", "--", *command,
+        return self.kubectl("exec", "statefulset/slurm-login", "-c", "login", "--", *command,
                             check=check, timeout=timeout, input=input)
 
     def slurm_nodes(self) -> dict:

@@ -12,8 +12,10 @@ their containerd (no registry). Then what a user and Slurm do:
   makes Slurm resume four CLOUD nodes: k8sbridge-power creates four worker pods,
   the scheduler puts them on one leaf (the placement pod affinity), the kubelet
   there runs the worker image through containerd and runc, their slurmd register
-  (configless, through the cluster DNS name of slurmctld-0), and the job's steps
-  run in the jail the populate Job filled;
+  (configless, through the cluster DNS name of slurmctld-0) with the features
+  node_features_k8s read from their Kubernetes node's labels (k8sbridge.conf from
+  the ConfigMap, the worker's root-only token), and the job's steps run in the
+  jail the populate Job filled, each task in its job's cgroup;
 - the pods' status, image IDs and events are the kubelet's: their containers are
   containerd's tasks on that node, the image is the one imported there, and the
   kubelet found it present (no pull);
@@ -138,6 +140,17 @@ class InClusterDeployment(unittest.TestCase):
         nodes = d.slurm_nodes()
         for name in NODES:
             self.assertEqual(nodes[name]["NodeAddr"], pods[name]["status"]["podIP"], name)
+            # slurmd's node_features_k8s read the H100 label of its Kubernetes node
+            # (tests/harness/deployment.py labels every node so).
+            self.assertIn("h100", nodes[name].get("ActiveFeatures", "").split(","),
+                          f"{name}: {nodes[name]}\n{d.describe()}")
+        # proctrack/cgroup and task/cgroup, as shipped: each task is in its job's
+        # cgroup inside the pod.
+        run = d.login(["srun", "-N4", "-l", "grep", "-c", "/job_", "/proc/self/cgroup"],
+                      check=False, timeout=300, user="nobody")
+        self.assertEqual(run.returncode, 0, f"{run.stdout}{run.stderr}\n{d.describe()}")
+        for line in run.stdout.splitlines():
+            self.assertRegex(line, r"^\d+: [1-9]\d*$", run.stdout)
 
         # The power programs ran in the controller pod (their log is in its log
         # volume, on its node), found the API server through the entrypoint's service

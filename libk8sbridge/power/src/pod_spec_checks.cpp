@@ -257,8 +257,10 @@ static bool AtServiceAccountDir(std::string_view mount_path) {
   constexpr std::string_view kRunDir = "/var/run";
   const bool inside =
       path.starts_with(dir) && (path.size() == dir.size() || path[dir.size()] == '/');
-  const bool parent =
-      path.size() > kRunDir.size() && dir.starts_with(path) && dir[path.size()] == '/';
+  // A path of the directory's own length is `inside`; dir[path.size()] would read
+  // past its end (an abort with _GLIBCXX_ASSERTIONS, which Debian's builds set).
+  const bool parent = path.size() > kRunDir.size() && path.size() < dir.size() &&
+                      dir.starts_with(path) && dir[path.size()] == '/';
   return inside || parent;
 }
 

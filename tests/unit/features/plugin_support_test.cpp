@@ -17,6 +17,21 @@ BOOST_AUTO_TEST_CASE(config_path_is_env_else_beside_slurm_conf) {
   BOOST_TEST(kf::PluginConfigPath("", "slurm.conf") == "/etc/slurm/k8sbridge.conf");
 }
 
+// NodeFeaturesPlugins=node_features/k8s is on in every kustomization of deploy/, and
+// slurmctld and every worker's slurmd stop when the plugin refuses its k8sbridge.conf
+// (an overlay's own, else the base's).
+BOOST_AUTO_TEST_CASE(every_deployed_k8sbridge_conf_loads_in_the_plugin) {
+  namespace fs = std::filesystem;
+  const fs::path deploy = fs::path(K8SBRIDGE_SOURCE_ROOT) / "deploy";
+  for (const char* kustomization : {"base", "overlays/demo", "overlays/example-gpu"}) {
+    fs::path conf = deploy / kustomization / "config/k8sbridge.conf";
+    if (!fs::exists(conf))
+      conf = deploy / "base/config/k8sbridge.conf";
+    auto config = kf::LoadPluginConfig(conf.string());
+    BOOST_TEST(config.ok(), kustomization << ": " << config.status().ToString());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(load_refuses_bad_names_and_a_conf_without_features) {
   auto dir = std::filesystem::temp_directory_path() /
              ("k8sbridge-plugin-support-" + std::to_string(::getpid()));
