@@ -132,8 +132,9 @@ def conf_keys(text):
     return keys
 
 
-def one(objects, kind, name):
-    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+def one(objects, kind, name, namespace=None):
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name and
+             namespace in (None, o["metadata"].get("namespace"))]
     if len(found) != 1:
         raise AssertionError(f"{len(found)} {kind} {name} rendered")
     return found[0]
@@ -142,8 +143,12 @@ def one(objects, kind, name):
 class MetricsManifests(unittest.TestCase):
 
     def check_overlay(self, objects, where):
-        conf = conf_keys(one(objects, "ConfigMap", "slurm-conf")["data"]["k8sbridge.conf"])
-        pod = one(objects, "StatefulSet", "slurmctld")["spec"]["template"]
+        controller = one(objects, "StatefulSet", "slurmctld")
+        # slurm-conf is in both namespaces (deploy/components/worker-conf): the
+        # controller reads its own namespace's.
+        conf = conf_keys(one(objects, "ConfigMap", "slurm-conf",
+                             controller["metadata"]["namespace"])["data"]["k8sbridge.conf"])
+        pod = controller["spec"]["template"]
         containers = {c["name"]: c for c in pod["spec"]["containers"]}
         ports = {p["name"]: p["containerPort"] for p in containers["sync"].get("ports", [])}
         self.assertIn("metrics", ports, f"{where}: the sync container names no port metrics")
