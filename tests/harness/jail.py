@@ -69,10 +69,11 @@ def mountinfo_lines(pid: str | int = "self") -> list[str]:
 # Mounts that other tests' rigs, jail fixtures and benchmarks make and remove on
 # the host while a test runs (other engineers share the machine): network
 # namespace files, rig directories, fixture and benchmark directories, each
-# named after its owner's id. They change in a node's private mount namespace
-# too: unlinking a mount point (`ip netns delete`) detaches it in every namespace.
+# named after its owner's id (six hex digits; a real cluster's, eight). They
+# change in a node's private mount namespace too: unlinking a mount point
+# (`ip netns delete`) detaches it in every namespace.
 OWNED_MOUNT = re.compile(r"/(?:run/netns/k8sb-|tmp/k8sbridge-rig-|run/k8sbridge-jailtest-|"
-                         r"run/k8sbridge-bench-)([0-9a-f]{6})\b")
+                         r"run/k8sbridge-bench-)([0-9a-f]{6}(?:[0-9a-f]{2})?)\b")
 
 
 # Mounts that other tests running beside a rig make and that a rig never does: runc
