@@ -56,13 +56,50 @@ std::string DaemonOf(const std::string& pid_file) {
   return name;
 }
 
+// Copies what the child writes on `fd` to our stderr (the container's log keeps
+// it) until the child closes it, and returns the last line that is not blank.
+std::string RelayKeepingLastLine(int fd) {
+  std::string pending, last;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    (void)!write(STDERR_FILENO, buf, static_cast<size_t>(n));
+    pending.append(buf, static_cast<size_t>(n));
+    for (size_t eol; (eol = pending.find('\n')) != std::string::npos;) {
+      if (pending.find_first_not_of(" \t\r", 0) < eol)
+        last = pending.substr(0, eol);
+      pending.erase(0, eol + 1);
+    }
+  }
+  if (pending.find_first_not_of(" \t\r\n") != std::string::npos)
+    last = pending;
+  return last;
+}
+
 }  // namespace
 
 Status Run(const std::vector<std::string>& argv) {
-  auto pid = SpawnProcess(argv);
-  if (!pid.ok())
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return Status::IoError(fmt::format("pipe for {}: {}", argv[0], std::strerror(errno)));
+  auto pid = SpawnProcess(argv, -1, fds[1]);
+  close(fds[1]);
+  if (!pid.ok()) {
+    close(fds[0]);
     return pid.status();
-  return WaitFor(*pid, argv[0]);
+  }
+  // The program's own last words say why it failed: the pod's termination
+  // message, and so the Slurm node's reason, quotes them.
+  const std::string last = RelayKeepingLastLine(fds[0]);
+  close(fds[0]);
+  Status st = WaitFor(*pid, argv[0]);
+  if (st.ok() || st.code() == Status::Code::kNotFound || last.empty())
+    return st;
+  return Status::IoError(fmt::format("{}: {}", st.message(), last));
 }
 
 Result<std::string> Output(const std::vector<std::string>& argv) {

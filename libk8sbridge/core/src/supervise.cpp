@@ -181,7 +181,7 @@ bool RealInitSystem::Alive(int pid) {
   return kill(pid, 0) == 0 || errno == EPERM;
 }
 
-Result<int> SpawnProcess(const std::vector<std::string>& argv, int stdout_fd) {
+Result<int> SpawnProcess(const std::vector<std::string>& argv, int stdout_fd, int stderr_fd) {
   if (argv.empty())
     return Status::InvalidArgument("no command to run");
   std::vector<char*> args;
@@ -196,6 +196,8 @@ Result<int> SpawnProcess(const std::vector<std::string>& argv, int stdout_fd) {
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     if (stdout_fd >= 0 && dup2(stdout_fd, STDOUT_FILENO) < 0)
+      _exit(127);
+    if (stderr_fd >= 0 && dup2(stderr_fd, STDERR_FILENO) < 0)
       _exit(127);
     execvp(args[0], args.data());
     std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));

@@ -8,6 +8,7 @@
 
 #include "fake_clock.h"
 #include "fake_daemon_system.h"
+#include "k8sbridge/container/daemon_system.h"
 #include "k8sbridge/container/worker_entry.h"
 #include "recording_logger.h"
 
@@ -339,6 +340,16 @@ BOOST_AUTO_TEST_CASE(init_takes_only_0_or_1) {
   BOOST_REQUIRE(!bad.ok());
   BOOST_TEST(bad.status().message().starts_with("K8SBRIDGE_INIT='yes': give 1"),
              bad.status().message());
+}
+
+// The pod's termination message, and so the Slurm node's reason, says why a step
+// of the worker's start failed: the failing program's last line on stderr.
+BOOST_AUTO_TEST_CASE(a_failed_program_is_named_with_its_last_error_line) {
+  Status st = container::real::Run(
+      {"sh", "-c", "echo starting >&2; echo 'cannot create /x: read-only' >&2; echo >&2; exit 1"});
+  BOOST_TEST(st.message() == "sh exited with status 1: cannot create /x: read-only", st.message());
+  BOOST_TEST(container::real::Run({"sh", "-c", "exit 2"}).message() == "sh exited with status 2");
+  BOOST_TEST(container::real::Run({"sh", "-c", "echo fine >&2"}).ok());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

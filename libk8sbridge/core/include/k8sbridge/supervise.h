@@ -97,9 +97,11 @@ class RealInitSystem final : public InitSystem {
 };
 
 // fork + exec of argv with no signal blocked in the child (PID 1 blocks the ones it
-// waits for) and, when `stdout_fd` >= 0, its stdout on that descriptor. A child
-// that cannot exec says so on stderr and exits 127. Returns its pid.
-Result<int> SpawnProcess(const std::vector<std::string>& argv, int stdout_fd = -1);
+// waits for) and, when `stdout_fd` or `stderr_fd` >= 0, its stdout or stderr on that
+// descriptor. A child that cannot exec says so on stderr and exits 127. Returns its
+// pid.
+Result<int> SpawnProcess(const std::vector<std::string>& argv, int stdout_fd = -1,
+                         int stderr_fd = -1);
 
 // Whether the entrypoint takes on PID 1's duties: when it is PID 1, or when
 // `forced` (the K8SBRIDGE_INIT=1 of tests outside a PID namespace). When it does,

@@ -28,7 +28,8 @@ class DaemonSystem {
  public:
   virtual ~DaemonSystem() = default;
   virtual Clock& clock() = 0;
-  // Runs a program to completion; a non-zero exit is an error naming it.
+  // Runs a program to completion; a non-zero exit is an error naming it and quoting
+  // the last line the program wrote on stderr (which also goes to our stderr).
   virtual Status Run(const std::vector<std::string>& argv) = 0;
   // Runs a program to completion and returns what it wrote on stdout.
   virtual Result<std::string> Output(const std::vector<std::string>& argv) = 0;
