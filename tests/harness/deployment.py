@@ -41,8 +41,10 @@ import yaml
 
 from harness.kube import (GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, LEAF_LABEL, SPINE_LABEL,
                           kubectl_program, wait_for_condition)
+from harness.gpu_toolkit import FakeGpuToolkit, RUNTIME_CLASS
 from harness.kubelet_node import NodeImage, RealCluster, RealNode
 from harness.paths import SOURCE_ROOT
+from harness.site import GPU_POOL, POOL_LABEL, copy_example_gpu
 
 NAMESPACE = "slurm"  # the controller and login pods
 WORKER_NAMESPACE = "slurm-workers"  # the worker pods (k8sbridge.conf Namespace=), the jail
@@ -51,6 +53,10 @@ DEPLOY = SOURCE_ROOT / "deploy"
 IMAGE_NAMES = ("k8sbridge-controller", "k8sbridge-worker", "k8sbridge-login")
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
+RDMA_LABEL = "feature.node.kubernetes.io/rdma.available"  # NFD's
+# The overlays applied through a site's copy (tests/harness/site.py), on nodes with
+# the fake GPU toolkit; the others are applied as shipped with the images set.
+SITE_COPIES = {"example-gpu": copy_example_gpu}
 
 
 def images_or_skip() -> Path:
@@ -112,6 +118,7 @@ class Deployment:
         self.ib_leaves = ib_leaves
         self.gpus_per_node = gpus_per_node
         self.rc: Optional[RealCluster] = None
+        self.toolkit: Optional[FakeGpuToolkit] = None
         self.dir: Optional[Path] = None
         self.rendered: list = []
 
@@ -140,6 +147,11 @@ class Deployment:
                               images=[node_image(self.images, n) for n in IMAGE_NAMES])
         self.dir = self.rc.dir / "deployment"
         self.dir.mkdir()
+        if self.overlay in SITE_COPIES:
+            # The site's GPU nodes run pods of its RuntimeClass through the toolkit.
+            self.toolkit = FakeGpuToolkit(self.rc.dir / "gpu-toolkit", self.node_runc())
+            self.rc.runtimes = {RUNTIME_CLASS: str(self.toolkit.runtime)}
+            self.kube.kubectl("apply", "-f", "-", input=json.dumps(self.toolkit.runtime_class()))
         for i in range(self.node_count):
             self.progress(f"starting node real-{i}: containerd, importing the images into "
                           "it, the kubelet, kube-proxy")
@@ -168,6 +180,12 @@ class Deployment:
     def image(self, name: str) -> NodeImage:
         return next(i for i in self.rc.images if i.name.split("/")[-1].split(":")[0] == name)
 
+    @staticmethod
+    def node_runc() -> str:
+        import shutil
+        from harness.kubelet_node import PATH
+        return shutil.which("runc", path=PATH)
+
     def label_nodes(self):
         """The nodes' topology and GPU labels, and their GPUs as the extended resource
         nvidia.com/gpu in the Node's status capacity (the kubelet keeps an extended
@@ -178,7 +196,8 @@ class Deployment:
             self.kube.kubectl("label", "node", node.name, "--overwrite",
                               f"{LEAF_LABEL}=leaf-{leaf}", f"{SPINE_LABEL}=spine-0",
                               f"{GPU_PRODUCT_LABEL}={GPU_PRODUCT}",
-                              f"{GPU_COUNT_LABEL}={self.gpus_per_node}")
+                              f"{GPU_COUNT_LABEL}={self.gpus_per_node}",
+                              f"{POOL_LABEL}={GPU_POOL}", f"{RDMA_LABEL}=true")
             path = "/status/capacity/" + GPU_RESOURCE.replace("/", "~1")
             self.kube.kubectl("patch", "node", node.name, "--subresource=status",
                               "--type=json", "-p", json.dumps(
@@ -196,6 +215,9 @@ class Deployment:
         the nodes hold them). The worker pod template is a file in the ConfigMap,
         beyond kustomize's `images:`: it must name the worker image as built."""
         site = self.dir / "site"
+        if self.overlay in SITE_COPIES:
+            return SITE_COPIES[self.overlay](DEPLOY, site, {
+                name: (name, image_info(self.images, name)["tag"]) for name in IMAGE_NAMES})
         site.mkdir()
         images = []
         for name in IMAGE_NAMES:

@@ -371,8 +371,11 @@ class RealNode:
     close() stops everything and removes what it made, also after a failed start."""
 
     def __init__(self, kube: KubeCluster, network: NodeNetwork, index: int, workdir: Path,
-                 rig_id: str, images: list, masquerade: bool = True):
+                 rig_id: str, images: list, masquerade: bool = True, runtimes=None):
         self.kube = kube
+        # Handler name -> the OCI runtime binary containerd runs for it beside runc
+        # (a RuntimeClass names the handler), as a site's GPU toolkit adds one.
+        self.runtimes = dict(runtimes or {})
         self.masquerade = masquerade  # of the pods' traffic that leaves the pod network
         self.network = network
         self.name = f"real-{index}"
@@ -544,11 +547,22 @@ state = "{d}/state"
   BinaryName = "{shutil.which('runc', path=PATH)}"
   SystemdCgroup = false
 
+{self._extra_runtimes_config(cri)}
 [{cri}.cni]
   bin_dir = "{self.dir}/cni/bin"
   conf_dir = "{self.dir}/cni/net.d"
   max_conf_num = 1
 """
+
+    def _extra_runtimes_config(self, cri: str) -> str:
+        return "".join(f"""
+[{cri}.containerd.runtimes.{name}]
+  runtime_type = "io.containerd.runc.v2"
+
+[{cri}.containerd.runtimes.{name}.options]
+  BinaryName = "{binary}"
+  SystemdCgroup = false
+""" for name, binary in self.runtimes.items())
 
     def _write_cni_config(self):
         bin_dir, conf_dir = self.dir / "cni" / "bin", self.dir / "cni" / "net.d"
@@ -703,8 +717,9 @@ class RealCluster:
     docstring). `kube_args` go to KubeCluster (fake nodes beside the real ones, ...).
     `rig_ids` names what rig.leftovers() checks."""
 
-    def __init__(self, nodes=1, images=(), masquerade=True, **kube_args):
+    def __init__(self, nodes=1, images=(), masquerade=True, runtimes=None, **kube_args):
         self.id = secrets.token_hex(4)
+        self.runtimes = runtimes  # RealNode's: extra containerd runtime handlers
         self.dir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{self.id}-"))
         self.slot = claim_slot()
         self.network = self.kube = self.dns = None
@@ -732,7 +747,7 @@ class RealCluster:
 
     def add_node(self) -> RealNode:
         node = RealNode(self.kube, self.network, len(self.nodes), self.dir, self.id,
-                        self.images, masquerade=self.masquerade)
+                        self.images, masquerade=self.masquerade, runtimes=self.runtimes)
         for other in self.nodes:
             other.route_pods_of(node)
             node.route_pods_of(other)

@@ -3,9 +3,10 @@ that scrape k8sbridge's metrics endpoints (docs/sync.md, "Metrics"): started wit
 scrape configuration, asked through its HTTP API, stopped at the end.
 
 `service_monitor_scrape` turns a ServiceMonitor of the shipped manifests into the
-scrape configuration the prometheus-operator makes of it (Kubernetes service
-discovery of the Service's endpoints), so that a test against a real cluster
-scrapes through the shipped Service as a site's Prometheus does."""
+scrape jobs the prometheus-operator makes of it, with the targets its service
+discovery would find (the shipped Service's ready endpoints), so that a test
+against a real cluster scrapes through the shipped Service as a site's Prometheus
+does."""
 
 import json
 import re
@@ -30,34 +31,35 @@ def static_scrape(job, targets, path="/metrics", interval="1s"):
             "scrape_timeout": interval, "static_configs": [{"targets": list(targets)}]}
 
 
-def service_monitor_scrape(monitor, kubeconfig, interval="1s"):
+def service_monitor_scrape(monitor, kubectl_json, interval="1s"):
     """The scrape jobs the prometheus-operator makes of ServiceMonitor `monitor` (a
-    dict): the endpoints of the Services its selector matches in its namespace,
-    their port of the endpoint's name; the cluster is reached with `kubeconfig`."""
+    dict), with the targets its Kubernetes service discovery finds: the ready
+    endpoints of the Services its selector matches in its namespace, at their port
+    of the endpoint's name. Debian's Prometheus is built without Kubernetes service
+    discovery, so the targets are read here, from the Services' EndpointSlices
+    (`kubectl_json(*args)`: `kubectl get ... -o json` against the cluster)."""
     namespace = monitor["metadata"]["namespace"]
-    selector = monitor["spec"]["selector"]["matchLabels"]
+    labels = monitor["spec"]["selector"]["matchLabels"]
+    selector = ",".join(f"{k}={v}" for k, v in labels.items())
+    services = [s["metadata"]["name"] for s in
+                kubectl_json("-n", namespace, "get", "services", "-l", selector)["items"]]
     jobs = []
     for i, endpoint in enumerate(monitor["spec"]["endpoints"]):
-        relabel = [{"source_labels": [f"__meta_kubernetes_service_label_{_label_name(k)}"],
-                    "regex": re.escape(v), "action": "keep"} for k, v in selector.items()]
-        relabel.append({"source_labels": ["__meta_kubernetes_endpoint_port_name"],
-                        "regex": re.escape(endpoint["port"]), "action": "keep"})
-        relabel.append({"source_labels": ["__meta_kubernetes_service_name"],
-                        "target_label": "service"})
-        jobs.append({
-            "job_name": f"serviceMonitor/{namespace}/{monitor['metadata']['name']}/{i}",
-            "metrics_path": endpoint.get("path", "/metrics"),
-            "scrape_interval": interval, "scrape_timeout": interval,
-            "kubernetes_sd_configs": [{"role": "endpoints", "kubeconfig_file": str(kubeconfig),
-                                       "namespaces": {"names": [namespace]}}],
-            "relabel_configs": relabel,
-        })
+        targets = []
+        for service in services:
+            slices = kubectl_json("-n", namespace, "get", "endpointslices", "-l",
+                                  f"kubernetes.io/service-name={service}")["items"]
+            for sl in slices:
+                ports = [p["port"] for p in sl.get("ports") or []
+                         if p.get("name") == endpoint["port"]]
+                for ep in sl.get("endpoints") or []:
+                    if ep.get("conditions", {}).get("ready", True):
+                        targets += [f"{address}:{port}" for address in ep["addresses"]
+                                    for port in ports]
+        job = static_scrape(f"serviceMonitor/{namespace}/{monitor['metadata']['name']}/{i}",
+                            targets, path=endpoint.get("path", "/metrics"), interval=interval)
+        jobs.append(job)
     return jobs
-
-
-def _label_name(key):
-    """A Kubernetes label key as Prometheus's service discovery names it."""
-    return re.sub(r"[^a-zA-Z0-9_]", "_", key)
 
 
 def dashboard_metrics(path):

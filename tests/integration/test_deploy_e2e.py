@@ -1,24 +1,27 @@
-"""The in-cluster deployment end to end on a real Kubernetes: `kubectl kustomize
-deploy/overlays/demo | kubectl apply -f -` (through a site kustomization that sets
-only the images' names and tags) on RealCluster: the upstream control plane, CoreDNS
-and two real nodes, each a kubelet with containerd, runc, a CNI bridge and
-kube-proxy, on InfiniBand leaves leaf-0 and leaf-1, the three images imported into
-their containerd (no registry). Then what a user and Slurm do:
+"""The in-cluster deployment end to end on a real Kubernetes, as a GPU site applies
+it: a copy of deploy/overlays/example-gpu with only what a site sets changed
+(tests/harness/site.py: images, node pools, nodes and sizes, storage; checked
+here against the shipped files), `kubectl kustomize <copy> | kubectl apply -f -`,
+on RealCluster: the upstream control plane, CoreDNS and two real nodes, each a
+kubelet with containerd, runc, a CNI bridge and kube-proxy, on InfiniBand leaves
+leaf-0 and leaf-1, in the GPU pool, labelled as NVIDIA's GPU feature discovery and
+NFD label them, with 16 GPUs each as the extended resource nvidia.com/gpu, and the
+stand-in for the NVIDIA container toolkit (tests/harness/gpu_toolkit.py) as the
+RuntimeClass `nvidia` that the site's node groups name. The images are imported
+into every node's containerd (no registry). Then what users, Slurm and an admin do:
 
-- the controller pod (slurmctld-0 of the StatefulSet) runs slurmctld from the
-  controller image, with k8sbridge-power as its power programs under the
-  controller's own ServiceAccount token;
-- a 4-node job submitted from the login pod (kubectl exec, through the kubelet)
-  makes Slurm resume four CLOUD nodes: k8sbridge-power creates four worker pods,
-  the scheduler puts them on one leaf (the placement pod affinity), the kubelet
-  there runs the worker image through containerd and runc, their slurmd register
-  (configless, through the cluster DNS name of slurmctld-0) with the features
-  node_features_k8s read from their Kubernetes node's labels (k8sbridge.conf from
-  the ConfigMap, the worker's root-only token), and the job's steps run in the
-  jail the populate Job filled, each task in its job's cgroup;
-- the pods' status, image IDs and events are the kubelet's: their containers are
-  containerd's tasks on that node, the image is the one imported there, and the
-  kubelet found it present (no pull);
+- a `--switches=1 -C h100 --gres=gpu:8` job of two nodes, from the login pod:
+  k8sbridge-power creates the pods on the labelled nodes of one leaf, their
+  slurmd register with the features node_features_k8s read, and each task sees
+  its job's GPUs in the jail;
+- a job on all four nodes: each task in the jail populated from the login image,
+  in its job's cgroup; a one-GPU job's task opens only its own device;
+- `sbatch` of a script that runs `srun`, both in the jail;
+- k8sbridge-health in a worker pod finds a GPU fallen off the bus: the Slurm node
+  is drained `[hardware]` and k8sbridge-sync cordons and taints its Kubernetes
+  node; the GPU back, the node returns to service and is uncordoned;
+- Debian's Prometheus scrapes the shipped Service through the shipped
+  ServiceMonitor's scrape configuration;
 - after SuspendTime the pods are deleted, their containers gone from containerd,
   and the nodes powered down again.
 
@@ -28,29 +31,68 @@ skips. Needs root and what real nodes need (scripts/setup.sh).
 
 import ipaddress
 import re
+import subprocess
 import time
 import unittest
 
-from harness.deployment import Deployment, images_or_skip, missing_images
+import yaml
+
+from harness.deployment import (DEPLOY, GPU_RESOURCE, WORKER_NAMESPACE, Deployment,
+                                images_or_skip, missing_images)
+from harness.gpu_toolkit import RUNTIME_CLASS, healthy_gpu
 from harness.kube import LEAF_LABEL
+from harness.prometheus import Prometheus, service_monitor_scrape
+from harness.site import LEAF_OF_NODE, SLURM_NODES
 from harness.testcase import close_leaving_nothing
+from test_deploy_manifests import config_files, render, without_substitutions
 
-NODES = ["w-0", "w-1", "w-2", "w-3"]
+# Each task: its node, its jail, then each GPU device file and what opening it
+# gives (the job's: "No such device or address", no driver behind the stand-in;
+# another's: "Operation not permitted", the job's device cgroup).
+PROBE = ("echo $(hostname) $(cat /.k8sbridge-jail 2>/dev/null || echo no-jail) "
+         "CUDA=${CUDA_VISIBLE_DEVICES:--}; "
+         "for f in /dev/nvidia[0-7]; do head -c0 $f 2>&1 >/dev/null && echo \"$f opened\"; done")
+DEVICE_LINE = re.compile(r"^(\d+): .*(/dev/nvidia\d).*?(No such device or address|"
+                         r"Operation not permitted|opened)", re.M)
+HEALTH = "/usr/sbin/k8sbridge-health"
+HARDWARE_TAINT = "k8sbridge.io/hardware"
 
 
-class InClusterDeployment(unittest.TestCase):
+class GpuSiteDeployment(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         images = images_or_skip()
         missing = missing_images(images)
         if missing:
             raise AssertionError(f"K8SBRIDGE_IMAGES={images} lacks {missing}")
-        cls.d = Deployment(images, progress=lambda text: print(
-            f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)).__enter__()
+        cls.d = Deployment(images, overlay="example-gpu", gpus_per_node=16,
+                           progress=lambda text: print(
+                               f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)).__enter__()
 
     @classmethod
     def tearDownClass(cls):
         close_leaving_nothing(cls.d.close, cls.d.rc.rig_ids, "the deployment")
+
+    # ---- helpers ----------------------------------------------------------------------
+
+    def srun(self, *args, timeout=600):
+        run = self.d.login(["srun", *args], check=False, timeout=timeout, user="nobody")
+        self.assertEqual(run.returncode, 0, f"srun {args}: {run.stdout}{run.stderr}\n"
+                                            f"{self.d.describe()}")
+        return run.stdout
+
+    def devices(self, out: str) -> dict:
+        """task -> {device: what opening it gave} from PROBE's output under srun -l."""
+        seen = {}
+        for task, device, result in DEVICE_LINE.findall(out):
+            seen.setdefault(int(task), {})[device] = result
+        return seen
+
+    def pods(self) -> dict:
+        return {p["metadata"]["name"]: p for p in self.d.worker_pods()}
+
+    def k8s_node(self, name: str) -> dict:
+        return self.d.kube.kubectl_json("get", "node", name)
 
     def assert_kubelet_ran(self, pod, image):
         """`pod`'s first container is a containerd task on the pod's real node, of the
@@ -90,7 +132,17 @@ class InClusterDeployment(unittest.TestCase):
         self.assertFalse([e for e in d.events(name, namespace) if e["reason"] == "Pulling"],
                          f"{name}: the kubelet tried to pull")
 
-    def test_a_job_from_the_login_pod_runs_in_worker_pods_the_controller_pod_resumed(self):
+    # ---- the tests, in order ----------------------------------------------------------
+
+    def test_0_the_site_copy_changes_only_what_a_site_sets(self):
+        shipped = config_files(render("overlays/example-gpu"))
+        site = config_files(self.d.rendered)
+        self.assertEqual(sorted(site), sorted(shipped))
+        for name, text in shipped.items():
+            self.assertEqual(without_substitutions(name, site[name]),
+                             without_substitutions(name, text), name)
+
+    def test_1_a_gpu_feature_job_on_one_switch_gets_pods_on_one_leaf(self):
         d = self.d
         d.wait_ready()
         ctld = d.get("pod", "slurmctld-0")
@@ -98,76 +150,168 @@ class InClusterDeployment(unittest.TestCase):
         self.assert_kubelet_ran(ctld, "k8sbridge-controller")
         self.assertEqual(d.worker_pods(), [], "no worker pod before Slurm asks for one")
         nodes = d.slurm_nodes()
-        self.assertEqual(sorted(nodes), NODES)
-        for name in NODES:
+        self.assertEqual(sorted(nodes), SLURM_NODES)
+        for name in SLURM_NODES:
             self.assertIn("POWERED_DOWN", nodes[name]["State"], name)
+            self.assertIn("gpu:8", nodes[name].get("Gres", ""), name)
 
         # What a user types (README): srun from the login pod, through kubectl exec,
         # as a user (nobody: in the login image and so in the jail it populated).
         d.kube.clear_requests()
-        run = d.login(["srun", "-N4", "-l", "sh", "-c",
-                       "echo $(hostname) $(grep ^VERSION_CODENAME= /etc/os-release) "
-                       "$(cat /.k8sbridge-jail 2>/dev/null || echo no-jail)"],
-                      check=False, timeout=600, user="nobody")
-        self.assertEqual(run.returncode, 0, f"{run.stdout}{run.stderr}\n{d.describe()}")
-        lines = sorted(run.stdout.splitlines())
-        self.assertEqual(len(lines), 4, run.stdout)
-        for i, line in enumerate(lines):
-            # Each task on its own node, in the jail populated from the login image.
-            self.assertRegex(line, rf"^{i}: w-{i} VERSION_CODENAME=trixie populated from "
-                                   r"the login image")
+        out = self.srun("-N2", "--switches=1", "-C", "h100", "--gres=gpu:8", "-l",
+                        "sh", "-c", PROBE)
         # The exec went to the login pod's kubelet (the stream it answered).
         self.assertIn(("exec", 101), {(r["subresource"], r["code"])
                                       for r in d.kube.requests_log()
                                       if r["resource"] == "pods" and
                                       (r["name"] or "").startswith("slurm-login")})
-
-        pods = {p["metadata"]["name"]: p for p in d.worker_pods()}
-        self.assertEqual(sorted(pods), NODES)
-        controller_image = ctld["spec"]["containers"][0]["image"]
-        self.assertRegex(controller_image, r"^k8sbridge-controller:")
-        containers = {}
+        hosts = sorted(re.findall(r"^\d+: (gpu-\d+) populated from the login image.* "
+                                  r"CUDA=0,1,2,3,4,5,6,7$", out, re.M))
+        self.assertEqual(len(hosts), 2, out)
+        # --switches=1: Slurm's tree (the topology sidecar's, from the groups'
+        # PlacementDomain) puts both on one leaf, and so do their pods.
+        self.assertEqual(len({LEAF_OF_NODE[h] for h in hosts}), 1, out)
+        for task, seen in self.devices(out).items():
+            self.assertEqual(seen, {f"/dev/nvidia{i}": "No such device or address"
+                                    for i in range(8)}, f"task {task}: {out}")
+        pods = self.pods()
+        self.assertEqual(sorted(pods), hosts)
         for name, pod in pods.items():
-            self.assertRegex(pod["spec"]["containers"][0]["image"], r"^k8sbridge-worker:", name)
-            self.assertEqual(pod["metadata"]["labels"].get("app.kubernetes.io/managed-by"),
-                             "k8sbridge", name)
-            containers[name] = self.assert_kubelet_ran(pod, "k8sbridge-worker")
+            spec = pod["spec"]
+            node = self.k8s_node(spec["nodeName"])
+            self.assertEqual(node["metadata"]["labels"][LEAF_LABEL], LEAF_OF_NODE[name], name)
+            # -C h100 became the feature's node selector; the node has the label.
+            self.assertEqual(spec["nodeSelector"].get("nvidia.com/gpu.product"),
+                             node["metadata"]["labels"]["nvidia.com/gpu.product"], name)
+            self.assertEqual(spec.get("runtimeClassName"), RUNTIME_CLASS, name)
+            limits = spec["containers"][0]["resources"]["limits"]
+            self.assertEqual(limits.get(GPU_RESOURCE), "8", name)
+            self.assertRegex(spec["containers"][0]["image"], r"^k8sbridge-worker:", name)
+            self.assert_kubelet_ran(pod, "k8sbridge-worker")
             self.assert_kubelet_events(pod)
-        # The placement pod affinity (PlacementLabel, required): one leaf for the job.
-        leaves = {d.kube.kubectl_json("get", "node", p["spec"]["nodeName"])["metadata"]
-                  ["labels"][LEAF_LABEL] for p in pods.values()}
-        self.assertEqual(len(leaves), 1, leaves)
         nodes = d.slurm_nodes()
-        for name in NODES:
+        for name in hosts:
             self.assertEqual(nodes[name]["NodeAddr"], pods[name]["status"]["podIP"], name)
-            # slurmd's node_features_k8s read the H100 label of its Kubernetes node
-            # (tests/harness/deployment.py labels every node so).
-            self.assertIn("h100", nodes[name].get("ActiveFeatures", "").split(","),
-                          f"{name}: {nodes[name]}\n{d.describe()}")
-        # proctrack/cgroup and task/cgroup, as shipped: each task is in its job's
-        # cgroup inside the pod.
-        run = d.login(["srun", "-N4", "-l", "grep", "-c", "/job_", "/proc/self/cgroup"],
-                      check=False, timeout=300, user="nobody")
-        self.assertEqual(run.returncode, 0, f"{run.stdout}{run.stderr}\n{d.describe()}")
-        for line in run.stdout.splitlines():
-            self.assertRegex(line, r"^\d+: [1-9]\d*$", run.stdout)
+            # slurmd's node_features_k8s read its Kubernetes node's labels.
+            self.assertEqual(set(nodes[name].get("ActiveFeatures", "").split(",")),
+                             {"h100", "ib"}, f"{name}: {nodes[name]}")
 
-        # The power programs ran in the controller pod (their log is in its log
-        # volume, on its node), found the API server through the entrypoint's service
-        # file and authenticated with the pod's own token: nothing else here can
-        # make pods.
-        log = d.pod_file(ctld, "log", "k8sbridge-power.log")
+    def test_2_jobs_run_in_the_jail_each_in_its_cgroup_with_its_own_gpus(self):
+        d = self.d
+        out = self.srun("-N4", "-l", "sh", "-c",
+                        "echo $(hostname) $(grep ^VERSION_CODENAME= /etc/os-release) "
+                        "$(cat /.k8sbridge-jail 2>/dev/null || echo no-jail) "
+                        "$(grep -c /job_ /proc/self/cgroup)")
+        lines = sorted(out.splitlines())
+        self.assertEqual(len(lines), 4, out)
+        for i, line in enumerate(lines):
+            # Each task on its own node, in the jail populated from the login image,
+            # in its job's cgroup (proctrack/cgroup and task/cgroup, as shipped).
+            self.assertRegex(line, rf"^{i}: {SLURM_NODES[i]} VERSION_CODENAME=trixie "
+                                   r"populated from the login image.* [1-9]\d*$")
+        self.assertEqual(sorted(self.pods()), SLURM_NODES)
+        # ConstrainDevices: a one-GPU job opens its device, and no other.
+        out = self.srun("-N1", "--gres=gpu:1", "-l", "sh", "-c", PROBE)
+        self.assertRegex(out, r"CUDA=0$", out)
+        seen = self.devices(out)[0]
+        self.assertEqual(sorted(seen.values()),
+                         ["No such device or address"] + ["Operation not permitted"] * 7, out)
+
+        # The power programs ran in the controller pod under its own token.
+        log = d.pod_file(d.get("pod", "slurmctld-0"), "log", "k8sbridge-power.log")
         self.assertIsNotNone(log, "k8sbridge-power.log in the controller pod's log volume")
         self.assertNotRegex(log.read_text(), r"forbidden|in-cluster config")
 
-        # SuspendTime (30 s in the demo overlay): Slurm suspends the idle nodes, and
-        # k8sbridge-suspend deletes their pods; their kubelet stops the containers.
+    def test_3_a_batch_script_and_its_srun_run_in_the_jail(self):
+        d = self.d
+        # The batch script (sbatch --wrap's) and the step it starts each check that
+        # they run in the jail.
+        script = ("test -e /.k8sbridge-jail || exit 3; "
+                  "srun -N2 sh -c 'test -e /.k8sbridge-jail' || exit 4")
+        r = d.login(["sbatch", "--parsable", "-N2", "--chdir=/tmp", "--output=/dev/null",
+                     f"--wrap={script}"], user="nobody")
+        job = r.stdout.strip().split(";")[0]
+        d.wait(lambda: d.job(job).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED",
+                                                       "NODE_FAIL", "TIMEOUT"),
+               300, f"batch job {job} to end")
+        info = d.job(job)
+        self.assertEqual((info["JobState"], info["ExitCode"]), ("COMPLETED", "0:0"), info)
+
+    def test_4_a_lost_gpu_drains_the_node_and_cordons_its_kubernetes_node(self):
+        d = self.d
+        victim = "gpu-003"
+        pod = self.pods()[victim]
+        k8s_name = pod["spec"]["nodeName"]
+
+        def health():
+            return d.kubectl("exec", victim, "-c", "slurmd", "--", "env",
+                             f"SLURMD_NODENAME={victim}", HEALTH, check=False,
+                             namespace=WORKER_NAMESPACE)
+        gpus = [healthy_gpu(i) for i in range(8)]
+        d.toolkit.set_gpus(victim, gpus[:3] + [dict(gpus[3], lost=True)] + gpus[4:])
+        r = health()
+        self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)  # unhealthy
+
+        def drained():
+            return d.slurm_nodes()[victim].get("Reason", "").startswith(
+                "[hardware] k8sbridge-health: GPU 3")
+        d.wait(drained, 60, f"{victim} drained for its lost GPU")
+
+        def cordoned():
+            node = self.k8s_node(k8s_name)
+            return (node["spec"].get("unschedulable") is True and
+                    HARDWARE_TAINT in {t["key"] for t in node["spec"].get("taints", [])})
+        d.wait(cordoned, 120, f"k8sbridge-sync to cordon and taint {k8s_name}")
+
+        # Repaired: two clean runs (ResumeAfterCleanRuns) return the node, and sync
+        # uncordons the Kubernetes node it cordoned.
+        d.toolkit.set_gpus(victim, gpus)
+        for _ in range(2):
+            r = health()
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        d.wait(lambda: "DRAIN" not in d.slurm_nodes()[victim]["State"], 60,
+               f"{victim} back in service")
+        d.wait(lambda: not cordoned() and not self.k8s_node(k8s_name)["spec"]
+               .get("unschedulable"), 120, f"k8sbridge-sync to uncordon {k8s_name}")
+
+    def test_5_prometheus_scrapes_the_metrics_service(self):
+        d = self.d
+        monitor = yaml.safe_load((DEPLOY / "components" / "servicemonitor" /
+                                  "servicemonitor.yaml").read_text())
+        # Prometheus runs on the host: it reaches the controller pod through the
+        # pod's node, as a node of a cluster does.
+        routes = [(node.pod_cidr, node.address) for node in d.nodes]
+        try:
+            for cidr, via in routes:
+                subprocess.run(["ip", "route", "replace", cidr, "via", via], check=True)
+            prom = Prometheus(service_monitor_scrape(monitor, d.kube.kubectl_json))
+            try:
+                prom.wait_targets_up(1)
+                d.wait(lambda: prom.value("k8sbridge_sync_leader") == 1, 60,
+                       "the scraped k8sbridge_sync_leader")
+                self.assertEqual(prom.value("k8sbridge_power_metrics_file_readable"), 1)
+                # The resumes of the jobs above, counted by the power programs.
+                resumes = prom.value('sum(k8sbridge_power_calls_total{subcommand="resume",'
+                                     'result="ok"})')
+                self.assertGreaterEqual(resumes or 0, 2)
+            finally:
+                prom.close()
+        finally:
+            for cidr, via in routes:
+                subprocess.run(["ip", "route", "del", cidr, "via", via], check=False)
+
+    def test_6_idle_nodes_power_down_and_their_pods_go(self):
+        d = self.d
+        containers = {name: self.assert_kubelet_ran(pod, "k8sbridge-worker")
+                      for name, pod in self.pods().items()}
+
         def powered_down_without_pods():
             if d.worker_pods():
                 return False
             states = d.slurm_nodes()
             return all("POWERED_DOWN" in states[n]["State"] and
-                       not re.search(r"DOWN\*|DRAIN|FAIL", states[n]["State"]) for n in NODES)
+                       not re.search(r"DOWN\*|DRAIN|FAIL", states[n]["State"])
+                       for n in SLURM_NODES)
         d.wait(powered_down_without_pods, 300, "the worker pods deleted after SuspendTime")
         for name, (node, cid) in containers.items():
             d.wait(lambda: cid not in node.containers(), 60,

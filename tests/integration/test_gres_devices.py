@@ -8,8 +8,8 @@ devices of a major no driver holds, so opening an allowed one fails with ENXIO
 import os
 import re
 import unittest
-from pathlib import Path
 
+from harness.gpu_toolkit import free_char_major
 from harness.rig import NodeSpec, Rig, RigConfig
 from harness.testcase import RigTestCase, main
 
@@ -23,22 +23,6 @@ PROBE = ("import os, errno, sys\n"
          "    except OSError as e:\n"
          "        print(os.path.basename(f), errno.errorcode[e.errno])\n"
          "print('CUDA_VISIBLE_DEVICES', os.environ.get('CUDA_VISIBLE_DEVICES', '-'))\n")
-
-
-def free_char_major() -> int:
-    """A character major for local use (240-254) that no driver holds now."""
-    used = set()
-    block = False
-    for line in Path("/proc/devices").read_text().splitlines():
-        if line.startswith("Block devices"):
-            block = True
-        fields = line.split()
-        if not block and fields and fields[0].isdigit():
-            used.add(int(fields[0]))
-    for major in range(240, 255):
-        if major not in used:
-            return major
-    raise unittest.SkipTest("every local-use character major (240-254) is held by a driver")
 
 
 class GresDevicesTest(RigTestCase):
