@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 
 #include "k8sbridge/file.h"
 #include "k8sbridge/jail/paths.h"
+#include "k8sbridge/jail/writable_layer.h"
 
 namespace k8sbridge::jail {
 namespace {
@@ -227,7 +229,7 @@ std::vector<PrepareMount> BuildPreparePlan(const PrepareConfig& c) {
   if (!c.slurm_conf_dir.empty())
     plan.push_back({same(c.slurm_conf_dir, true), false, true});
   for (const std::string& lib : c.gpu_libs)
-    plan.push_back({same(lib, true), false, false});
+    plan.push_back({same(lib, true), false, false, true});
   for (const Bind& b : c.binds)
     plan.push_back({b, true, false});
   return plan;
@@ -246,10 +248,69 @@ std::vector<std::string> RecordedMounts(const std::string& text) {
   return lines;
 }
 
+bool Contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+// The deepest directory on the way to `path` (absolute inside the jail) that
+// exists, resolved beneath the jail root.
+Result<UniqueFd> NearestExistingBeneath(int jail_fd, std::string path, const std::string& jail) {
+  while (true) {
+    size_t slash = path.find_last_of('/');
+    path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+    auto dir = OpenBeneath(jail_fd, path, jail);
+    if (dir.ok() || dir.status().code() != Status::Code::kNotFound || path == "/")
+      return dir;
+  }
+}
+
+// Makes room for a GPU driver file's mount point `target` that the jail lacks:
+// when its nearest jail directory is read-only, that directory gets a per-pod
+// writable layer, recorded before the file's bind so --undo removes the bind
+// first. A layer an earlier run of this pod recorded is reused.
+Status MakeRoomForDriverFile(const PrepareConfig& c, const std::string& target, int jail_fd,
+                             WritableLayers& layers, std::vector<std::string>& recorded,
+                             Logger& log) {
+  auto existing = OpenBeneath(jail_fd, target, c.jail);
+  if (existing.ok() || existing.status().code() != Status::Code::kNotFound)
+    return Status::Ok();  // MakePathBeneath binds onto it, or reports what is wrong
+  auto dir = NearestExistingBeneath(jail_fd, target, c.jail);
+  if (!dir.ok())
+    return dir.status().WithContext("bind target");
+  struct statvfs fs {};
+  if (::fstatvfs(dir->get(), &fs) != 0) {
+    return Status::IoError(fmt::format("cannot statvfs the directory of {} in jail {}: {}", target,
+                                       c.jail, std::strerror(errno)));
+  }
+  if (!(fs.f_flag & ST_RDONLY))
+    return Status::Ok();
+  auto dir_real = RealPath(dir->ProcPath());
+  if (!dir_real.ok())
+    return dir_real.status();
+  auto points = MountPoints();
+  if (!points.ok())
+    return points.status();
+  if (Contains(*points, *dir_real) && Contains(recorded, *dir_real))
+    return Status::Ok();
+  for (const std::string& point : *points) {
+    if (point == *dir_real || point.starts_with(*dir_real + "/")) {
+      return Status::InvalidArgument(fmt::format(
+          "cannot lay a writable layer over jail directory {} for {}: {} is mounted at or "
+          "beneath it, and the layer would cover it; create the directory of {} in the jail "
+          "once, from a pod that mounts it writable (such as the populate job)",
+          *dir_real, target, point, target));
+    }
+  }
+  if (Status s = layers.Cover(dir->get(), *dir_real, log); !s.ok())
+    return s;
+  recorded.push_back(*dir_real);
+  return Status::Ok();
+}
+
 // Binds one planned mount below the jail, adding its target to `recorded`;
 // skips an optional source this host lacks and a target an earlier run bound.
 Status BindPlannedMount(const PrepareConfig& c, const PrepareMount& m, int jail_fd,
-                        std::vector<std::string>& recorded, Logger& log) {
+                        WritableLayers& layers, std::vector<std::string>& recorded, Logger& log) {
   auto source = RealPath(m.bind.source);
   if (!source.ok()) {
     if (m.optional && source.status().code() == Status::Code::kNotFound) {
@@ -262,6 +323,10 @@ Status BindPlannedMount(const PrepareConfig& c, const PrepareMount& m, int jail_
   if (::stat(source->c_str(), &st) != 0) {
     return Status::IoError(fmt::format("cannot stat {}: {}", *source, std::strerror(errno)));
   }
+  if (m.layer_when_read_only) {
+    if (Status s = MakeRoomForDriverFile(c, m.bind.target, jail_fd, layers, recorded, log); !s.ok())
+      return s;
+  }
   auto target = MakePathBeneath(jail_fd, m.bind.target, !S_ISDIR(st.st_mode), c.jail);
   if (!target.ok())
     return target.status().WithContext("bind target");
@@ -272,12 +337,12 @@ Status BindPlannedMount(const PrepareConfig& c, const PrepareMount& m, int jail_
   auto points = MountPoints();
   if (!points.ok())
     return points.status();
-  if (std::find(points->begin(), points->end(), *target_real) != points->end()) {
+  if (Contains(*points, *target_real)) {
     // Reused only when this pod's own earlier run made it (its state file, in
     // the pod's /run, lists it). Any other mount there is somebody else's: with
     // Bidirectional propagation another pod's binds show up here, and its munge
     // socket or /dev are not this pod's.
-    if (std::find(recorded.begin(), recorded.end(), *target_real) == recorded.end()) {
+    if (!Contains(recorded, *target_real)) {
       return Status::InvalidArgument(fmt::format(
           "{} is already a mount point, and not one this pod's k8sbridge-jail-prepare "
           "made (its state file {} does not list it): refusing to use it. Unmount it; if "
@@ -334,10 +399,13 @@ Status PrepareJail(const PrepareConfig& c, Logger& log) {
   std::vector<std::string> recorded;
   if (auto old = ReadFile(c.state_file); old.ok())
     recorded = RecordedMounts(*old);
+  WritableLayers layers(OverlayStagingDir(c.state_file));
   for (const PrepareMount& m : BuildPreparePlan(c)) {
-    if (Status s = BindPlannedMount(c, m, jail_fd->get(), recorded, log); !s.ok())
+    if (Status s = BindPlannedMount(c, m, jail_fd->get(), layers, recorded, log); !s.ok())
       return s;
   }
+  if (Status s = layers.Finish(); !s.ok())
+    return s;
   return WriteStateFile(c.state_file, recorded);
 }
 

@@ -24,11 +24,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include "k8sbridge/jail/enter.h"
+#include "k8sbridge/jail/gpu_driver.h"
 #include "k8sbridge/jail/job_ns.h"
 #include "k8sbridge/jail/job_tmp.h"
 #include "k8sbridge/jail/paths.h"
 #include "k8sbridge/jail/prepare.h"
 #include "k8sbridge/jail/step.h"
+#include "recording_logger.h"
 #include "test_dir.h"
 
 namespace k8sbridge::jail {
@@ -689,6 +691,124 @@ BOOST_AUTO_TEST_CASE(a_read_only_jail_is_prepared_without_writing_to_it) {
   });
   BOOST_TEST(failure.empty(), failure);
   BOOST_TEST(!fs::exists(jail + "/.k8sbridge-prepare.lock"));
+}
+
+// A GPU driver as the container runtime injects it: a file the jail lacks, in
+// a directory ("container") the jail has. Returns the preparation that binds it.
+PrepareConfig WithDriverFile(const testing::TestDir& d, const std::string& jail) {
+  NullLogger log;
+  std::string container = d / "container";
+  fs::create_directories(container);
+  fs::create_directories(jail + container);
+  ::chmod((jail + container).c_str(), 0755);
+  std::ofstream(container + "/libnvidia-ml.so.1") << "driver 550\n";
+  PrepareConfig c = OnlyBinds(jail, {}, d / "state");
+  AddGpuDriverFiles(c, {container}, log);
+  return c;
+}
+
+std::vector<std::string> MountsBelow(const std::string& dir) {
+  std::vector<std::string> below;
+  auto points = MountPoints();
+  for (const std::string& point : points.ok() ? *points : std::vector<std::string>{}) {
+    if (point.starts_with(dir + "/"))
+      below.push_back(point);
+  }
+  return below;
+}
+
+// Checks a read-only jail prepared with the driver file of WithDriverFile:
+// the file is there, read-only, on a layer of the pod's, not on `disk` (the
+// jail's own directory seen through another path).
+void CheckDriverFileOnLayer(const testing::TestDir& d, const std::string& jail,
+                            const std::string& disk, const Fail& fail) {
+  std::string dir = jail + d / "container";
+  std::string lib = dir + "/libnvidia-ml.so.1";
+  if (Slurp(lib) != "driver 550\n")
+    fail("the driver file is not in the jail");
+  if (::open(lib.c_str(), O_WRONLY | O_CLOEXEC) >= 0 || errno != EROFS)
+    fail("the driver file is writable in the jail");
+  if (fs::exists(disk + d / "container/libnvidia-ml.so.1"))
+    fail("the mount point was made in the jail on disk");
+  if (Slurp(d / "state") != dir + "\n" + lib + "\n")
+    fail("the state file does not list the layer before the file: " + Slurp(d / "state"));
+  auto points = MountPoints();
+  if (!points.ok() ||
+      std::find(points->begin(), points->end(), d / "overlay-staging") != points->end())
+    fail("the staging tmpfs is still attached");
+}
+
+// Root only. On a read-only jail a GPU driver file's mount point cannot be
+// made: its jail directory gets a per-pod writable layer (overlayfs on tmpfs)
+// that holds it. A second run changes nothing; --undo removes the bind, then
+// the layer.
+BOOST_AUTO_TEST_CASE(a_gpu_driver_file_gets_a_writable_layer_in_a_read_only_jail) {
+  if (testing::SkipUnlessRoot())
+    return;
+  testing::TestDir d;
+  std::string jail = MakeTestJail(d);
+  std::string disk = d / "disk";
+  fs::create_directories(disk);
+  PrepareConfig c = WithDriverFile(d, jail);
+  std::string failure = InChild([&](const Fail& fail) {
+    if (!testing::PrivateMountNamespace())
+      fail("private mount namespace");
+    if (::mount(jail.c_str(), disk.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        ::mount(jail.c_str(), jail.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        ::mount(nullptr, jail.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0)
+      fail("make the jail read-only");
+    RecordingLogger log;
+    PrepareConfig odd = c;
+    odd.state_file = d / "a,b/state";
+    Status refused = PrepareJail(odd, log);
+    if (refused.message().find(d / "a,b/overlay-staging") == std::string::npos ||
+        !MountsBelow(jail).empty())
+      fail("a staging path overlayfs cannot take: " + refused.ToString());
+    if (Status s = PrepareJail(c, log); !s.ok())
+      fail("prepare: " + s.ToString());
+    if (!log.Contains("is read-only: a per-pod writable layer (overlayfs on tmpfs) holds the "
+                      "GPU driver's mount points"))
+      fail("the layer is not logged");
+    CheckDriverFileOnLayer(d, jail, disk, fail);
+    std::vector<std::string> before = MountsBelow(jail);
+    if (Status s = PrepareJail(c, log); !s.ok())
+      fail("prepare again: " + s.ToString());
+    if (MountsBelow(jail) != before)
+      fail("the second run changed the mounts");
+    CheckDriverFileOnLayer(d, jail, disk, fail);
+    if (Status s = UndoPrepare(c, log); !s.ok())
+      fail("undo: " + s.ToString());
+    if (!MountsBelow(jail).empty())
+      fail("undo left mounts: " + MountsBelow(jail).front());
+    if (fs::exists(jail + d / "container/libnvidia-ml.so.1"))
+      fail("the driver file is still in the jail after undo");
+  });
+  BOOST_TEST(failure.empty(), failure);
+}
+
+// Root only. In a writable jail nothing changes: the driver file's mount point
+// is made in the jail, and no layer is laid.
+BOOST_AUTO_TEST_CASE(a_gpu_driver_file_in_a_writable_jail_gets_no_layer) {
+  if (testing::SkipUnlessRoot())
+    return;
+  testing::TestDir d;
+  std::string jail = MakeTestJail(d);
+  std::string lib = jail + d / "container/libnvidia-ml.so.1";
+  PrepareConfig c = WithDriverFile(d, jail);
+  std::string failure = InChild([&](const Fail& fail) {
+    if (!testing::PrivateMountNamespace())
+      fail("private mount namespace");
+    NullLogger log;
+    if (Status s = PrepareJail(c, log); !s.ok())
+      fail("prepare: " + s.ToString());
+    if (Slurp(lib) != "driver 550\n")
+      fail("the driver file is not in the jail");
+    if (MountsBelow(jail) != std::vector<std::string>{lib} || Slurp(d / "state") != lib + "\n")
+      fail("more than the file's bind: " + Slurp(d / "state"));
+  });
+  BOOST_TEST(failure.empty(), failure);
+  BOOST_TEST(fs::exists(lib));  // the mount point, in the jail itself
+  BOOST_TEST(!fs::exists(d / "overlay-staging"));
 }
 
 // The shipped worker templates mount the jail read-only.

@@ -6,7 +6,9 @@
 // It binds into the jail, at the same paths: /dev and /sys (recursive, so GPU
 // device nodes and cgroups come along), /etc/hosts and /etc/resolv.conf, the
 // munge socket directory, the Slurm installation and its configuration, and the
-// GPU driver libraries an administrator lists, plus any --bind.
+// GPU driver libraries an administrator lists, plus any --bind. On a jail
+// mounted read-only (as workers mount it) the mount points must exist already,
+// except a GPU driver file's: its jail directory gets a per-pod writable layer.
 //
 // Many pods may prepare one jail at once: the mount points they create in the
 // shared jail are made under an exclusive lock on <jail>/.k8sbridge-prepare.lock
@@ -51,6 +53,9 @@ struct PrepareMount {
   Bind bind;
   bool recursive = false;
   bool optional = false;  // a missing source is skipped, not an error
+  // A GPU driver file: where a read-only jail lacks its mount point, its jail
+  // directory gets a per-pod writable layer (writable_layer.h) to hold one.
+  bool layer_when_read_only = false;
   friend bool operator==(const PrepareMount&, const PrepareMount&) = default;
 };
 
