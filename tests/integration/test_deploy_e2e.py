@@ -51,7 +51,8 @@ from test_deploy_manifests import config_files, render, without_substitutions
 # another's: "Operation not permitted", the job's device cgroup).
 PROBE = ("echo $(hostname) $(cat /.k8sbridge-jail 2>/dev/null || echo no-jail) "
          "CUDA=${CUDA_VISIBLE_DEVICES:--}; "
-         "for f in /dev/nvidia[0-7]; do head -c0 $f 2>&1 >/dev/null && echo \"$f opened\"; done")
+         "for f in /dev/nvidia[0-7]; do head -c0 $f 2>&1 >/dev/null && echo \"$f opened\"; done; "
+         "true")
 DEVICE_LINE = re.compile(r"^(\d+): .*(/dev/nvidia\d).*?(No such device or address|"
                          r"Operation not permitted|opened)", re.M)
 HEALTH = "/usr/sbin/k8sbridge-health"

@@ -40,9 +40,9 @@ class GresDevicesTest(RigTestCase):
         files = [devices / f"fakegpu{i}" for i in range(GPUS)]
         for i, f in enumerate(files):
             os.mknod(f, 0o666 | 0o020000, os.makedev(major, i))
-        # What the deployed gres.conf says where no driver is loaded: the files.
+        # What the deployed gres.conf says: the files, no AutoDetect.
         rig.config.extra_files["gres.conf"] = (
-            f"AutoDetect=nvidia\nNodeName=w-0 Name=gpu File={devices}/fakegpu[0-{GPUS - 1}]\n")
+            f"NodeName=w-0 Name=gpu File={devices}/fakegpu[0-{GPUS - 1}]\n")
         probe = rig.workdir / "probe.py"
         probe.write_text(PROBE)
         with rig:
