@@ -241,8 +241,14 @@ char* node_features_p_node_xlate(char* new_features, char* orig_features, char* 
                                  int /*node_inx*/) {
   std::lock_guard lock(g_mu);
   auto changeable = [](std::string_view f) { return g_config && kf::IsChangeable(*g_config, f); };
-  return XstrdupOrNull(kf::MergeNodeFeatures(new_features ? new_features : "",
-                                             orig_features ? orig_features : "", changeable));
+  const std::string merged = kf::MergeNodeFeatures(new_features ? new_features : "",
+                                                   orig_features ? orig_features : "", changeable);
+  // A list that names no feature (k8sbridge-power's ",") leaves none active: "",
+  // because slurmctld takes a node's available features as active when it registers
+  // with NULL.
+  if (merged.empty() && new_features && *new_features)
+    return xstrdup("");
+  return XstrdupOrNull(merged);
 }
 
 char* node_features_p_node_xlate2(char* new_features) {

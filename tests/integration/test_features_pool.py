@@ -12,6 +12,10 @@ A100 kwok nodes, one GPU each; the test plays the kubelet, see harness/features.
   network partition), slurmd registers from the label cache within
   FeatureLabelTimeout and its log says the cache was used;
 - after power-down the nodes' active features are reset;
+- on a fresh slurmctld, a job without -C resumes a pool node whose pod lands on an
+  H100 node: k8sbridge-power drops the changeable features from the node's active
+  ones first, so the registration (h100 alone) is accepted, the job runs once, and
+  the node has h100 active and not a100;
 - with k8sbridge-sync running, relabelling the Kubernetes node under a running
   Slurm node changes that node's features within 5 s, without a reconfigure.
 """
@@ -120,6 +124,36 @@ class FeaturePool(FeaturesRigCase):
             active = features_of(rig.node(name), "ActiveFeatures")
             self.assertNotIn("h100", active)
             self.assertNotIn("a100", active)
+
+    def test_a_job_without_constraint_runs_on_a_fresh_slurmctld(self):
+        rig = self.make_rig()
+        with rig:
+            self.start_kube(rig)
+            # Only the H100 nodes take pods: the pod is on hardware that has h100
+            # and not a100, both of which slurm.conf lists as the node's features.
+            for name, product in KUBE_NODES.items():
+                if product == A100:
+                    status, _, body = self.kube.request(
+                        "PATCH", f"/api/v1/nodes/{name}", {"spec": {"unschedulable": True}},
+                        content_type="application/merge-patch+json")
+                    self.assertEqual(status, 200, body)
+            self.start_kubelet(rig)
+            self.addCleanup(self.stop_kubelet)
+            job = rig.sbatch("#!/bin/sh\nsleep 5\n", ["-N1"])
+            wait_for(lambda: rig.job(job)["JobState"] == "RUNNING", 120,
+                     lambda: f"the job without -C to run; power.log:\n{self.power_log()}")
+            [node] = self.job_nodes(rig, job)
+            self.assertEqual(KUBE_NODES[self.pod(node)["spec"]["nodeName"]], H100)
+            state = rig.node(node)
+            self.assertNotIn("DOWN", state["State"], state)
+            self.assertIn("h100", features_of(state, "ActiveFeatures"), state)
+            self.assertNotIn("a100", features_of(state, "ActiveFeatures"), state)
+            self.assertIn("active features h100,a100 -> (none)", self.power_log())
+            done = rig.wait_job(job, timeout=120)
+            self.assertEqual(done.get("Restarts", "0"), "0", done)
+            self.assertNotIn("DOWN", rig.node(node)["State"])
+            self.stop_kubelet()
+        self.assertRigGone(rig)
 
     def test_relabel_changes_features_of_a_running_node(self):
         if not SYNC.exists():

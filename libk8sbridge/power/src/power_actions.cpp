@@ -15,7 +15,9 @@
 #include "k8sbridge/power/feature_placement.h"
 #include "k8sbridge/power/lost_node.h"
 #include "k8sbridge/power/pod_calls.h"
+#include "k8sbridge/power/resume_features.h"
 #include "k8sbridge/power/worker_pod.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::power {
 
@@ -260,6 +262,40 @@ std::optional<CreateResult> UseLiveReplacement(const PowerContext& ctx, ResumeCa
   return std::nullopt;
 }
 
+// Before the node's pod exists, so before its slurmd can register: the changeable
+// features the pod is not placed for leave the node's active features
+// (resume_features.h). A failure is logged and the resume goes on: the pod may
+// still land where every active feature's labels are.
+void ActivateOnlyPlacedFeatures(const PowerContext& ctx, const std::string& node,
+                                const Result<slurm::Node>& live,
+                                const std::vector<const ResumeJob*>& jobs) {
+  if (!live.ok()) {
+    ctx.log.Warning(
+        "node {}: its active features cannot be read from slurmctld ({}): left as "
+        "they are",
+        node, live.status().message());
+    return;
+  }
+  const std::vector<std::string> placed = PlacedFeatures(ctx.setup.config, jobs);
+  auto change =
+      ActiveFeaturesAtResume(ctx.setup.config, live->features, live->features_act, placed);
+  if (!change)
+    return;
+  const std::string before = live->features_act.empty() ? live->features : live->features_act;
+  if (Status s = ctx.slurm.SetFeatures(node, live->features, change->active); !s.ok()) {
+    ctx.log.Error(
+        "node {}: could not drop active features {} (the pod is not placed for "
+        "them): {}",
+        node, text::Join(change->dropped, ","), s.message());
+    return;
+  }
+  ctx.log.Info(
+      "node {}: active features {} -> {}: its pod is not placed for {}, so slurmd "
+      "need not report them",
+      node, before, change->active == kNoActiveFeatures ? "(none)" : change->active,
+      text::Join(change->dropped, ","));
+}
+
 NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_point deadline,
                        const std::string& node, const ResumeRequest& request) {
   auto fail = [&](Status status) {
@@ -282,15 +318,19 @@ NodeOutcome ResumeNode(const PowerContext& ctx, ResumeCall& call, Steady::time_p
   if (auto jobs = call.jobs.find(node); jobs != call.jobs.end())
     pod_request.jobs = jobs->second;
   pod_request.annotations = request.pod_annotations;
+  std::optional<Result<slurm::Node>> live;
+  if (!group->gpus || !ctx.setup.config.features.empty())
+    live = ctx.slurm.LoadNode(node);
+  if (!ctx.setup.config.features.empty())
+    ActivateOnlyPlacedFeatures(ctx, node, *live, pod_request.jobs);
   if (!group->gpus) {
-    auto live = ctx.slurm.LoadNode(node);
-    if (!live.ok()) {
+    if (!live->ok()) {
       // Fail closed: a pod without the node's GPUs would register a node that lies.
-      return fail(live.status().WithContext(
+      return fail(live->status().WithContext(
           fmt::format("reading the Gres of node {} from slurmctld (or set Gpus= on NodeGroup={})",
                       node, group->name)));
     }
-    pod_request.gres = live->gres;
+    pod_request.gres = (*live)->gres;
   }
   if (ctx.munge) {
     const auto& credential = call.munge.Get(*ctx.munge, ctx.setup.config.cluster_name);

@@ -146,6 +146,12 @@ BOOST_AUTO_TEST_CASE(empty_sides) {
   BOOST_TEST(kf::MergeNodeFeatures("h100,h100", "", Changeable()) == "h100");
 }
 
+BOOST_AUTO_TEST_CASE(a_list_without_names_keeps_only_slurm_conf_features) {
+  // k8sbridge-power's "," (power::kNoActiveFeatures): no changeable feature active.
+  BOOST_TEST(kf::MergeNodeFeatures(",", "rack1,h100,a100", Changeable()) == "rack1");
+  BOOST_TEST(kf::MergeNodeFeatures(",", "h100,a100", Changeable()).empty());
+}
+
 BOOST_AUTO_TEST_CASE(no_duplicates) {
   BOOST_TEST(kf::MergeNodeFeatures("rack1,h100", "rack1,a100", Changeable()) == "rack1,h100");
 }

@@ -729,6 +729,57 @@ BOOST_FIXTURE_TEST_CASE(feature_placement_lists_only_this_clusters_worker_pods, 
   BOOST_TEST(pod_lists == 1);
 }
 
+// A fresh slurmctld holds no active features for a node whose Features= it cannot
+// tell apart (NULL), and takes its available ones as active when slurmd registers.
+k8sbridge::slurm::Node PoweringUp(const std::string& name, std::string features,
+                                  std::string active) {
+  k8sbridge::slurm::Node n;
+  n.name = name;
+  n.base = k8sbridge::slurm::Node::Base::kIdle;
+  n.cloud = true;
+  n.powering_up = true;
+  n.features = std::move(features);
+  n.features_act = std::move(active);
+  n.gres = "gpu:8";
+  return n;
+}
+
+BOOST_FIXTURE_TEST_CASE(resume_drops_active_features_the_pod_is_not_placed_for, Fixture) {
+  slurm.SetNodes({PoweringUp("w-0", "h100,rack1", "")});
+  auto report = power::Resume(Context(), {"w-0"}, OneJob({"w-0"}));
+  BOOST_TEST(report.Failed() == 0u);
+  BOOST_TEST(slurm.calls() == (std::vector<std::string>{"features w-0 h100,rack1 rack1"}));
+  BOOST_TEST(api.Has("w-0"));
+  BOOST_TEST(!api.Pod("w-0").Has("/spec/nodeSelector"));
+  BOOST_TEST(log.Contains("node w-0: active features h100,rack1 -> rack1", LogLevel::kInfo));
+}
+
+BOOST_FIXTURE_TEST_CASE(resume_into_a_feature_keeps_it_active, Fixture) {
+  // -C h100: slurmctld made h100 active, and the pod is placed on an H100 node.
+  slurm.SetNodes({PoweringUp("w-0", "h100", "h100")});
+  auto report = power::Resume(Context(), {"w-0"}, OneJob({"w-0"}, "h100"));
+  BOOST_TEST(report.Failed() == 0u);
+  BOOST_TEST(slurm.calls().empty());
+  BOOST_TEST(api.Pod("w-0").String("/spec/nodeSelector/nvidia.com~1gpu.product") == "H100");
+}
+
+BOOST_FIXTURE_TEST_CASE(only_changeable_features_leave_none_active, Fixture) {
+  slurm.SetNodes({PoweringUp("w-0", "h100", "")});
+  auto report = power::Resume(Context(), {"w-0"}, OneJob({"w-0"}));
+  BOOST_TEST(report.Failed() == 0u);
+  BOOST_TEST(slurm.calls() == (std::vector<std::string>{"features w-0 h100 ,"}));
+  BOOST_TEST(log.Contains("node w-0: active features h100 -> (none)", LogLevel::kInfo));
+}
+
+BOOST_FIXTURE_TEST_CASE(unreadable_active_features_do_not_fail_the_resume, Fixture) {
+  setup.config.node_groups[0].gpus = 8;  // the Gres need no read
+  slurm.SetNodes({PoweringUp("w-1", "h100", "")});
+  auto report = power::Resume(Context(), {"w-0"}, OneJob({"w-0"}));
+  BOOST_TEST(report.Failed() == 0u);
+  BOOST_TEST(api.Has("w-0"));
+  BOOST_TEST(log.Contains("node w-0: its active features cannot be read", LogLevel::kWarning));
+}
+
 BOOST_AUTO_TEST_CASE(node_reason_is_one_bounded_line) {
   auto s = k8sbridge::Status::InvalidArgument("line one\nline two");
   BOOST_TEST(power::NodeReason(s) == "k8sbridge: line one line two");
