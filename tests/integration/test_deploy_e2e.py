@@ -213,7 +213,7 @@ class GpuSiteDeployment(unittest.TestCase):
         self.assertEqual(sorted(self.pods()), SLURM_NODES)
         # ConstrainDevices: a one-GPU job opens its device, and no other.
         out = self.srun("-N1", "--gres=gpu:1", "-l", "sh", "-c", PROBE)
-        self.assertRegex(out, r"CUDA=0$", out)
+        self.assertRegex(out, re.compile(r"CUDA=0$", re.M), out)
         seen = self.devices(out)[0]
         self.assertEqual(sorted(seen.values()),
                          ["No such device or address"] + ["Operation not permitted"] * 7, out)
