@@ -62,8 +62,9 @@ def service_monitor_scrape(monitor, kubectl_json, interval="1s"):
     return jobs
 
 
-def dashboard_metrics(path):
-    """The metric names the queries of Grafana dashboard `path` use."""
+def dashboard_metrics(path, prefix="k8sbridge_"):
+    """The metric names starting with `prefix` that the queries of Grafana dashboard
+    `path` use (k8sbridge's own; "slurm_": slurmctld's, Slurm 25.11 and later)."""
     exprs = []
 
     def walk(panels):
@@ -74,7 +75,7 @@ def dashboard_metrics(path):
     walk(json.loads(Path(path).read_text())["panels"])
     names = set()
     for expr in exprs:
-        names.update(re.findall(r"\b(k8sbridge_[a-z0-9_]+)", expr))
+        names.update(re.findall(rf"\b({re.escape(prefix)}[a-z0-9_]+)", expr))
     return names
 
 
@@ -148,6 +149,11 @@ class Prometheus:
         """The single value of `expr`, or None when it has none."""
         values = list(self.query(expr).values())
         return values[0] if len(values) == 1 else None
+
+    def wait_value(self, expr, value, timeout=60):
+        """Waits until `expr` has the single value `value`."""
+        wait_for(lambda: self.value(expr) == value, timeout,
+                 lambda: f"{expr} == {value} in Prometheus; it is {self.query(expr)}")
 
     def targets(self):
         return self.api("targets")["activeTargets"]

@@ -90,9 +90,7 @@ class MetricsScrape(SyncRigTestCase):
 
             prom = self.prometheus(d.port)
 
-            def served(expr, value):
-                wait_for(lambda: prom.value(expr) == value, 60,
-                         lambda: f"{expr} == {value} in Prometheus; it is {prom.query(expr)}")
+            served = prom.wait_value
 
             served("k8sbridge_sync_leader", 1)
             served('k8sbridge_sync_source_fresh{side="kubernetes"}', 1)
