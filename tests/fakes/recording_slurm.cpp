@@ -135,6 +135,13 @@ Status RecordingSlurm::SetFeatures(std::string_view node, std::string_view avail
   });
 }
 
+Status RecordingSlurm::SetTopology(std::string_view node, std::string_view topology) {
+  if (!topology_updates_)
+    return Status::Internal("this Slurm has no node topology update");
+  return Apply(fmt::format("topology {} {}", node, topology), node,
+               [&](Node& n) { n.topology = topology; });
+}
+
 Result<std::string> RecordingSlurm::MungeSocket() {
   std::lock_guard lock(mu_);
   return munge_socket_;

@@ -42,6 +42,10 @@ class RecordingSlurm final : public Slurm {
   Status Reboot(std::string_view node, std::string_view reason) override;
   Status SetFeatures(std::string_view node, std::string_view available,
                      std::string_view active) override;
+  // As a Slurm of 25.05+ unless SetTopologyUpdates(false) (24.11).
+  bool SupportsTopologyUpdate() const override { return topology_updates_; }
+  // Records "topology w-0 <topology>" and sets the node's topology.
+  Status SetTopology(std::string_view node, std::string_view topology) override;
   Result<std::string> MungeSocket() override;
   Result<Timeouts> LoadTimeouts() override;
 
@@ -49,6 +53,7 @@ class RecordingSlurm final : public Slurm {
   void SetNodes(std::vector<Node> nodes);
   // The node's Gres (made if unknown, even after SetNodes).
   void SetGres(std::string_view node, std::string gres);
+  void SetTopologyUpdates(bool supported) { topology_updates_ = supported; }
   void SetMungeSocket(std::string socket) { munge_socket_ = std::move(socket); }
   void SetTimeouts(Timeouts timeouts) { timeouts_ = timeouts; }
   // nullptr if unknown. The pointer stays valid until the next SetNodes.
@@ -71,6 +76,7 @@ class RecordingSlurm final : public Slurm {
   std::string munge_socket_;
   Timeouts timeouts_{std::chrono::seconds(60), std::chrono::seconds(0)};  // Slurm's defaults
   bool fail_loads_ = false;
+  bool topology_updates_ = true;
 };
 
 }  // namespace k8sbridge::slurm

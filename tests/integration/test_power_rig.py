@@ -17,7 +17,10 @@ it when the pod is deleted.
 - Node groups pinned to leaves (PlacementDomain=), with k8sbridge-topology's
   topology.conf from the nodes' labels and TopologyPlugin=topology/tree: with one
   leaf's nodes partly busy, a `--switches=1` job takes the other leaf's nodes, and
-  their pods run on Kubernetes nodes of that leaf.
+  their pods run on Kubernetes nodes of that leaf. The same with topology/block (a
+  block per leaf) and a `--segment=2` job.
+- Slurm 25.05+: a node of an unpinned group (under cpu-only in the file) is
+  registered by k8sbridge-sync (SyncTopology) under the leaf its pod landed on, once.
 """
 
 import shutil
@@ -27,9 +30,15 @@ from pathlib import Path
 from harness.cluster import (WORKER_TEMPLATE as TEMPLATE, TestKubelet, power_program_lines)
 from harness.fabrics import PROGRAM as TOPOLOGY, expand_hostlist, run_program
 from harness.kube import LEAF_LABEL, KubeCluster
-from harness.paths import POWER
-from harness.rig import Rig, wait_for
+from harness.paths import POWER, SYNC
+from harness.rig import Rig, slurm_version, wait_for
+from harness.sync import Daemon
 from harness.testcase import RigTestCase, main
+
+
+# Two node groups pinned to kwok's two leaves (node-0 is on leaf-0, node-1 on leaf-1).
+PINNED_GROUPS = ("NodeGroup=a Nodes=w-[0-1] PodTemplate=worker.yaml PlacementDomain=leaf-0\n"
+                 "NodeGroup=b Nodes=w-[2-3] PodTemplate=worker.yaml PlacementDomain=leaf-1\n")
 
 
 class PowerRig(RigTestCase):
@@ -105,47 +114,122 @@ class PowerRig(RigTestCase):
                      60, "the nodes to be POWERED_DOWN")
         self.assertNoLeftovers()
 
-    def test_a_switches_job_of_pinned_groups_gets_pods_on_one_leaf(self):
+    def leaf_rig(self, nodes, groups, topology_format):
+        """A rig whose CLOUD nodes are the node groups `groups` (PlacementLabel the
+        leaf), with k8sbridge-topology's topology.conf from `--kube --config` in
+        `topology_format` (tree or block, the TopologyPlugin), as the controller pod's
+        init container writes it before slurmctld starts."""
         if not TOPOLOGY.exists():
             self.skipTest(f"{TOPOLOGY} is not built")
-        # kwok's node-0 is on leaf-0, node-1 on leaf-1.
-        rig = Rig(nodes=4, start_slurmd=False)
+        rig = Rig(nodes=nodes, start_slurmd=False)
         self.addCleanup(rig.stop)  # its slot, should the topology run fail before it starts
-        lines = self.programs(rig.slurm_conf, groups=(
-            f"PlacementLabel={LEAF_LABEL}\n"
-            "NodeGroup=a Nodes=w-[0-1] PodTemplate=worker.yaml PlacementDomain=leaf-0\n"
-            "NodeGroup=b Nodes=w-[2-3] PodTemplate=worker.yaml PlacementDomain=leaf-1\n"))
-        # The controller pod's init container: topology.conf before slurmctld starts.
+        lines = self.programs(rig.slurm_conf, groups=f"PlacementLabel={LEAF_LABEL}\n" + groups)
         topology = self.dir / "topology.conf"
         run = run_program(["--kube", "--config", str(self.dir / "k8sbridge.conf"),
-                           "--output", str(topology), "--no-reconfigure"])
+                           "--format", topology_format, "--output", str(topology),
+                           "--no-reconfigure"])
         self.assertEqual(run.returncode, 0, run.stderr)
         rig.config.slurm_conf_extra = (lines + "\nSuspendTime=600\n"
-                                       "TopologyPlugin=topology/tree\n")
+                                       f"TopologyPlugin=topology/{topology_format}\n")
         rig.config.extra_files["topology.conf"] = topology.read_text()
+        return rig
 
-        def leaf_of_pod(name):
-            host = self.pod(name)["spec"]["nodeName"]
-            _, _, node = self.kube.request("GET", f"/api/v1/nodes/{host}")
-            return node["metadata"]["labels"][LEAF_LABEL]
+    def leaf_of_pod(self, name):
+        host = self.pod(name)["spec"]["nodeName"]
+        _, _, node = self.kube.request("GET", f"/api/v1/nodes/{host}")
+        return node["metadata"]["labels"][LEAF_LABEL]
+
+    def one_leaf_job(self, rig, placement):
+        """With w-0 busy, leaf-0 has one free node: a 2-node job with `placement`
+        (without it Slurm would take w-[1-2]) takes leaf-1's w-[2-3], and their pods
+        run on Kubernetes nodes of leaf-1."""
+        kubelet = TestKubelet(self.kube, rig).start()
+        self.addCleanup(kubelet.stop)
+        quiet = ["-o", "/dev/null"]
+        hold = rig.sbatch("#!/bin/sh\nsleep 600\n", ["-N1", "-w", "w-0", *quiet])
+        rig.wait_job(hold, ("RUNNING",), timeout=120)
+        job = rig.sbatch("#!/bin/sh\nsrun true\n", ["-N2", *placement, *quiet])
+        done = rig.wait_job(job, timeout=120)
+        self.assertEqual(set(expand_hostlist(done["NodeList"])), {"w-2", "w-3"},
+                         f"power.log:\n{self.log()}")
+        self.assertEqual({self.leaf_of_pod(n) for n in ("w-2", "w-3")}, {"leaf-1"})
+        self.assertEqual(self.leaf_of_pod("w-0"), "leaf-0")
+        terms = self.pod("w-2")["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        self.assertEqual(terms, [{"matchExpressions": [
+            {"key": LEAF_LABEL, "operator": "In", "values": ["leaf-1"]}]}])
+        rig.check_output(["scancel", str(hold)])
+
+    def test_a_switches_job_of_pinned_groups_gets_pods_on_one_leaf(self):
+        # kwok's node-0 is on leaf-0, node-1 on leaf-1.
+        with self.leaf_rig(4, PINNED_GROUPS, "tree") as rig:
+            self.one_leaf_job(rig, ["--switches=1"])
+        self.assertNoLeftovers()
+
+    def test_a_segment_job_of_pinned_groups_gets_pods_on_one_leaf(self):
+        # topology/block: a block per leaf, of the leaf's two nodes; a segment of two
+        # fits only in a block with both nodes free.
+        with self.leaf_rig(4, PINNED_GROUPS, "block") as rig:
+            blocks = rig.check_output(["scontrol", "show", "topology"])
+            self.assertEqual(self.units(blocks, "BlockName"),
+                             {"k8s1-leaf-0": {"w-0", "w-1"}, "k8s1-leaf-1": {"w-2", "w-3"}},
+                             blocks)
+            self.one_leaf_job(rig, ["--segment=2"])
+        self.assertNoLeftovers()
+
+    @staticmethod
+    def units(shown, key):
+        """{unit: its nodes} of `scontrol show topology` lines naming `key` (SwitchName,
+        BlockName), aggregated blocks left out."""
+        out = {}
+        for line in shown.splitlines():
+            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            if key in fields and "Nodes" in fields and "[" not in fields[key]:
+                out[fields[key]] = set(expand_hostlist(fields["Nodes"]))
+        return out
+
+    def test_a_resumed_node_of_an_unpinned_group_is_registered_under_its_pods_leaf(self):
+        """Slurm 25.05+, SyncTopology: the file puts an unpinned group under cpu-only;
+        once a node's pod runs, k8sbridge-sync moves the node under its pod's leaf,
+        once (an unchanged unit is never sent again)."""
+        if slurm_version() < (25, 5, 0):
+            self.skipTest("a node's topology update (scontrol update Topology=) is 25.05+")
+        if not SYNC.exists():
+            self.skipTest(f"{SYNC} is not built")
+        rig = self.leaf_rig(6, PINNED_GROUPS + "NodeGroup=c Nodes=w-[4-5] "
+                            "PodTemplate=worker.yaml\n", "tree")
         with rig:
+            shown = rig.check_output(["scontrol", "show", "topology"])
+            self.assertIn("w-4", self.units(shown, "SwitchName").get("cpu-only", set()), shown)
             kubelet = TestKubelet(self.kube, rig).start()
             self.addCleanup(kubelet.stop)
-            quiet = ["-o", "/dev/null"]
-            hold = rig.sbatch("#!/bin/sh\nsleep 600\n", ["-N1", "-w", "w-0", *quiet])
-            rig.wait_job(hold, ("RUNNING",), timeout=120)
-            # leaf-0 has one free node: without the topology Slurm would take w-[1-2].
-            job = rig.sbatch("#!/bin/sh\nsrun true\n", ["-N2", "--switches=1", *quiet])
-            done = rig.wait_job(job, timeout=120)
-            self.assertEqual(set(expand_hostlist(done["NodeList"])), {"w-2", "w-3"},
-                             f"power.log:\n{self.log()}")
-            self.assertEqual({leaf_of_pod(n) for n in ("w-2", "w-3")}, {"leaf-1"})
-            self.assertEqual(leaf_of_pod("w-0"), "leaf-0")
-            terms = self.pod("w-2")["spec"]["affinity"]["nodeAffinity"][
-                "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-            self.assertEqual(terms, [{"matchExpressions": [
-                {"key": LEAF_LABEL, "operator": "In", "values": ["leaf-1"]}]}])
-            rig.check_output(["scancel", str(hold)])
+            conf = self.dir / "sync.conf"
+            conf.write_text((self.dir / "k8sbridge.conf").read_text() +
+                            "SyncMetricsListen=127.0.0.1:0\nSyncTopology=default\n")
+            daemon = Daemon.for_rig(rig, conf, self.dir)
+            self.addCleanup(daemon.stop)
+            job = rig.sbatch("#!/bin/sh\nsleep 600\n", ["-N1", "-w", "w-4", "-o", "/dev/null"])
+            rig.wait_job(job, ("RUNNING",), timeout=120)
+            leaf = f"k8s1-{self.leaf_of_pod('w-4')}"
+            sync_log = Path(daemon.log_path)
+
+            def registered():
+                shown = rig.check_output(["scontrol", "show", "topology"])
+                return shown if "w-4" in self.units(shown, "SwitchName").get(leaf, set()) else None
+            shown = wait_for(registered, 60, lambda: f"w-4 under {leaf}; k8sbridge-sync's log:\n"
+                             f"{sync_log.read_text()}")
+            self.assertNotIn("w-4", self.units(shown, "SwitchName").get("cpu-only", set()), shown)
+            self.assertIn(f"Topology=default:{leaf}",
+                          rig.check_output(["scontrol", "show", "node", "w-4"]))
+            # A later pass (the job's end changes the node) sends nothing again.
+            rig.check_output(["scancel", str(job)])
+            wait_for(lambda: "JobState=CANCELLED" in rig.check_output(
+                ["scontrol", "show", "job", str(job)]), 60, "the job to end")
+            wait_for(lambda: "IDLE" in rig.node("w-4")["State"], 60, "w-4 idle")
+            updates = [line for line in sync_log.read_text().splitlines()
+                       if "node w-4: topology" in line]
+            self.assertEqual(len(updates), 1, sync_log.read_text())
+            daemon.stop()
         self.assertNoLeftovers()
 
     def test_rejected_pod_downs_the_node_and_requeues_the_job(self):

@@ -284,6 +284,14 @@ constexpr Key<G> kGlobalKeys[] = {
      .fix = "'{value}' is not a cap on destructive actions per pass: write a number from 1 (e.g. "
             "50) or auto (10% of the Slurm nodes, at least 20)",
      .zero_word = "auto"},
+    {.name = "SyncTopology",
+     .type = KeyType::kString,
+     .field = In<&G::sync, &SyncConf::topology>,
+     .section = Section::kSync,
+     .doc = "Slurm 25.05+: the tree topology (`topology.conf`'s is `default`) in which a running "
+            "node of a group without `PlacementDomain` is registered under the leaf of the "
+            "Kubernetes node its pod landed on (docs/topology.md, \"Resumed nodes\"); never a "
+            "block topology; empty = none. Slurm 24.11 has no such update: ignored there"},
 };
 
 constexpr Key<NodeGroup> kNodeGroupKeys[] = {

@@ -57,6 +57,9 @@ Node Convert(const node_info_t& info) {
   n.features = Text(info.features);
   n.features_act = Text(info.features_act);
   n.gres = Text(info.gres);
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
+  n.topology = Text(info.topology_str);
+#endif
   return n;
 }
 
@@ -89,6 +92,8 @@ class ApiSlurm final : public Slurm {
   Status Reboot(std::string_view node, std::string_view reason) override;
   Status SetFeatures(std::string_view node, std::string_view available,
                      std::string_view active) override;
+  bool SupportsTopologyUpdate() const override;
+  Status SetTopology(std::string_view node, std::string_view topology) override;
   Result<std::string> MungeSocket() override;
   Result<Timeouts> LoadTimeouts() override;
 
@@ -289,6 +294,33 @@ Status ApiSlurm::SetFeatures(std::string_view node, std::string_view available,
                     available, active, LastError()));
   }
   return Status::Ok();
+}
+
+// 25.05 added the node's topology units to update_node_msg_t and node_info_t.
+bool ApiSlurm::SupportsTopologyUpdate() const {
+  return SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0);
+}
+
+Status ApiSlurm::SetTopology(std::string_view node, std::string_view topology) {
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
+  Init();
+  std::lock_guard lock(update_mu_);
+  std::string names(node), units(topology);
+  update_node_msg_t msg;
+  api_.init_update_node_msg(&msg);
+  msg.node_names = names.data();
+  msg.topology_str = units.data();
+  if (api_.update_node(&msg) != SLURM_SUCCESS) {
+    return Status::Unavailable(
+        fmt::format("slurm_update_node(NodeName={} Topology={}): {}", node, topology, LastError()));
+  }
+  return Status::Ok();
+#else
+  return Status::Internal(
+      fmt::format("slurm_update_node(NodeName={} Topology={}): this Slurm has no node topology "
+                  "update (25.05+)",
+                  node, topology));
+#endif
 }
 
 Result<std::string> ApiSlurm::MungeSocket() {

@@ -181,6 +181,8 @@ Status Executor::Run(const Action& action) {
       return RebootNode(action);
     case ActionKind::kRecreatePod:
       return RecreatePod(action);
+    case ActionKind::kSetTopology:
+      return SetTopology(action);
   }
   return Status::Internal("unknown action");
 }
@@ -285,6 +287,18 @@ Status Executor::ResumeNode(const Action& action) {
   if (!s.ok() || !not_due_.empty())
     return s;
   return slurm_.ReturnToService(action.target);
+}
+
+// Read live first: a unit the node holds already must not be sent again (a stale
+// snapshot would repeat the last pass's update).
+Status Executor::SetTopology(const Action& action) {
+  auto live = LiveIfDue(action);
+  if (!live.ok() || !not_due_.empty())
+    return live.status();
+  if (Status s = slurm_.SetTopology(action.target, action.topology); !s.ok())
+    return s;
+  log_.Info("node {}: topology {}: {}", action.target, action.topology, action.reason);
+  return Status::Ok();
 }
 
 Status Executor::RenewPowerDown(const Action& action) {

@@ -202,7 +202,7 @@ Daemon::Daemon(const conf::BridgeConfig& config, DaemonParts parts, const power:
       parts_(std::move(parts)),
       clock_(parts_.client.clock()),
       setup_(power ? std::make_unique<power::PowerSetup>(*power) : nullptr),
-      reconciler_(ReconcileOptions::From(config, setup_.get())),
+      reconciler_(ReconcileOptions::For(config, setup_.get(), parts_.slurm, parts_.log)),
       executor_(parts_.client, parts_.slurm, parts_.events, parts_.log,
                 [this] {
                   ExecutorOptions xo{config_.cluster_name, config_.kube.namespace_};
@@ -437,7 +437,7 @@ int OnePass(const conf::BridgeConfig& config, kube::Client& client, slurm::Slurm
   }
   world.pods = std::move(pods->items);
   world.nodes = std::move(knodes->items);
-  Reconciler reconciler(ReconcileOptions::From(config, setup));
+  Reconciler reconciler(ReconcileOptions::For(config, setup, slurm, log));
   auto actions = reconciler.Plan(world, client.clock().Now(), client.clock().WallNow());
   ExecutorOptions eo{config.cluster_name, config.kube.namespace_};
   eo.power = setup;

@@ -1,6 +1,7 @@
 // Mirrors and cordons (docs/sync.md, "Slurm → Kubernetes", "Kubernetes → Slurm"
 // and "Features"): Slurm's drains onto pods, hardware drains to cordons and
-// taints, Kubernetes node trouble to drains, and node labels to features.
+// taints, Kubernetes node trouble to drains, and node labels to features and to
+// Slurm's topology (docs/topology.md, "Resumed nodes").
 #include <algorithm>
 #include <regex>
 
@@ -10,6 +11,7 @@
 #include "k8sbridge/features/features.h"
 #include "k8sbridge/power/lost_node.h"
 #include "k8sbridge/slurm/node_reason.h"
+#include "k8sbridge/topology/model.h"
 #include "rules.h"
 
 namespace k8sbridge::sync {
@@ -61,6 +63,15 @@ bool HardwareTaint(const Taint& t) {
 }
 
 using PodsByNode = std::map<std::string, const kube::Object*>;
+
+// Whether a node's topology units ("tree:s1,blocks:b2") hold `unit` ("tree:s1").
+bool HasUnit(std::string_view units, std::string_view unit) {
+  for (const std::string& held : SplitList(units)) {
+    if (held == unit)
+      return true;
+  }
+  return false;
+}
 
 // Slurm -> pods: each drain (reason, user, time) mirrored onto the node's pod
 // as annotations, and cleared when Slurm stops draining the node.
@@ -302,6 +313,54 @@ void Reconciler::PlanFeatures(const World& world, std::vector<Action>& out) {
     a.features_act = u.active;
     out.push_back(std::move(a));
   }
+}
+
+// A node of a group without PlacementDomain has no leaf in the topology file
+// (k8sbridge-topology puts it under cpu-only); once its pod runs, its leaf is the
+// placement label of the Kubernetes node the pod landed on. A pinned group's file
+// place is its pods' leaf already. A unit the node holds is never sent again: under
+// topology/block, re-applying it drops the node from the block bitmap.
+void Reconciler::PlanTopology(const World& world, std::vector<Action>& out) {
+  if (options_.topology.empty())
+    return;
+  for (const SlurmNode& n : world.slurm) {
+    if (!PodRulesApply(n) || n.Down() || n.powering_up || n.Suspending())
+      continue;
+    const conf::NodeGroup& group = *options_.config->GroupOf(n.name);
+    if (!group.placement_domain.empty() || group.placement_label.empty())
+      continue;
+    auto pod = by_name_.pods.find(n.name);
+    if (pod == by_name_.pods.end() || pod->second->IsBeingDeleted() ||
+        pod->second->String("/status/phase") != "Running")
+      continue;
+    const std::string host = pod->second->String("/spec/nodeName");
+    auto k8s_node = by_name_.nodes.find(host);
+    if (k8s_node == by_name_.nodes.end())
+      continue;
+    const auto labels = k8s_node->second->Labels();
+    auto leaf = labels.find(group.placement_label);
+    if (leaf == labels.end() || leaf->second.empty())
+      continue;
+    std::string unit =
+        fmt::format("{}:{}", options_.topology,
+                    topology::LabelSwitchName(topology::LabelOptions{}, 1, leaf->second));
+    if (HasUnit(n.topology, unit))
+      continue;
+    Action a(ActionKind::kSetTopology, n.name,
+             fmt::format("its pod runs on Kubernetes node {}, {}={}", host, group.placement_label,
+                         leaf->second));
+    a.topology = std::move(unit);
+    a.pod_name = pod->second->Name();
+    out.push_back(std::move(a));
+  }
+}
+
+std::string TopologyNotDue(const Action& action, const SlurmNode& live) {
+  if (live.Down() || live.powering_up || live.Suspending())
+    return "the node is down, powering up or being suspended (read live)";
+  if (HasUnit(live.topology, action.topology))
+    return fmt::format("Slurm has it in {} already (read live)", action.topology);
+  return "";
 }
 
 }  // namespace k8sbridge::sync

@@ -123,6 +123,8 @@ std::string_view ActionKindName(ActionKind kind) {
       return "reboot";
     case ActionKind::kRecreatePod:
       return "recreate_pod";
+    case ActionKind::kSetTopology:
+      return "set_topology";
   }
   return "unknown";
 }
@@ -148,11 +150,24 @@ ReconcileOptions ReconcileOptions::From(const conf::BridgeConfig& config,
   o.breaker_threshold = config.sync.breaker_threshold;
   o.breaker_cooldown = config.sync.breaker_cooldown;
   o.config = &config;
+  o.topology = config.sync.topology;
   if (power) {
     for (const auto& [group, tmpl] : power->templates)
       o.template_hashes[group] = tmpl.hash;
   }
   return o;
+}
+
+ReconcileOptions ReconcileOptions::For(const conf::BridgeConfig& config,
+                                       const power::PowerSetup* power, const slurm::Slurm& slurm,
+                                       Logger& log) {
+  ReconcileOptions options = From(config, power);
+  if (!options.topology.empty() && !slurm.SupportsTopologyUpdate()) {
+    log.Debug("SyncTopology={} ignored: this Slurm cannot update a node's topology (25.05+)",
+              options.topology);
+    options.topology.clear();
+  }
+  return options;
 }
 
 std::string FormatTime(Clock::Wall::time_point t) {
@@ -243,6 +258,7 @@ std::vector<Action> Reconciler::Plan(const World& world, Clock::Steady::time_poi
   PlanPods(world, out);
   PlanBreakers(world, out);
   PlanFeatures(world, out);
+  PlanTopology(world, out);
   PlanReturns(world, out);
   PlanFreshPowerDowns(world, out);
   PlanRollouts(world, out);
@@ -290,6 +306,8 @@ std::string NotDueOn(const Action& action, const SlurmNode& live, Clock::Wall::t
     case ActionKind::kRecreatePod:
     case ActionKind::kDeletePod:
       return RebootPodNotDue(action, live);
+    case ActionKind::kSetTopology:
+      return TopologyNotDue(action, live);
     default:
       return "";
   }

@@ -2,7 +2,8 @@
 // libk8sbridge/sync/src, holding its Reconciler::Plan* steps and the checks that a
 // planned action of it is still due on a live read (NotDueOn's cases, below):
 //   mirrors_and_cordons.cpp  Slurm drains onto pods, hardware drains to cordons,
-//                            Kubernetes node trouble to drains, labels to features;
+//                            Kubernetes node trouble to drains, labels to features
+//                            and to Slurm's topology;
 //   pod_faults.cpp           failed, lost, unstartable, unschedulable pods fail nodes;
 //   orphans.cpp              pods no Slurm node needs are deleted;
 //   breakers_and_returns.cpp the circuit breaker, failed nodes back to service,
@@ -36,6 +37,8 @@ bool IsStranded(const kube::Object& pod, const std::map<std::string, const kube:
 // ("" if it still is), one function a rule, beside the rule.
 // mirrors_and_cordons.cpp: a drain for Kubernetes node trouble (Rule::kNodeTrouble).
 std::string NodeTroubleDrainNotDue(const SlurmNode& live);
+// mirrors_and_cordons.cpp: a kSetTopology (never sent for a unit the node holds).
+std::string TopologyNotDue(const Action& action, const SlurmNode& live);
 // pod_faults.cpp: a kFail of any pod rule.
 std::string FailNotDue(const Action& action, const SlurmNode& live);
 // breakers_and_returns.cpp: a breaker's drain (Rule::kBreaker), a kResume, a

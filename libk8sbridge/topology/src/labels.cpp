@@ -21,6 +21,10 @@ bool IsLabelValue(std::string_view v) {
 
 }  // namespace
 
+std::string LabelSwitchName(const LabelOptions& options, size_t tier, std::string_view value) {
+  return fmt::format("{}{}-{}", options.switch_prefix, tier, value);
+}
+
 Result<Topology> TopologyFromLabels(const std::vector<LabeledNode>& nodes,
                                     const LabelOptions& options) {
   if (options.tiers.empty()) {
@@ -51,7 +55,7 @@ Result<Topology> TopologyFromLabels(const std::vector<LabeledNode>& nodes,
                         "letters, digits, '-', '_' or '.'",
                         node.name, key, it->second));
       }
-      chain.push_back(fmt::format("{}{}-{}", options.switch_prefix, t + 1, it->second));
+      chain.push_back(LabelSwitchName(options, t + 1, it->second));
     }
     if (chain.empty()) {
       cpu_only.push_back(node.name);

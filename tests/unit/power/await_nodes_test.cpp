@@ -55,6 +55,8 @@ class BootingSlurm final : public slurm::Slurm {
   Status SetFeatures(std::string_view, std::string_view, std::string_view) override {
     return Unused();
   }
+  bool SupportsTopologyUpdate() const override { return false; }
+  Status SetTopology(std::string_view, std::string_view) override { return Unused(); }
   Result<std::string> MungeSocket() override { return Unused(); }
   Result<slurm::Timeouts> LoadTimeouts() override { return Unused(); }
 

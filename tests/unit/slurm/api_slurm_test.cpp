@@ -285,4 +285,17 @@ BOOST_AUTO_TEST_CASE(return_to_service_is_idle_and_power_down_is_power_down) {
   BOOST_TEST(!controller.updates[1].has_reason);
 }
 
+#if SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(25, 5, 0)
+// 25.05 added update_node_msg_t.topology_str: before it, a node's topology update is
+// refused here, with nothing sent to slurmctld.
+BOOST_AUTO_TEST_CASE(a_topology_update_is_refused_before_slurm_25_05) {
+  Has("w-0", NODE_STATE_IDLE);
+  BOOST_TEST(!slurm->SupportsTopologyUpdate());
+  Status s = slurm->SetTopology("w-0", "default:k8s1-leaf-0");
+  BOOST_TEST(!s.ok());
+  BOOST_TEST(s.message().find("NodeName=w-0 Topology=default:k8s1-leaf-0") != std::string::npos);
+  BOOST_TEST(controller.updates.empty());
+}
+#endif
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -626,4 +626,27 @@ BOOST_FIXTURE_TEST_CASE(mass_action_guard_does_none_above_the_cap, Fixture) {
   BOOST_TEST(ks::MaxDestructive(5, 1000) == 5u);
 }
 
+// SyncTopology: the update goes once; a stale plan of it again is not due on the
+// live read (Slurm holds the unit), so Slurm never gets an unchanged unit twice.
+BOOST_FIXTURE_TEST_CASE(a_topology_update_is_sent_once, Fixture) {
+  auto config = k8sbridge::conf::ParseBridgeConfig(
+      "ClusterName=hpc1\nNamespace=slurm\nPlacementLabel=network.topology.nvidia.com/leaf\n"
+      "NodeGroup=gpu Nodes=w-[0-7] PodTemplate=/t.yaml\nSyncTopology=default\n",
+      "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
+  BOOST_REQUIRE_MESSAGE(config.ok(), config.status().ToString());
+  api.Put(kNodePath,
+          R"({"apiVersion":"v1","kind":"Node","metadata":{"name":"n-0","resourceVersion":"1",)"
+          R"("labels":{"network.topology.nvidia.com/leaf":"leaf-1"}},)"
+          R"("spec":{},"status":{"conditions":[{"type":"Ready","status":"True"}]}})");
+  slurm.SetNodes({Up("w-0")});
+  ks::Reconciler r(ks::ReconcileOptions::For(*config, nullptr, slurm, log));
+  const auto stale = r.Plan(World(), clock.Now(), clock.WallNow());
+  BOOST_TEST(Converge(r) == 1);
+  BOOST_TEST(slurm.calls() == std::vector<std::string>{"topology w-0 default:k8s1-leaf-1"});
+  for (const auto& a : stale)
+    BOOST_TEST(exec->Execute(a).ok(), a.ToString());
+  BOOST_TEST(slurm.calls().size() == 1u);
+  BOOST_TEST(Converge(r) == 0);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,6 +5,8 @@
 #include "k8sbridge/slurm/node_reason.h"
 #include "k8sbridge/sync/reconcile.h"
 #include "k8sbridge/text.h"
+#include "recording_logger.h"
+#include "recording_slurm.h"
 
 namespace conf = k8sbridge::conf;
 namespace kube = k8sbridge::kube;
@@ -888,6 +890,101 @@ BOOST_AUTO_TEST_CASE(reboot_actions_are_rechecked_on_the_live_node) {
   issued.reason_time += 1;  // another reboot than the one planned for
   BOOST_TEST(!ks::NotDueOn(recreate, issued, wall).empty());
   BOOST_TEST(!ks::NotDueOn(recreate, Up("w-0"), wall).empty());  // returned to service
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Slurm 25.05+ (SyncTopology): a running node of an unpinned group is registered
+// under the leaf of its pod's Kubernetes node, once; docs/topology.md, "Resumed nodes".
+BOOST_AUTO_TEST_SUITE(topology)
+
+constexpr std::string_view kTopologyConf = R"(
+ClusterName=hpc1
+Namespace=slurm
+PlacementLabel=network.topology.nvidia.com/leaf
+NodeGroup=any Nodes=w-[0-3] PodTemplate=/t.yaml
+NodeGroup=leaf0 Nodes=w-[4-7] PodTemplate=/t.yaml PlacementDomain=leaf-0
+SyncTopology=fabric
+)";
+
+struct TopologyFixture {
+  conf::BridgeConfig config;
+  Clock::Steady::time_point now{std::chrono::hours(1)};
+  Clock::Wall::time_point wall{std::chrono::seconds(1'800'000'000)};
+
+  explicit TopologyFixture(std::string_view text = kTopologyConf) {
+    auto c =
+        conf::ParseBridgeConfig(text, "/etc/slurm/k8sbridge.conf", k8sbridge::BuiltinHostlists());
+    BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+    config = std::move(*c);
+  }
+  static kube::Object LeafNode(const std::string& name, const std::string& leaf) {
+    return Parse(R"({"apiVersion":"v1","kind":"Node","metadata":{"name":")" + name +
+                 R"(","labels":{"network.topology.nvidia.com/leaf":")" + leaf +
+                 R"("}},"spec":{},"status":{"conditions":[{"type":"Ready","status":"True"}]}})");
+  }
+  std::vector<ks::Action> Plan(const ks::World& w) {
+    ks::Reconciler r(ks::ReconcileOptions::From(config));
+    return r.Plan(w, now, wall);
+  }
+};
+
+BOOST_FIXTURE_TEST_CASE(a_running_node_gets_its_pods_leaf_only_when_it_changed, TopologyFixture) {
+  ks::World w{{Up("w-0")}, {Pod("w-0", "n-1", "Running")}, {LeafNode("n-1", "leaf-1")}};
+  auto actions = Plan(w);
+  const ks::Action* set = Find(actions, ActionKind::kSetTopology, "w-0");
+  BOOST_REQUIRE(set);
+  BOOST_TEST(set->topology == "fabric:k8s1-leaf-1");
+
+  // Slurm holds that unit: never sent again (topology/block would drop the node).
+  w.slurm[0].topology = "fabric:k8s1-leaf-1";
+  BOOST_TEST(!Find(Plan(w), ActionKind::kSetTopology, "w-0"));
+  w.slurm[0].topology = "blocks:b1,fabric:k8s1-leaf-1";
+  BOOST_TEST(!Find(Plan(w), ActionKind::kSetTopology, "w-0"));
+
+  // The next resume's pod landed under another leaf.
+  w.nodes = {LeafNode("n-1", "leaf-0")};
+  actions = Plan(w);
+  set = Find(actions, ActionKind::kSetTopology, "w-0");
+  BOOST_REQUIRE(set);
+  BOOST_TEST(set->topology == "fabric:k8s1-leaf-0");
+}
+
+BOOST_FIXTURE_TEST_CASE(pinned_unplaced_and_suspended_nodes_get_no_update, TopologyFixture) {
+  SlurmNode powering_up = Up("w-1");
+  powering_up.powering_up = true;
+  SlurmNode suspending = Up("w-2");
+  suspending.power_down = true;
+  ks::World w{
+      {Up("w-4"), powering_up, suspending, Up("w-3"), Up("w-0")},
+      {Pod("w-4", "n-1", "Running"), Pod("w-1", "n-1", "Running"), Pod("w-2", "n-1", "Running"),
+       Pod("w-3", "n-2", "Running"), Pod("w-0", "n-1", "Pending")},
+      {LeafNode("n-1", "leaf-0"), Node("n-2")}};
+  // w-4: its group is pinned, the file has its leaf; w-3: its Kubernetes node has no
+  // leaf label; w-0: its pod does not run yet.
+  for (const ks::Action& a : Plan(w))
+    BOOST_TEST((a.kind != ActionKind::kSetTopology), a.ToString());
+}
+
+BOOST_AUTO_TEST_CASE(without_sync_topology_or_on_slurm_24_11_nothing_is_registered) {
+  TopologyFixture off(std::string(kTopologyConf)
+                          .replace(kTopologyConf.find("SyncTopology"),
+                                   std::string("SyncTopology=fabric").size(), ""));
+  ks::World w{{Up("w-0")}, {Pod("w-0", "n-1", "Running")}, {off.LeafNode("n-1", "leaf-1")}};
+  BOOST_TEST(!Find(off.Plan(w), ActionKind::kSetTopology, "w-0"));
+
+  TopologyFixture on;
+  k8sbridge::slurm::RecordingSlurm slurm_24_11;
+  slurm_24_11.SetTopologyUpdates(false);
+  k8sbridge::RecordingLogger log;
+  ks::Reconciler r(ks::ReconcileOptions::For(on.config, nullptr, slurm_24_11, log));
+  BOOST_TEST(!Find(r.Plan(w, on.now, on.wall), ActionKind::kSetTopology, "w-0"));
+  BOOST_TEST(log.Contains("SyncTopology=fabric ignored"));
+  BOOST_TEST(!log.Contains("SyncTopology", k8sbridge::LogLevel::kInfo));  // debug only
+
+  k8sbridge::slurm::RecordingSlurm slurm_26_05;
+  ks::Reconciler r26(ks::ReconcileOptions::For(on.config, nullptr, slurm_26_05, log));
+  BOOST_TEST(Find(r26.Plan(w, on.now, on.wall), ActionKind::kSetTopology, "w-0"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

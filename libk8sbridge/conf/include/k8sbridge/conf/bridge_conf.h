@@ -137,6 +137,9 @@ struct SyncConf {
   // Destructive actions (pod deletes, fails, drains) one pass may take; more and
   // it takes none of them. 0 = auto: 10% of the Slurm nodes, at least 20.
   int max_actions_per_pass = 0;
+  // Slurm 25.05+: the tree topology in which a resumed node of an unpinned group is
+  // registered under the leaf its pod landed on; "" = none.
+  std::string topology;
 };
 
 // Slurm features as Kubernetes node labels (power placement, node_features/k8s,

@@ -47,6 +47,9 @@ struct Node {
   int64_t reason_time = 0;             // seconds since the epoch; 0 if none
   std::string features, features_act;  // available and active, comma-separated
   std::string gres;                    // "gpu:h100:8"; "" when it has none
+  // Slurm 25.05+: the units a node update or slurm.conf's Topology= gave it
+  // ("fabric:k8s1-leaf-0"); "" where only the topology file places it, and on 24.11.
+  std::string topology;
 
   // "IDLE", "DOWN", ... for metrics.
   std::string_view BaseName() const;
@@ -149,6 +152,12 @@ class Slurm {
   // Available and active features (features / features_act).
   virtual Status SetFeatures(std::string_view node, std::string_view available,
                              std::string_view active) = 0;
+  // Whether this Slurm takes SetTopology (25.05+, update_node_msg_t.topology_str).
+  virtual bool SupportsTopologyUpdate() const = 0;
+  // `scontrol update NodeName=<node> Topology=<topology>` ("fabric:k8s1-leaf-0"): the
+  // node's unit in that topology, created if needed. Internal where
+  // SupportsTopologyUpdate() is false.
+  virtual Status SetTopology(std::string_view node, std::string_view topology) = 0;
   // The munged socket slurmctld uses (AuthInfo=socket=...); "" when it names none
   // (libmunge's default).
   virtual Result<std::string> MungeSocket() = 0;

@@ -94,6 +94,7 @@ class Executor {
   Status PatchPodAnnotations(const Action& action, bool set);
   Status DeletePod(const Action& action);
   Status SetFeatures(const Action& action);
+  Status SetTopology(const Action& action);
   void PodEvent(const Action& action, std::string_view type, std::string_view reason,
                 std::string_view note);
 

@@ -33,6 +33,7 @@
 #include "k8sbridge/conf/bridge_conf.h"
 #include "k8sbridge/contract.h"
 #include "k8sbridge/kube/object.h"
+#include "k8sbridge/log.h"
 #include "k8sbridge/power/setup.h"
 #include "k8sbridge/slurm/port.h"
 #include "k8sbridge/status.h"
@@ -70,6 +71,7 @@ enum class ActionKind {
   kRenewPowerDown,  // Slurm node: POWER_DOWN an idle, powered-down node left NOT_RESPONDING
   kReboot,          // Slurm node: reboot ASAP, nextstate=RESUME (its pod's template changed)
   kRecreatePod,     // a node whose reboot Slurm issued, its old pod gone: a pod from the template
+  kSetTopology,     // Slurm node: its leaf, from the Kubernetes node its pod runs on (25.05+)
 };
 std::string_view ActionKindName(ActionKind kind);  // "mirror_drain", ... (metric label)
 
@@ -110,6 +112,8 @@ struct Action {
   // kRecreatePod, and kDeletePod for Rule::kReboot: the reboot's key (the Slurm node's
   // reason_time when Slurm issued it), kept on the new pod (contract::kRebootOfAnnotation).
   std::string reboot_of;
+  // kSetTopology: "<topology>:<leaf switch>", what `scontrol update Topology=` takes.
+  std::string topology;
   Rule rule = Rule::kOther;
   std::string ToString() const;
 };
@@ -134,10 +138,17 @@ struct ReconcileOptions {
   // The hash of each node group's pod template (power::PodTemplate::hash), by group
   // name: a running pod with another hash is rolled. Empty: no rollouts.
   std::map<std::string, std::string> template_hashes;
+  // SyncTopology: the tree topology a running node of an unpinned group is placed in
+  // under its pod's leaf; "" = none (and on a Slurm without the update, 24.11).
+  std::string topology;
 
   // `power`: the loaded pod templates, whose hashes drive rollouts (null: none).
   static ReconcileOptions From(const conf::BridgeConfig& config,
                                const power::PowerSetup* power = nullptr);
+  // As From, for the daemon: SyncTopology needs Slurm's node topology update
+  // (25.05+); where `slurm` has none (24.11) it is off, said once on `log` (debug).
+  static ReconcileOptions For(const conf::BridgeConfig& config, const power::PowerSetup* power,
+                              const slurm::Slurm& slurm, Logger& log);
 };
 
 // What one Kubernetes node currently asks of the Slurm nodes on it: a drain reason
@@ -218,10 +229,13 @@ class Reconciler {
   // The rule families, one a file in libk8sbridge/sync/src beside the checks that
   // its actions are still due (NotDueOn's cases; src/rules.h lists them).
   // mirrors_and_cordons.cpp: Slurm drains onto pods and hardware drains to cordons;
-  // Kubernetes node trouble to drains; node labels to features.
+  // Kubernetes node trouble to drains; node labels to features and to topology.
   void PlanSlurmToKube(const World& world, std::vector<Action>& out);
   void PlanKubeToSlurm(const World& world, std::vector<Action>& out);
   void PlanFeatures(const World& world, std::vector<Action>& out);
+  // The leaf of a running node's pod into Slurm's topology (docs/topology.md,
+  // "Resumed nodes").
+  void PlanTopology(const World& world, std::vector<Action>& out);
   // pod_faults.cpp: each cloud node's pod (nullptr: none) and what fails the node.
   // `host_lost`: why the pod's Kubernetes node is lost, "" if it is not.
   void PlanPods(const World& world, std::vector<Action>& out);

@@ -76,6 +76,9 @@ struct LabelOptions {
   std::string cpu_only_switch = "cpu-only";
   std::string switch_prefix = "k8s";
 };
+// The switch that label value `value` of tier `tier` (1: the leaf) stands for:
+// "k8s1-leaf-0". k8sbridge-sync registers a resumed node under its leaf by this name.
+std::string LabelSwitchName(const LabelOptions& options, size_t tier, std::string_view value);
 struct LabeledNode {
   std::string name;
   std::map<std::string, std::string> labels;
