@@ -13,7 +13,7 @@ into every node's containerd (no registry). Then what users, Slurm and an admin 
 - a `--switches=1 -C h100 --gres=gpu:8` job of two nodes, from the login pod:
   k8sbridge-power creates the pods on the labelled nodes of one leaf, their
   slurmd register with the features node_features_k8s read, and each task sees
-  its job's GPUs in the jail;
+  its job's GPUs and the driver's NVML in the jail;
 - a job on all four nodes: each task in the jail populated from the login image,
   in its job's cgroup; a one-GPU job's task opens only its own device;
 - `sbatch` of a script that runs `srun`, both in the jail;
@@ -50,6 +50,7 @@ from test_deploy_manifests import config_files, render, without_substitutions
 # gives (the job's: "No such device or address", no driver behind the stand-in;
 # another's: "Operation not permitted", the job's device cgroup).
 PROBE = ("echo $(hostname) $(cat /.k8sbridge-jail 2>/dev/null || echo no-jail) "
+         "NVML=$(test -r /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 && echo yes || echo no) "
          "CUDA=${CUDA_VISIBLE_DEVICES:--}; "
          "for f in /dev/nvidia[0-7]; do head -c0 $f 2>&1 >/dev/null && echo \"$f opened\"; done; "
          "true")
@@ -166,8 +167,10 @@ class GpuSiteDeployment(unittest.TestCase):
                                       for r in d.kube.requests_log()
                                       if r["resource"] == "pods" and
                                       (r["name"] or "").startswith("slurm-login")})
+        # In the jail: the driver's NVML the toolkit injected into the pod (k8sbridge-
+        # jail-prepare bound it onto the read-only jail through a per-pod layer).
         hosts = sorted(re.findall(r"^\d+: (gpu-\d+) populated from the login image.* "
-                                  r"CUDA=0,1,2,3,4,5,6,7$", out, re.M))
+                                  r"NVML=yes CUDA=0,1,2,3,4,5,6,7$", out, re.M))
         self.assertEqual(len(hosts), 2, out)
         # --switches=1: Slurm's tree (the topology sidecar's, from the groups'
         # PlacementDomain) puts both on one leaf, and so do their pods.
