@@ -139,6 +139,14 @@ def build_root_tar(name: str, spec: dict, debs: list, epoch: int, tar: Path) -> 
     cmd += ["--customize-hook=chroot \"$1\" dpkg-query -W -f='${Version}' slurm-client "
             "slurmd slurmctld 2>/dev/null | head -c 64 > " + str(version_file) + " || true"]
     cmd += ["--customize-hook=rm -rf " + " ".join(f'"$1"{p}' for p in CLEANUP)]
+    # mmdebstrap installs a local .deb through a mount point at its own path, and
+    # leaves the empty file and its directories in the root: removed (the empty
+    # directories up to, not including, a top-level one), the image does not
+    # depend on where the packages were built.
+    for deb in debs:
+        path = deb.resolve()
+        cmd += [f'--customize-hook=rm -f "$1{path}"; d="{path.parent}"; '
+                'while [ -n "${d%/*}" ] && rmdir "$1$d" 2>/dev/null; do d="${d%/*}"; done']
     cmd += [RELEASE, str(tar), debian_mirror()]
     env = dict(os.environ, SOURCE_DATE_EPOCH=str(epoch))
     log = tar.with_suffix(".log")

@@ -16,6 +16,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -110,11 +111,19 @@ class ImageContents(unittest.TestCase):
         if not packages:
             self.skipTest("K8SBRIDGE_PACKAGES_DIR is not set (scripts/test.sh sets it)")
         with tempfile.TemporaryDirectory(prefix="k8sb-images-") as out:
+            # The same .debs from another directory: where they were built is not an
+            # input (mmdebstrap's mount points for them are not left in the image).
+            copy = Path(out) / "elsewhere" / "debs"
+            copy.mkdir(parents=True)
+            for deb in Path(packages).glob("*.deb"):
+                shutil.copy2(deb, copy)
             r = subprocess.run([sys.executable, str(ROOT / "scripts" / "images.py"),
-                                "--packages", packages, "--image", "k8sbridge-login",
-                                "--out", out], capture_output=True, text=True)
+                                "--packages", str(copy), "--image", "k8sbridge-login",
+                                "--out", str(Path(out) / "image")], capture_output=True,
+                               text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
-            again = json.loads((Path(out) / "k8sbridge-login" / "image.json").read_text())
+            again = json.loads((Path(out) / "image" / "k8sbridge-login" / "image.json")
+                               .read_text())
         self.assertEqual(again["digest"], image_info("k8sbridge-login")["digest"])
 
 
