@@ -175,4 +175,8 @@ std::string Join(const std::vector<std::string_view>& parts, std::string_view se
   return JoinParts(parts, separator);
 }
 
+bool Contains(const std::vector<std::string>& list, std::string_view item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
 }  // namespace k8sbridge::text

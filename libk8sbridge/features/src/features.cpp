@@ -7,20 +7,19 @@
 #include <fmt/format.h>
 
 #include "k8sbridge/slurm/constraint.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::features {
 
 namespace {
+
+using text::Contains;
 
 bool IsAsciiAlpha(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 bool IsAsciiDigit(char c) {
   return c >= '0' && c <= '9';
-}
-
-bool Contains(const std::vector<std::string>& v, std::string_view s) {
-  return std::find(v.begin(), v.end(), s) != v.end();
 }
 
 // One label key's requirements collected from several selectors.

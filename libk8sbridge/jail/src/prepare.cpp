@@ -22,9 +22,12 @@
 #include "k8sbridge/file.h"
 #include "k8sbridge/jail/paths.h"
 #include "k8sbridge/jail/writable_layer.h"
+#include "k8sbridge/text.h"
 
 namespace k8sbridge::jail {
 namespace {
+
+using text::Contains;
 
 constexpr std::string_view kUsage = kPrepareUsage.substr(0, kPrepareUsage.find('\n'));
 
@@ -246,10 +249,6 @@ std::vector<std::string> RecordedMounts(const std::string& text) {
       lines.push_back(line);
   }
   return lines;
-}
-
-bool Contains(const std::vector<std::string>& list, const std::string& item) {
-  return std::find(list.begin(), list.end(), item) != list.end();
 }
 
 // The deepest directory on the way to `path` (absolute inside the jail) that

@@ -9,9 +9,7 @@ namespace k8sbridge::power {
 
 namespace {
 
-bool Contains(const std::vector<std::string>& list, std::string_view name) {
-  return std::find(list.begin(), list.end(), name) != list.end();
-}
+using text::Contains;
 
 // The changeable features in every alternative of `constraint`.
 std::vector<std::string> InEveryAlternative(const conf::BridgeConfig& config,

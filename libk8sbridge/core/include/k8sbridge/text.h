@@ -73,4 +73,7 @@ std::vector<std::string_view> Split(std::string_view text, char separator);
 std::string Join(const std::vector<std::string>& parts, std::string_view separator);
 std::string Join(const std::vector<std::string_view>& parts, std::string_view separator);
 
+// Whether `list` holds `item` (names, features, paths: short lists).
+bool Contains(const std::vector<std::string>& list, std::string_view item);
+
 }  // namespace k8sbridge::text
