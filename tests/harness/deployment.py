@@ -42,7 +42,7 @@ import yaml
 from harness.kube import (GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, LEAF_LABEL, SPINE_LABEL,
                           kubectl_program, wait_for_condition)
 from harness.gpu_toolkit import FakeGpuToolkit, RUNTIME_CLASS
-from harness.kubelet_node import NodeImage, RealCluster, RealNode
+from harness.kubelet_node import NodeImage, RealCluster, RealNode, runc_program
 from harness.paths import SOURCE_ROOT
 from harness.site import GPU_POOL, POOL_LABEL, copy_example_gpu
 
@@ -149,7 +149,7 @@ class Deployment:
         self.dir.mkdir()
         if self.overlay in SITE_COPIES:
             # The site's GPU nodes run pods of its RuntimeClass through the toolkit.
-            self.toolkit = FakeGpuToolkit(self.rc.dir / "gpu-toolkit", self.node_runc())
+            self.toolkit = FakeGpuToolkit(self.rc.dir / "gpu-toolkit", runc_program())
             self.rc.runtimes = {RUNTIME_CLASS: str(self.toolkit.runtime)}
             self.kube.kubectl("apply", "-f", "-", input=json.dumps(self.toolkit.runtime_class()))
         for i in range(self.node_count):
@@ -179,12 +179,6 @@ class Deployment:
 
     def image(self, name: str) -> NodeImage:
         return next(i for i in self.rc.images if i.name.split("/")[-1].split(":")[0] == name)
-
-    @staticmethod
-    def node_runc() -> str:
-        import shutil
-        from harness.kubelet_node import PATH
-        return shutil.which("runc", path=PATH)
 
     def label_nodes(self):
         """The nodes' topology and GPU labels, and their GPUs as the extended resource

@@ -45,11 +45,15 @@ def free_char_major() -> int:
     raise unittest.SkipTest("every local-use character major (240-254) is held by a driver")
 
 
-def healthy_gpu(index: int) -> dict:
-    """fake_nvml.cpp's script of a healthy H100 (its bus number made from its index)."""
-    return {"name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{index}", "bus": 0x18 + index,
-            "nvlink": [True, True],
+def healthy_gpu(bus: int) -> dict:
+    """fake_nvml.cpp's script of a healthy H100 on PCI bus `bus`."""
+    return {"name": "NVIDIA H100", "bus": bus, "nvlink": [True, True],
             "pcie": {"width": 16, "max_width": 16, "gen": 5, "max_gen": 5}}
+
+
+def pod_gpus(count: int) -> list:
+    """The healthy GPUs the toolkit gives a pod, each with its own UUID and bus."""
+    return [dict(healthy_gpu(0x18 + i), uuid=f"GPU-{i}") for i in range(count)]
 
 
 WRAPPER = '''#!/usr/bin/python3
@@ -97,7 +101,7 @@ class FakeGpuToolkit:
         self.scripts = self.dir / "nvml"
         self.scripts.mkdir(parents=True)
         (self.scripts / "default.json").write_text(json.dumps(
-            {"devices": [healthy_gpu(i) for i in range(gpus)]}))
+            {"devices": pod_gpus(gpus)}))
         self.runtime = self.dir / "nvidia-container-runtime"
         settings = repr((runc, self.major, gpus, str(FAKE_NVML), str(self.scripts),
                          DRIVER_DIR))

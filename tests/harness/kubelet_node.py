@@ -92,6 +92,11 @@ PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 CGROUP_PREFIX = RESOURCE_PREFIX + "-"  # cgroupRoots /k8sb-<id>-<node>, as the netns
 
 
+def runc_program() -> str:
+    """The runc the nodes' containerd runs (and a runtime wrapping it execs)."""
+    return shutil.which("runc", path=PATH)
+
+
 def _run(argv, timeout=60, check=True, input=None):
     result = subprocess.run([str(a) for a in argv], capture_output=True, text=True,
                             timeout=timeout, input=input)
@@ -544,7 +549,7 @@ state = "{d}/state"
   runtime_type = "io.containerd.runc.v2"
 
 [{cri}.containerd.runtimes.runc.options]
-  BinaryName = "{shutil.which('runc', path=PATH)}"
+  BinaryName = "{runc_program()}"
   SystemdCgroup = false
 
 {self._extra_runtimes_config(cri)}

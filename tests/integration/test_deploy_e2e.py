@@ -39,7 +39,7 @@ import yaml
 
 from harness.deployment import (DEPLOY, GPU_RESOURCE, WORKER_NAMESPACE, Deployment,
                                 images_or_skip, missing_images)
-from harness.gpu_toolkit import RUNTIME_CLASS, healthy_gpu
+from harness.gpu_toolkit import RUNTIME_CLASS, pod_gpus
 from harness.kube import LEAF_LABEL
 from harness.prometheus import Prometheus, service_monitor_scrape
 from harness.site import LEAF_OF_NODE, SLURM_NODES
@@ -251,7 +251,7 @@ class GpuSiteDeployment(unittest.TestCase):
             return d.kubectl("exec", victim, "-c", "slurmd", "--", "env",
                              f"SLURMD_NODENAME={victim}", HEALTH, check=False,
                              namespace=WORKER_NAMESPACE)
-        gpus = [healthy_gpu(i) for i in range(8)]
+        gpus = pod_gpus(8)
         d.toolkit.set_gpus(victim, gpus[:3] + [dict(gpus[3], lost=True)] + gpus[4:])
         r = health()
         self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)  # unhealthy

@@ -6,20 +6,15 @@ nodes) as a node condition and an Event, and through k8sbridge-sync as a cordon.
 import json
 import os
 
+from harness.gpu_toolkit import FAKE_NVML, healthy_gpu
 from harness.kube import KubeCluster
-from harness.paths import BUILD_ROOT, SLURM_BUILD, SYNC
+from harness.paths import SLURM_BUILD, SYNC
 from harness.rig import Rig, RigConfig, wait_for
 from harness.sync import Daemon
 from harness.testcase import RigTestCase, main
 
 HEALTH = SLURM_BUILD / "programs" / "health" / "k8sbridge-health"
-FAKE_NVML = BUILD_ROOT / "tests" / "fakes" / "libnvidia-ml.so.1"
 XID_REASON = "[hardware] k8sbridge-health: GPU 1 XID 79 (GPU has fallen off the bus)"
-
-
-def healthy_gpu(bus):
-    return {"name": "NVIDIA H100", "bus": bus, "nvlink": [True, True],
-            "pcie": {"width": 16, "max_width": 16, "gen": 5, "max_gen": 5}}
 
 
 class HealthRigTest(RigTestCase):
