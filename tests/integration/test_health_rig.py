@@ -159,9 +159,11 @@ class HealthRigTest(RigTestCase):
         self.assertTrue(node["Reason"].startswith(
             "[hardware] k8sbridge-health: NVML call hung: nvmlDeviceGetRemappedRows on GPU 1 "
             "did not return within 2s"), node["Reason"])
-        # The program itself ended (the run after it happened and found the same).
-        start = self.clean_runs("w-0")
-        self.assertEqual(start, 0)
+        # The program itself ended: more runs follow (each rewrites the state file,
+        # which a run writes after its drain reaches Slurm) and find the same.
+        self.wait_runs("w-0", 2)
+        self.assertEqual(self.clean_runs("w-0"), 0)
+        self.assertIn("NVML call hung", rig.node("w-0")["Reason"])
         log = (rig.logdir / "slurmd-w-0.log").read_text()
         self.assertNotIn("health_check killed by signal", log)
 
