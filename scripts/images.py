@@ -53,11 +53,12 @@ IMAGES = tomllib.loads(TABLE.read_text())
 DPKG_EXCLUDES = ["/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*",
                  "/usr/share/info/*"]
 DPKG_INCLUDES = ["/usr/share/doc/*/copyright"]
-# Removed after the packages are in: apt's downloaded lists, logs, and the munge
-# key munge's postinst makes (every pod gets the cluster's key from a Secret; a key
-# baked into an image would be shared by everyone who pulls it).
+# Removed after the packages are in: apt's downloaded lists, logs, and the keys
+# postinsts make, munge's and openssh-server's host keys (every pod gets the
+# cluster's from a Secret; a key baked into an image would be shared by everyone
+# who pulls it).
 CLEANUP = ["/var/lib/apt/lists/*", "/var/cache/apt/*", "/var/log/*", "/etc/munge/munge.key",
-           "/var/cache/ldconfig/aux-cache"]
+           "/etc/ssh/ssh_host_*", "/var/cache/ldconfig/aux-cache"]
 ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
 
 LABEL_SLURM = "io.k8sbridge.slurm-version"
