@@ -48,6 +48,16 @@ class FakeDaemonSystemOf : public Interface {
     written[path] = fmt::format("{:o} {}", mode, content);
     return Status::Ok();
   }
+  Result<container::UserIds> LookUpUser(const std::string& name) override {
+    auto it = users.find(name);
+    if (it == users.end())
+      return Status::NotFound(fmt::format("no user {} in /etc/passwd", name));
+    return it->second;
+  }
+  Status GiveTo(const std::string& path, const container::UserIds& owner) override {
+    given.push_back(fmt::format("{} {}:{}", path, owner.uid, owner.gid));
+    return Status::Ok();
+  }
   void StopDaemon(const std::string& pid_file) override { stopped.push_back(pid_file); }
   Status Exec(const std::vector<std::string>& argv) override {
     exec = argv;
@@ -87,6 +97,8 @@ class FakeDaemonSystemOf : public Interface {
   std::vector<std::pair<std::string, std::string>> copies;
   std::vector<std::string> dirs;               // "path mode"
   std::map<std::string, std::string> written;  // path -> "mode content"
+  std::map<std::string, container::UserIds> users = {{"munge", {100, 101}}};
+  std::vector<std::string> given;  // GiveTo's "path uid:gid"
   std::vector<std::string> exec;
   std::vector<std::string> supervised;
   std::string supervised_munged;

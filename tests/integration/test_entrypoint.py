@@ -168,6 +168,21 @@ class PidOneTest(EntrypointTestCase):
         self.assertIn("sh was killed by SIGUSR2", r.stderr)
         self.assertIn("stopping munged", r.stderr)
 
+    def test_login_with_a_munged_user_runs_munged_as_that_user_owning_its_files(self):
+        socket = self.dir / "socket" / "munge.socket"
+        script = (f"munge -n -S {socket} | unmunge -S {socket} | grep -c 'STATUS: *Success'; "
+                  "for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" != munged ] || "
+                  "stat -c %U $p; done | sort -u; "
+                  f"stat -c '%U %a' {self.dir}/munged {self.dir}/munged/munge.key "
+                  f"{self.dir}/socket")
+        r = self.run_as_pid1([ENTRYPOINT, "login", "/bin/sh", "-c", script],
+                             self.env(K8SBRIDGE_MUNGED_USER="munge"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split("\n")[:5],
+                         ["1", "munge", "munge 700", "munge 400", "munge 755"], r.stderr)
+        self.assertIn("as munge", r.stderr)
+        self.assertIn("Exiting on signal 15", self.munged_log())  # stopped, not killed
+
 
 class RealSlurmctldTest(EntrypointTestCase):
     """The rig's own slurmctld (the release k8sbridge was built for) under the
@@ -332,6 +347,11 @@ class RefusalTest(EntrypointTestCase):
                        K8SBRIDGE_MUNGE_CHECK=cred)
         self.assert_refused([WORKER], env, "munge key mismatch", "wrong munge.key")
         self.assertIn("Exiting on signal 15", self.munged_log())  # its munged stopped
+
+    def test_an_unknown_munged_user_is_refused_naming_the_variable(self):
+        self.assert_refused([ENTRYPOINT, "login"], self.env(K8SBRIDGE_MUNGED_USER="no-such-user"),
+                            "K8SBRIDGE_MUNGED_USER=no-such-user", "unset it")
+        self.assertEqual(self.munged_log(), "")  # munged never started
 
     def test_no_role_is_a_usage_error(self):
         r = subprocess.run([str(ENTRYPOINT)], env=self.env(), capture_output=True, text=True,

@@ -1,6 +1,7 @@
 #include "k8sbridge/container/container_start.h"
 
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -27,6 +28,29 @@ std::string WithoutTrailingSlashes(std::string path) {
   return path;
 }
 
+// With a user set: the key's copy and munged's two directories become that user's
+// (munged checks it owns them), and munged starts through setpriv as that user,
+// its primary group and no other; returns what goes before munged's argv.
+Result<std::vector<std::string>> DropMungedRoot(const MungedSettings& s,
+                                                const std::vector<std::string>& owned,
+                                                DaemonSystem& system) {
+  if (s.user.empty())
+    return std::vector<std::string>{};
+  auto ids = system.LookUpUser(s.user);
+  if (!ids.ok()) {
+    return Status::NotFound(fmt::format(
+        "{}={}: {}: name a user of the image (Debian's munge package makes munge), or unset it "
+        "to run munged as root",
+        contract::kEnvMungedUser, s.user, ids.status().message()));
+  }
+  for (const std::string& path : owned) {
+    if (Status st = system.GiveTo(path, *ids); !st.ok())
+      return st.WithContext(fmt::format("{}={}", contract::kEnvMungedUser, s.user));
+  }
+  return std::vector<std::string>{"setpriv", fmt::format("--reuid={}", ids->uid),
+                                  fmt::format("--regid={}", ids->gid), "--clear-groups", "--"};
+}
+
 }  // namespace
 
 std::string EnvOr(const Getenv& getenv, std::string_view name, std::string fallback) {
@@ -49,6 +73,7 @@ Result<MungedSettings> MungedSettingsFromEnv(const Getenv& getenv, std::string d
   s.munged = EnvOr(getenv, contract::kEnvMunged, s.munged);
   s.dir = WithoutTrailingSlashes(EnvOr(getenv, contract::kEnvMungedDir, s.dir));
   s.socket = EnvOr(getenv, contract::kEnvMungeSocket);
+  s.user = EnvOr(getenv, contract::kEnvMungedUser);
   for (const auto& [variable, value, what] :
        {std::tuple{contract::kEnvMungeSocket, s.socket, "munged's socket"},
         std::tuple{contract::kEnvMungedKey, s.key, "the munge key file"},
@@ -125,9 +150,9 @@ Result<std::string> StartPrivateMunged(const MungedSettings& s, DaemonSystem& sy
   // Two directories of the container's own (emptyDirs), never the image's
   // /run/munge, /var/lib/munge or /var/log/munge: the socket's, which
   // k8sbridge-jail-prepare binds into every job's jail, holds only the socket
-  // (0755 so jobs reach it); the key, the seed, the pid and the log stay in a
-  // root-only one outside it. Owners and modes then satisfy munged's own checks:
-  // no --force.
+  // (0755 so jobs reach it); the key, the seed, the pid and the log stay in one
+  // of munged's user alone (root unless K8SBRIDGE_MUNGED_USER) outside it. Owners
+  // and modes then satisfy munged's own checks: no --force.
   const std::string socket = MungeSocketOf(s);
   const std::string socket_dir = Dir(socket);
   if (Status st = system.MakeDirectory(socket_dir, 0755); !st.ok())
@@ -142,14 +167,15 @@ Result<std::string> StartPrivateMunged(const MungedSettings& s, DaemonSystem& sy
         "{}={}: copying the munge key (mount the Secret with the cluster's munge.key there)",
         contract::kEnvMungedKey, s.key));
   }
-  std::vector<std::string> argv = {s.munged,
-                                   "--key-file=" + key,
-                                   "--socket=" + socket,
-                                   "--pid-file=" + pid_file,
-                                   "--seed-file=" + s.dir + "/munged.seed",
-                                   "--log-file=" + s.dir + "/munged.log"};
-  log.Info("starting the container's munged: socket {}, key {}", socket, key);
-  if (Status st = system.Run(argv); !st.ok())
+  auto argv = DropMungedRoot(s, {socket_dir, s.dir, key}, system);
+  if (!argv.ok())
+    return argv.status();
+  argv->insert(argv->end(),
+               {s.munged, "--key-file=" + key, "--socket=" + socket, "--pid-file=" + pid_file,
+                "--seed-file=" + s.dir + "/munged.seed", "--log-file=" + s.dir + "/munged.log"});
+  log.Info("starting the container's munged: socket {}, key {}, as {}", socket, key,
+           s.user.empty() ? "root" : s.user);
+  if (Status st = system.Run(*argv); !st.ok())
     return st.WithContext(fmt::format("starting munged (its log: {}/munged.log)", s.dir));
   return pid_file;
 }

@@ -1,6 +1,7 @@
 #include "k8sbridge/container/daemon_system.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -183,6 +185,26 @@ Status MakeDirectory(const std::string& path, unsigned mode) {
 
 Status WriteFile(const std::string& path, const std::string& content, unsigned mode) {
   return WriteFileAtomic(path, content, static_cast<mode_t>(mode));
+}
+
+Result<UserIds> LookUpUser(const std::string& name) {
+  std::vector<char> buf(16384);
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  const int err = getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found);
+  if (found == nullptr) {
+    return Status::NotFound(err != 0 ? std::strerror(err)
+                                     : fmt::format("no user {} in /etc/passwd", name));
+  }
+  return UserIds{pw.pw_uid, pw.pw_gid};
+}
+
+Status GiveTo(const std::string& path, const UserIds& owner) {
+  if (lchown(path.c_str(), owner.uid, owner.gid) != 0) {
+    return Status::IoError(fmt::format("cannot give {} to uid {} gid {}: {}", path, owner.uid,
+                                       owner.gid, std::strerror(errno)));
+  }
+  return Status::Ok();
 }
 
 void StopDaemon(const std::string& pid_file, Logger& log) {

@@ -189,6 +189,39 @@ BOOST_AUTO_TEST_CASE(bad_arguments_and_settings_name_the_fix) {
   BOOST_TEST(!SettingsOf({"login"}, {{"K8SBRIDGE_INIT", "true"}}).ok());
 }
 
+BOOST_AUTO_TEST_CASE(a_munged_user_owns_the_key_copy_and_directories_and_runs_munged) {
+  FakeSystem system;
+  RecordingLogger log;
+  auto s = Settings({"login"}, {{"K8SBRIDGE_MUNGED_USER", "munge"}});
+  BOOST_REQUIRE(container::RunEntrypoint(s, system, log).ok());
+  BOOST_TEST(system.given ==
+             (std::vector<std::string>{"/run/munge 100:101", "/run/k8sbridge-munge 100:101",
+                                       "/run/k8sbridge-munge/munge.key 100:101"}));
+  BOOST_REQUIRE(system.ran.size() == 1u);
+  const std::vector<std::string> prefix(system.ran[0].begin(), system.ran[0].begin() + 6);
+  BOOST_TEST(prefix == (std::vector<std::string>{"setpriv", "--reuid=100", "--regid=101",
+                                                 "--clear-groups", "--", "/usr/sbin/munged"}));
+  BOOST_TEST(log.Contains("as munge"));
+  // Unset, munged stays root's, as before.
+  FakeSystem as_root;
+  BOOST_REQUIRE(container::RunEntrypoint(Settings({"login"}), as_root, log).ok());
+  BOOST_TEST(as_root.given.empty());
+  BOOST_TEST(as_root.ran[0][0] == "/usr/sbin/munged");
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_munged_user_stops_before_munged_starts) {
+  FakeSystem system;
+  RecordingLogger log;
+  auto code = container::RunEntrypoint(Settings({"login"}, {{"K8SBRIDGE_MUNGED_USER", "mung"}}),
+                                       system, log);
+  BOOST_REQUIRE(!code.ok());
+  BOOST_TEST(code.status().message() ==
+             "K8SBRIDGE_MUNGED_USER=mung: no user mung in /etc/passwd: name a user of the image "
+             "(Debian's munge package makes munge), or unset it to run munged as root");
+  BOOST_TEST(system.ran.empty());
+  BOOST_TEST(system.given.empty());
+}
+
 BOOST_AUTO_TEST_CASE(the_slurm_version_is_the_last_word_of_the_first_line) {
   BOOST_TEST(container::SlurmVersionIn("slurm 24.11.5\n") == "24.11.5");
   BOOST_TEST(container::SlurmVersionIn("slurm-wlm 24.11.5  \nmore\n") == "24.11.5");

@@ -106,6 +106,9 @@ inline constexpr std::string_view kEnvMunged = "K8SBRIDGE_MUNGED";
 // It must not contain, or be inside, the socket's directory, which is bound into
 // every job's jail.
 inline constexpr std::string_view kEnvMungedDir = "K8SBRIDGE_MUNGED_DIR";
+// The user munged runs as (its key copy and directories then that user's); unset:
+// root. The login pods set munge: users share that container.
+inline constexpr std::string_view kEnvMungedUser = "K8SBRIDGE_MUNGED_USER";
 inline constexpr std::string_view kEnvJail = "K8SBRIDGE_JAIL";
 inline constexpr std::string_view kEnvJailWait = "K8SBRIDGE_JAIL_WAIT";
 inline constexpr std::string_view kEnvJailPrepare = "K8SBRIDGE_JAIL_PREPARE";

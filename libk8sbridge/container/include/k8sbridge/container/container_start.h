@@ -28,6 +28,7 @@ struct MungedSettings {
   std::string munged = "/usr/sbin/munged";           // K8SBRIDGE_MUNGED
   std::string dir = std::string(kDefaultMungedDir);  // K8SBRIDGE_MUNGED_DIR
   std::string socket;                                // K8SBRIDGE_MUNGE_SOCKET; "" = the default
+  std::string user;                                  // K8SBRIDGE_MUNGED_USER; "" = root
 };
 
 std::string MungeSocketOf(const MungedSettings& settings);
@@ -38,7 +39,7 @@ std::string EnvOr(const Getenv& getenv, std::string_view name, std::string fallb
 // Ok for "" and absolute paths; otherwise names the variable and what it must give.
 Status NeedAbsolutePath(std::string_view variable, const std::string& value, std::string_view what);
 // K8SBRIDGE_MUNGED_KEY (`default_key` when unset), K8SBRIDGE_MUNGED,
-// K8SBRIDGE_MUNGED_DIR and K8SBRIDGE_MUNGE_SOCKET.
+// K8SBRIDGE_MUNGED_DIR, K8SBRIDGE_MUNGE_SOCKET and K8SBRIDGE_MUNGED_USER.
 Result<MungedSettings> MungedSettingsFromEnv(const Getenv& getenv, std::string default_key);
 // K8SBRIDGE_INIT: "1" supervises the daemon even when not PID 1 (tests), "0" or
 // unset leaves it to whether the entrypoint is PID 1.
@@ -52,7 +53,9 @@ Status CheckMungedDirApart(const MungedSettings& settings);
 // names the path, its variable and the fix.
 Status CheckMungeKeyFile(const std::string& path, DaemonSystem& system);
 
-// Checks the key, copies it private and starts munged; returns munged's pid file.
+// Checks the key, copies it private and starts munged (as `user`, through setpriv,
+// when one is set: the key's copy and both directories are then that user's);
+// returns munged's pid file.
 Result<std::string> StartPrivateMunged(const MungedSettings& settings, DaemonSystem& system,
                                        Logger& log);
 

@@ -23,6 +23,12 @@ struct FileFacts {
   std::string error;  // why it does not exist or cannot be read
 };
 
+// A user's ids, as the image's passwd names them.
+struct UserIds {
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;  // the user's primary group
+};
+
 // The outside world of an entrypoint.
 class DaemonSystem {
  public:
@@ -42,6 +48,10 @@ class DaemonSystem {
   virtual Status MakeDirectory(const std::string& path, unsigned mode) = 0;
   // Replaces `path` atomically with `content`, at `mode` (readers never see half).
   virtual Status WriteFile(const std::string& path, const std::string& content, unsigned mode) = 0;
+  // The ids of user `name` in the image's passwd.
+  virtual Result<UserIds> LookUpUser(const std::string& name) = 0;
+  // Gives `path` (not following a final symlink) to `owner`: its uid and group.
+  virtual Status GiveTo(const std::string& path, const UserIds& owner) = 0;
   // Stops the daemon whose pid is in `pid_file` and waits (bounded) until it is
   // gone (the container's munged, when the entrypoint fails after starting it).
   virtual void StopDaemon(const std::string& pid_file) = 0;
@@ -61,6 +71,8 @@ FileFacts Inspect(const std::string& path);
 Status CopyPrivateFile(const std::string& from, const std::string& to);
 Status MakeDirectory(const std::string& path, unsigned mode);
 Status WriteFile(const std::string& path, const std::string& content, unsigned mode);
+Result<UserIds> LookUpUser(const std::string& name);
+Status GiveTo(const std::string& path, const UserIds& owner);
 void StopDaemon(const std::string& pid_file, Logger& log);
 Status Exec(const std::vector<std::string>& argv);
 Result<int> Supervise(const std::vector<std::string>& argv, const std::string& munged_pid_file,
@@ -86,6 +98,10 @@ class RealDaemonSystemOf : public Interface {
   }
   Status WriteFile(const std::string& path, const std::string& content, unsigned mode) override {
     return real::WriteFile(path, content, mode);
+  }
+  Result<UserIds> LookUpUser(const std::string& name) override { return real::LookUpUser(name); }
+  Status GiveTo(const std::string& path, const UserIds& owner) override {
+    return real::GiveTo(path, owner);
   }
   void StopDaemon(const std::string& pid_file) override { real::StopDaemon(pid_file, log_); }
   Status Exec(const std::vector<std::string>& argv) override { return real::Exec(argv); }
