@@ -16,15 +16,18 @@ dynamic provisioner (docs/deploy.md, "On Kubernetes"):
   advertises their GPUs as an extended resource (a PATCH of the Node's status
   capacity, as the Kubernetes documentation describes for extended resources);
 - creates the two namespaces (slurm: controller and login; slurm-workers: the
-  worker pods) and the munge key Secret in each;
+  worker pods) and the munge key Secret in each, and the login pods' SSH host keys
+  Secret (ssh-keygen -A);
 - makes a static hostPath PersistentVolume for each claim the overlay makes (the
-  jail, slurmctld's state);
+  jail, slurmctld's state, the homes: the two slurm-home claims on one directory),
+  each bound to its claim;
 - applies the overlay through a site kustomization that only sets what a site
   sets: the images' names and tags (kustomize's `images:`). Everything else is
   applied as shipped.
 
 slurmctld and k8sbridge-sync then run in the controller pod, whose power programs
-create the worker pods; users reach Slurm with `kubectl exec` into the login pod.
+create the worker pods; the tests reach Slurm with `kubectl exec` into the login
+pod as its admin does (login()), or over SSH as a user (test_deploy_e2e.py).
 
 Used by tests/integration/test_deploy_e2e.py and by the README's demo
 (scripts/demo.sh). Needs root and what real nodes need (scripts/setup.sh), and the
@@ -33,6 +36,7 @@ images (K8SBRIDGE_IMAGES: a directory with k8sbridge-{controller,worker,login}/)
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Optional, Sequence
@@ -160,8 +164,8 @@ class Deployment:
                       f"{GPU_RESOURCE} in their status")
         self.label_nodes()
         self.progress("kubectl create namespace slurm and slurm-workers; kubectl -n <each> "
-                      "create secret generic slurm-munge-key; a PersistentVolume for each "
-                      "claim; "
+                      "create secret generic slurm-munge-key; kubectl -n slurm create secret "
+                      "generic slurm-login-host-keys; a PersistentVolume for each claim; "
                       f"kubectl kustomize deploy/overlays/{self.overlay} (images: set) | "
                       "kubectl apply -f -")
         self.apply()
@@ -247,11 +251,13 @@ class Deployment:
         return rendered
 
     def claims(self) -> list:
-        """(claim name, size, access modes) of every claim the rendered overlay makes:
-        its PersistentVolumeClaims and its StatefulSets' volumeClaimTemplates."""
+        """(namespace, claim name, size, access modes) of every claim the rendered
+        overlay makes: its PersistentVolumeClaims and its StatefulSets'
+        volumeClaimTemplates."""
         out = []
         for doc in self.rendered:
             specs = []
+            namespace = doc["metadata"].get("namespace", NAMESPACE)
             if doc["kind"] == "PersistentVolumeClaim":
                 specs.append((doc["metadata"]["name"], doc["spec"]))
             elif doc["kind"] == "StatefulSet":
@@ -263,7 +269,7 @@ class Deployment:
                 if spec.get("storageClassName"):
                     raise RuntimeError(f"claim {name} asks for storage class "
                                        f"{spec['storageClassName']}: this cluster has none")
-                out.append((name, spec["resources"]["requests"]["storage"],
+                out.append((namespace, name, spec["resources"]["requests"]["storage"],
                             spec["accessModes"]))
         return out
 
@@ -280,10 +286,26 @@ class Deployment:
             self.kubectl("create", "secret", "generic", "slurm-munge-key",
                          f"--from-file=munge.key={key}", namespace=namespace)
         key.unlink()
-        for name, size, modes in self.claims():
-            self.kube.create_host_path_volume(f"{NAMESPACE}-{name}", size, modes,
-                                              self.rc.dir / "volumes" / name)
+        self.create_host_keys()
+        # Each claim bound to a volume of its own, except that claims of one name in
+        # both namespaces (slurm-home) share a directory: the share both must bind
+        # (deploy/base/home.yaml).
+        for namespace, name, size, modes in self.claims():
+            self.kube.create_host_path_volume(f"{namespace}-{name}", size, modes,
+                                              self.rc.dir / "volumes" / name,
+                                              claim=(namespace, name))
         self.kube.kubectl("apply", "-f", "-", input=rendered, timeout=120)
+
+    def create_host_keys(self):
+        """The login pods' SSH host keys, as docs/deploy.md ("Users") makes them:
+        ssh-keygen -A into a directory, the Secret slurm-login-host-keys from it."""
+        keys = self.dir / "host-keys"
+        (keys / "etc" / "ssh").mkdir(parents=True)
+        subprocess.run(["ssh-keygen", "-A", "-f", str(keys)], check=True,
+                       capture_output=True)
+        self.kubectl("create", "secret", "generic", "slurm-login-host-keys",
+                     f"--from-file={keys / 'etc' / 'ssh'}")
+        shutil.rmtree(keys)
 
     def close(self):
         if self.rc is not None:

@@ -488,17 +488,20 @@ class KubeCluster:
                         for c in n.get("status", {}).get("conditions", []))}
         return names <= ready
 
-    def create_host_path_volume(self, name, size, access_modes, path):
+    def create_host_path_volume(self, name, size, access_modes, path, claim=None):
         """A PersistentVolume on a host directory, as an admin without a dynamic
         provisioner makes one for each claim (static provisioning): the PV
         controller binds a claim of no storage class whose size and access modes it
-        satisfies."""
+        satisfies, or only `claim` ((namespace, name)) when given."""
         Path(path).mkdir(parents=True, exist_ok=True)
+        spec = {"capacity": {"storage": size}, "accessModes": list(access_modes),
+                "persistentVolumeReclaimPolicy": "Retain",
+                "hostPath": {"path": str(path), "type": "DirectoryOrCreate"}}
+        if claim is not None:
+            spec["claimRef"] = {"namespace": claim[0], "name": claim[1]}
         self.create("/api/v1/persistentvolumes", {
             "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
-            "spec": {"capacity": {"storage": size}, "accessModes": list(access_modes),
-                     "persistentVolumeReclaimPolicy": "Retain",
-                     "hostPath": {"path": str(path), "type": "DirectoryOrCreate"}}}, ok=(201,))
+            "spec": spec}, ok=(201,))
 
     # --- talking to it --------------------------------------------------------
 

@@ -22,18 +22,31 @@ into every node's containerd (no registry). Then what users, Slurm and an admin 
   node; the GPU back, the node returns to service and is uncordoned;
 - Debian's Prometheus scrapes the shipped Service through the shipped
   ServiceMonitor's scrape configuration;
+- alice logs in over SSH as herself (the login Service's NodePort on a node, her
+  key in her home on the slurm-home volume, the host keys of the Secret
+  slurm-login-host-keys pinned in known_hosts); a wrong key, an unknown user and
+  root are refused. From her shell and from her job she reads neither munge key
+  nor any ServiceAccount token nor bob's home, nor another user's process's
+  environment, files or root; her processes run with no_new_privs and no
+  capability, so no setuid program (su, mount, passwd, ...) makes her root;
+- her `sbatch` runs as her in the jail and writes its output into /home/alice;
 - after SuspendTime the pods are deleted, their containers gone from containerd,
-  and the nodes powered down again.
+  and the nodes powered down again; alice's output is still in her home, and the
+  login pods, deleted, come back with the same host keys.
 
 scripts/test.sh sets K8SBRIDGE_IMAGES for the artifacts suite; without it the test
 skips. Needs root and what real nodes need (scripts/setup.sh).
 """
 
+import base64
 import ipaddress
 import re
+import shlex
 import subprocess
+import tempfile
 import time
 import unittest
+from pathlib import Path
 
 import yaml
 
@@ -42,7 +55,7 @@ from harness.deployment import (DEPLOY, GPU_RESOURCE, WORKER_NAMESPACE, Deployme
 from harness.gpu_toolkit import RUNTIME_CLASS, pod_gpus
 from harness.kube import LEAF_LABEL
 from harness.prometheus import Prometheus, service_monitor_scrape
-from harness.site import LEAF_OF_NODE, SLURM_NODES
+from harness.site import LEAF_OF_NODE, SLURM_NODES, USERS
 from harness.testcase import close_leaving_nothing
 from test_deploy_manifests import config_files, render, without_substitutions
 
@@ -58,6 +71,46 @@ DEVICE_LINE = re.compile(r"^(\d+): .*(/dev/nvidia\d).*?(No such device or addres
                          r"Operation not permitted|opened)", re.M)
 HEALTH = "/usr/sbin/k8sbridge-health"
 HARDWARE_TAINT = "k8sbridge.io/hardware"
+LOGIN_SELECTOR = "app.kubernetes.io/name=slurm-login"
+# What a user must not read, in the login pod and in a job (in the jail on a
+# worker): the munge key's Secret and munged's copy, the ServiceAccount token,
+# bob's home, and through /proc the root-owned PID 1 (its environment, its open
+# files, the pod's root beneath it). USER_PROBE prints a line for each: READ, DENIED
+# (Permission denied) or ABSENT (not there to see), then the path.
+PRIVATE = ["/etc/munge-key/munge.key", "/run/k8sbridge-munge/munge.key",
+           "/var/run/secrets/kubernetes.io/serviceaccount/token",
+           "/var/run/secrets/kubernetes.io/serviceaccount", "/home/bob", "/home/bob/secret",
+           "/proc/1/environ", "/proc/1/fd", "/proc/1/root/etc/munge-key/munge.key"]
+# The login pod mounts the key (root's, 0400) and munged's copy is in a root-only
+# directory; it has no token. /proc/1 is there, its private parts the kernel's
+# ptrace check refuses.
+LOGIN_SEES = {"/etc/munge-key/munge.key": "DENIED", "/run/k8sbridge-munge/munge.key": "DENIED",
+              "/var/run/secrets/kubernetes.io/serviceaccount/token": "ABSENT",
+              "/var/run/secrets/kubernetes.io/serviceaccount": "ABSENT",
+              "/home/bob": "DENIED", "/home/bob/secret": "DENIED",
+              "/proc/1/environ": "DENIED", "/proc/1/fd": "DENIED",
+              "/proc/1/root/etc/munge-key/munge.key": "DENIED"}
+# The jail holds none of the worker pod's secrets, and its /proc hides every
+# process but the job's own (hidepid=invisible).
+JOB_SEES = dict(LOGIN_SEES, **{path: "ABSENT" for path in PRIVATE
+                               if not path.startswith("/home/")})
+USER_PROBE = (
+    "for f in " + " ".join(PRIVATE) + "; do "
+    "if [ -d $f ]; then err=$(ls $f 2>&1 >/dev/null); else err=$(head -c1 $f 2>&1 >/dev/null); fi"
+    " && echo READ $f || case $err in *'Permission denied'*) echo DENIED $f;; "
+    "*) echo ABSENT $f;; esac; done; "
+    "echo id $(id -u) $(id -un); grep -E '^(NoNewPrivs|CapPrm|CapEff):' /proc/self/status; "
+    # su has no password to take and no terminal to ask on; sudo is not installed.
+    "su -c 'id -u' root </dev/null >/dev/null 2>&1 && echo ROOT su || echo refused su; "
+    "command -v sudo >/dev/null && echo present sudo || echo absent sudo; "
+    "for b in $(find / -xdev -perm -4000 -type f 2>/dev/null); do echo setuid $b; done")
+
+
+def users_files(objects: list) -> dict:
+    """The slurm-users ConfigMap's files (namespace slurm): {name: text}."""
+    return next(o["data"] for o in objects if o["kind"] == "ConfigMap" and
+                o["metadata"]["name"] == "slurm-users" and
+                o["metadata"]["namespace"] == "slurm")
 
 
 class GpuSiteDeployment(unittest.TestCase):
@@ -71,9 +124,15 @@ class GpuSiteDeployment(unittest.TestCase):
                            progress=lambda text: print(
                                f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)).__enter__()
 
+        cls.ssh_dir = Path(tempfile.mkdtemp(prefix="k8sbridge-e2e-ssh-"))
+        cls.alice_job = None
+
     @classmethod
     def tearDownClass(cls):
-        close_leaving_nothing(cls.d.close, cls.d.rc.rig_ids, "the deployment")
+        try:
+            close_leaving_nothing(cls.d.close, cls.d.rc.rig_ids, "the deployment")
+        finally:
+            subprocess.run(["rm", "-rf", str(cls.ssh_dir)], check=False)
 
     # ---- helpers ----------------------------------------------------------------------
 
@@ -134,6 +193,84 @@ class GpuSiteDeployment(unittest.TestCase):
         self.assertFalse([e for e in d.events(name, namespace) if e["reason"] == "Pulling"],
                          f"{name}: the kubelet tried to pull")
 
+    def ssh_target(self):
+        """(a node's address, the login Service's NodePort), once that node's
+        kube-proxy forwards it."""
+        service = self.d.get("service", "slurm-login-ssh")
+        port = next(p["nodePort"] for p in service["spec"]["ports"] if p["name"] == "ssh")
+        node = self.d.nodes[0]
+        self.d.wait(lambda: node.service_rules("slurm/slurm-login-ssh:ssh"), 60,
+                    f"kube-proxy on {node.name} to forward the login Service's NodePort")
+        return node.address, port
+
+    def known_hosts(self) -> Path:
+        """known_hosts with the public host keys of the Secret slurm-login-host-keys,
+        for both the target's address and port: ssh checks every login against them."""
+        secret = self.d.get("secret", "slurm-login-host-keys")
+        address, port = self.ssh_target()
+        path = self.ssh_dir / "known_hosts"
+        path.write_text("".join(
+            f"[{address}]:{port} " + " ".join(base64.b64decode(v).decode().split()[:2]) + "\n"
+            for k, v in sorted(secret["data"].items()) if k.endswith(".pub")))
+        return path
+
+    def key(self, name: str) -> Path:
+        path = self.ssh_dir / name
+        if not path.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name,
+                            "-f", str(path)], check=True)
+        return path
+
+    def ssh(self, user: str, key: Path, command: str, timeout=600):
+        """The host's ssh client as `user` with `key`; a session that outlives
+        `timeout` is a failure (returncode None) the caller reports."""
+        address, port = self.ssh_target()
+        known_hosts = self.ssh_dir / "known_hosts"
+        if not known_hosts.exists():
+            self.known_hosts()
+        argv = ["ssh", "-F", "/dev/null", "-p", str(port), "-i", str(key),
+                "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+                "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={known_hosts}",
+                "-o", "ConnectTimeout=20", f"{user}@{address}", command]
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            out, err = (s.decode(errors="replace") if isinstance(s, bytes) else s or ""
+                        for s in (e.stdout, e.stderr))
+            return subprocess.CompletedProcess(argv, None, out, f"{err}ssh ran past {timeout} s")
+
+    def alice(self, command: str, timeout=600) -> str:
+        r = self.ssh("alice", self.key("alice"), command, timeout=timeout)
+        self.assertEqual(r.returncode, 0, f"ssh alice {command!r}: {r.stdout}{r.stderr}\n"
+                                          f"{self.d.describe()}")
+        return r.stdout
+
+    def wait_alice_logs_in(self, what: str):
+        """Every login pod ready, then alice's login answers (a Service's endpoints
+        and kube-proxy's rules follow a pod's readiness by a moment)."""
+        def ready():
+            pods = self.d.pods(LOGIN_SELECTOR)
+            return pods and all(any(c["type"] == "Ready" and c["status"] == "True"
+                                    for c in p["status"].get("conditions", [])) for p in pods)
+        self.d.wait(ready, 300, f"the login pods ready ({what})")
+        self.d.wait(lambda: self.ssh("alice", self.key("alice"), "true", timeout=60)
+                    .returncode == 0, 120, f"alice's ssh login ({what})")
+
+    def assert_private(self, out: str, sees: dict, where: str):
+        """USER_PROBE's output: alice read nothing private (each path as `sees`
+        says), runs as alice with no_new_privs and no capability, su refused, no
+        sudo."""
+        seen = dict((path, state) for state, path in
+                    re.findall(r"^(READ|DENIED|ABSENT) (\S+)$", out, re.M))
+        self.assertEqual(seen, sees, f"{where}: {out}")
+        uid = USERS["alice"]
+        self.assertIn(f"id {uid} alice", out, where)
+        self.assertRegex(out, re.compile(r"^NoNewPrivs:\s+1$", re.M), where)
+        self.assertRegex(out, re.compile(r"^CapPrm:\s+0+$", re.M), where)
+        self.assertRegex(out, re.compile(r"^CapEff:\s+0+$", re.M), where)
+        self.assertIn("refused su", out, where)
+        self.assertIn("absent sudo", out, where)
+
     # ---- the tests, in order ----------------------------------------------------------
 
     def test_0_the_site_copy_changes_only_what_a_site_sets(self):
@@ -143,6 +280,16 @@ class GpuSiteDeployment(unittest.TestCase):
         for name, text in shipped.items():
             self.assertEqual(without_substitutions(name, site[name]),
                              without_substitutions(name, text), name)
+        # The users: the shipped files, and after them one line for each of the
+        # site's users and groups.
+        shipped, site = users_files(render("overlays/example-gpu")), users_files(self.d.rendered)
+        self.assertEqual(sorted(site), sorted(shipped))
+        self.assertEqual(site["add-users.sh"], shipped["add-users.sh"])
+        for name in ("passwd", "group"):
+            text = shipped[name]
+            added = site[name][len(text):] if site[name].startswith(text) else site[name]
+            self.assertEqual([line.split(":")[0] for line in added.splitlines()],
+                             sorted(USERS), name)
 
     def test_1_a_gpu_feature_job_on_one_switch_gets_pods_on_one_leaf(self):
         d = self.d
@@ -304,6 +451,67 @@ class GpuSiteDeployment(unittest.TestCase):
             for cidr, via in routes:
                 subprocess.run(["ip", "route", "del", cidr, "via", via], check=False)
 
+    def test_5a_alice_logs_in_over_ssh_as_herself_and_no_one_else_does(self):
+        d = self.d
+        # The admin's part (docs/deploy.md, "Users"): alice's public key into her
+        # home (made by the login pods, hers and 0700), a file of bob's that only he
+        # may read, and alice's key in root's authorized_keys of every login pod,
+        # which sshd must still refuse.
+        pub = shlex.quote(self.key("alice").with_suffix(".pub").read_text().strip())
+        d.login(["sh", "-ec",
+                 f"install -d -m 0700 -o alice -g alice /home/alice/.ssh; "
+                 f"echo {pub} > /home/alice/.ssh/authorized_keys; "
+                 f"chown alice:alice /home/alice/.ssh/authorized_keys; "
+                 f"echo bob-only > /home/bob/secret; chown bob:bob /home/bob/secret; "
+                 f"chmod 0600 /home/bob/secret; stat -c '%a %U' /home/alice /home/bob"])
+        for pod in d.pods(LOGIN_SELECTOR):
+            d.kubectl("exec", pod["metadata"]["name"], "-c", "login", "--", "sh", "-ec",
+                      f"install -d -m 0700 /root/.ssh; echo {pub} > /root/.ssh/authorized_keys")
+        self.wait_alice_logs_in("first start")
+        self.assertEqual(self.alice("id -un; echo $HOME").split(), ["alice", "/home/alice"])
+        refusals = {
+            "a wrong key": ("alice", self.key("mallory")),
+            "a user not in slurm-users": ("carol", self.key("alice")),
+            "root, even with alice's key in its authorized_keys": ("root", self.key("alice")),
+            "bob with alice's key": ("bob", self.key("alice")),
+        }
+        for what, (user, key) in refusals.items():
+            r = self.ssh(user, key, "id")
+            self.assertEqual(r.returncode, 255, f"{what}: {r.stdout}{r.stderr}")
+            self.assertIn("Permission denied (publickey)", r.stderr, what)
+
+    def test_5b_alice_reads_no_key_token_or_other_home_and_cannot_become_root(self):
+        # munged dropped root: the user munge runs it and alone owns the key's copy.
+        owners = self.d.login(["sh", "-ec", "for p in /proc/[0-9]*; do "
+                               "[ \"$(cat $p/comm 2>/dev/null)\" != munged ] || stat -c %U $p; "
+                               "done | sort -u; stat -c '%U %a' /run/k8sbridge-munge "
+                               "/run/k8sbridge-munge/munge.key"]).stdout.split("\n")
+        self.assertEqual(owners[:3], ["munge", "munge 700", "munge 400"], owners)
+        out = self.alice(USER_PROBE)
+        self.assert_private(out, LOGIN_SEES, "alice's shell in the login pod")
+        setuid = re.findall(r"^setuid (.*)$", out, re.M)
+        self.assertIn("/usr/bin/su", setuid, out)
+        # From her job, in the jail on a worker: none of the worker pod's secrets
+        # is in the jail, and the jail's setuid programs are as powerless.
+        out = self.alice("srun -N1 sh -c " + shlex.quote(USER_PROBE))
+        self.assert_private(out, JOB_SEES, "alice's job in the jail")
+
+    def test_5c_alices_batch_job_runs_as_her_and_writes_into_her_home(self):
+        d = self.d
+        out = self.alice("cd && sbatch --parsable -N1 "
+                         "--wrap='id -un; cat /.k8sbridge-jail; hostname'")
+        job = out.strip().split(";")[0]
+        d.wait(lambda: d.job(job).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED",
+                                                       "NODE_FAIL", "TIMEOUT"),
+               300, f"alice's batch job {job} to end")
+        info = d.job(job)
+        self.assertEqual((info["JobState"], info["ExitCode"], info["UserId"].split("(")[0]),
+                         ("COMPLETED", "0:0", "alice"), info)
+        lines = self.alice(f"cat ~/slurm-{job}.out; stat -c '%U %a' ~/slurm-{job}.out")
+        self.assertRegex(lines, rf"^alice\npopulated from the login image.*\n"
+                                rf"{info['NodeList']}\nalice 6\d\d\n$")
+        type(self).alice_job = (job, lines)
+
     def test_6_idle_nodes_power_down_and_their_pods_go(self):
         d = self.d
         containers = {name: self.assert_kubelet_ran(pod, "k8sbridge-worker")
@@ -320,6 +528,25 @@ class GpuSiteDeployment(unittest.TestCase):
         for name, (node, cid) in containers.items():
             d.wait(lambda: cid not in node.containers(), 60,
                    f"{name}'s container gone from {node.name}'s containerd")
+
+
+    def test_7_homes_and_host_keys_outlive_the_pods(self):
+        d = self.d
+        self.assertEqual(d.worker_pods(), [])
+        self.assertIsNotNone(self.alice_job, "test_5c ran alice's job")
+        job, lines = self.alice_job
+        # Her output, written on a worker pod that is gone, is in her home.
+        self.assertEqual(self.alice(f"cat ~/slurm-{job}.out; stat -c '%U %a' "
+                                    f"~/slurm-{job}.out"), lines)
+        # The login pods deleted and made again: ssh, which checks the host key
+        # against known_hosts (StrictHostKeyChecking=yes), logs alice in again.
+        before = {p["metadata"]["uid"] for p in d.pods(LOGIN_SELECTOR)}
+        d.kubectl("delete", "pod", "-l", LOGIN_SELECTOR, "--wait=true", timeout=180)
+        d.wait(lambda: (lambda pods: len(pods) == len(before) and
+                        not before & {p["metadata"]["uid"] for p in pods})(
+                            d.pods(LOGIN_SELECTOR)), 120, "the login pods made again")
+        self.wait_alice_logs_in("after the login pods were deleted")
+        self.assertEqual(self.alice("id -un").split(), ["alice"])
 
 
 if __name__ == "__main__":

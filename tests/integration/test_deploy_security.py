@@ -12,11 +12,15 @@ policies", "NetworkPolicies"):
   allow (tests/integration/test_deploy_rbac.py checks the policy itself on the
   real API server);
 - NetworkPolicies let only the cluster's namespaces reach slurmctld's 6817 and
-  slurmd's 6818, and leave every other port as it was."""
+  slurmd's 6818, and leave every other port as it was;
+- no shipped Role or ClusterRole lets anyone exec, attach or port-forward into a
+  pod or read Secrets (users get SSH); the login pods serve SSH (keys only, no
+  root) with host keys from their Secret, the same users and homes everywhere."""
 
 import re
 import unittest
 
+from harness.deployment import WORKER_NAMESPACE
 from test_deploy_manifests import KUSTOMIZATIONS, conf_namespace, pod_specs_in, render
 
 # What Pod Security "baseline" lets a container add (its capabilities check).
@@ -135,6 +139,54 @@ class PodSecurity(unittest.TestCase):
                 added = c["securityContext"].get("capabilities", {}).get("add", [])
                 if c["name"] in ("slurm-etc", "topology-init", "sync", "topology"):
                     self.assertEqual(added, [], c["name"])
+
+
+class Users(unittest.TestCase):
+    """Users come in over SSH as themselves (docs/deploy.md, "Users", "Security
+    model"): nothing shipped lets anyone into a pod or at its Secrets."""
+
+    # A pod's shell (as its root: the munge key), and the Secrets themselves.
+    INTO_PODS = {"pods/exec", "pods/attach", "pods/portforward", "secrets", "*"}
+
+    def test_no_shipped_role_grants_exec_attach_or_secrets(self):
+        for k in KUSTOMIZATIONS:
+            with self.subTest(kustomization=k):
+                for o in render(k):
+                    if o["kind"] not in ("Role", "ClusterRole"):
+                        continue
+                    for rule in o.get("rules", []):
+                        where = f"{k}: {o['kind']}/{o['metadata']['name']} {rule}"
+                        self.assertFalse(self.INTO_PODS & set(rule.get("resources", [])),
+                                         where)
+                        self.assertNotIn("*", rule.get("verbs", []), where)
+                    self.assertNotIn("aggregationRule", o, o["metadata"]["name"])
+
+    def test_the_login_pods_serve_ssh_with_the_site_users_and_homes(self):
+        for k in KUSTOMIZATIONS:
+            with self.subTest(kustomization=k):
+                objects = render(k)
+                service = find(objects, "Service", "slurm-login-ssh", "slurm")
+                self.assertEqual(service["spec"]["type"], "NodePort")
+                self.assertEqual([(p["port"], p["targetPort"]) for p in service["spec"]["ports"]],
+                                 [(22, "ssh")])
+                spec = next(s for where, _, s in pod_specs_in(objects)
+                            if where == "StatefulSet/slurm-login")
+                self.assertIs(spec.get("automountServiceAccountToken"), False)
+                volumes = {v["name"]: v for v in spec["volumes"]}
+                self.assertEqual(volumes["host-keys"]["secret"]["secretName"],
+                                 "slurm-login-host-keys")
+                self.assertEqual(volumes["host-keys"]["secret"]["defaultMode"], 0o400)
+                self.assertEqual(volumes["munge-key"]["secret"]["defaultMode"], 0o400)
+                command = " ".join(spec["containers"][0]["args"])
+                for option in ("PasswordAuthentication=no", "KbdInteractiveAuthentication=no",
+                               "PermitRootLogin=no", "AuthorizedKeysFile=.ssh/authorized_keys"):
+                    self.assertIn(f"-o {option}", command)
+                # Every namespace's users and homes are the same.
+                for ns in ("slurm", WORKER_NAMESPACE):
+                    self.assertEqual(find(objects, "ConfigMap", "slurm-users", ns)["data"],
+                                     find(objects, "ConfigMap", "slurm-users", "slurm")["data"])
+                    self.assertEqual(find(objects, "PersistentVolumeClaim", "slurm-home", ns)
+                                     ["spec"]["accessModes"], ["ReadWriteMany"])
 
 
 class WorkerNamespace(unittest.TestCase):

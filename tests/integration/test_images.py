@@ -85,6 +85,19 @@ class ImageContents(unittest.TestCase):
             "usr/bin/gcc", "usr/bin/cc", "usr/bin/c++", "usr/bin/g++", "usr/bin/make")]
         self.assertEqual(toolchain, [])
 
+    def test_no_image_holds_a_key_and_the_login_image_has_sshd(self):
+        # Every pod gets the cluster's munge key and the login pods' SSH host keys
+        # from Secrets: a key baked in would be everyone's who pulls the image.
+        for name in IMAGES:
+            with self.subTest(image=name):
+                layer = layout_manifest(name)["layers"][0]["digest"]
+                with tarfile.open(blob(name, layer)) as tar:
+                    names = set(n.lstrip("./") for n in tar.getnames())
+                self.assertNotIn("etc/munge/munge.key", names)
+                self.assertEqual([n for n in names if n.startswith("etc/ssh/ssh_host_")], [])
+                if name == "k8sbridge-login":
+                    self.assertIn("usr/sbin/sshd", names)
+
     def test_docker_archive_names_the_image_and_holds_the_same_layer(self):
         for name in IMAGES:
             with self.subTest(image=name):
