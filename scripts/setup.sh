@@ -41,6 +41,9 @@ packages=(
   prometheus
   # the test cluster's certificates (tests/harness/pki.py)
   python3-cryptography
+  # the deployed end-to-end test's users' SSH client and the login pods' host keys
+  # (ssh, ssh-keygen: tests/integration/test_deploy_e2e.py, docs/deploy.md "Users")
+  openssh-client
   infiniband-diags debootstrap valgrind
   # fetching the Slurm tarball from Debian's source archive
   dpkg-dev ca-certificates
