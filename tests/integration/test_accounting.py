@@ -10,7 +10,7 @@ import signal
 import time
 import unittest
 
-from harness.accounting import Accounting
+from harness.accounting import ACCOUNTS_SCRIPT, Accounting
 from harness.rig import Rig, wait_for
 from harness.testcase import RigTestCase, main, wait_for_no_leftovers
 
@@ -123,6 +123,19 @@ class AccountingTest(RigTestCase):
         self.assertGreater(after["usage"], 0)
         self.assertGreater(after["fair_share"], 0.0)
         self.assertLessEqual(after["fair_share"], 1.0)
+
+    def test_accounting_init_keeps_what_exists_and_refuses_an_unknown_user(self):
+        script = ["bash", str(ACCOUNTS_SCRIPT), f"rig{self.rig.id}", ACCOUNT]
+        again = self.rig.run(script + [USER], timeout=120)
+        self.assertEqual((again.returncode, again.stderr), (0, ""))
+        unknown = self.rig.run(script + ["no-such-user-k8sb"], timeout=120)
+        self.assertEqual(unknown.returncode, 1, unknown.stderr)
+        self.assertIn("user 'no-such-user-k8sb' does not exist on this host: create it (or "
+                      "fix the name) first", unknown.stderr)
+        users = self.rig.check_output(["sacctmgr", "-n", "-P", "show", "association",
+                                       f"cluster=rig{self.rig.id}", "format=account,user"])
+        self.assertEqual(sorted(users.split()), ["research|", f"research|{USER}", "root|",
+                                                 "root|root"])
 
     # ---- faults: jobs run on, and no record is lost -------------------------------
 
