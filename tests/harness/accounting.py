@@ -9,7 +9,7 @@ them (docs/accounting.md).
 
 The rig starts it (RigConfig.services) once munge and slurm.conf are there, before
 slurmctld: a database of its own (mariadb-install-db, a datadir under the rig's
-workdir, mariadbd on 127.0.0.1 at one of the process's slot ports and on a unix
+workdir, mariadbd on 127.0.0.1 at one of the rig's slot ports and on a unix
 socket), a `slurm` database user with a random password and all privileges on
 slurmdbd's own database only, slurmdbd on another port with a slurmdbd.conf of mode
 0600 owned by SlurmUser, and then the cluster, the account and its users, made by
