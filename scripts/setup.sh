@@ -3,7 +3,8 @@
 # Idempotent: a second run only checks, and finishes in seconds.
 #   - Debian packages (the list below)
 #   - Slurm 24.11.5 built from the upstream tarball, cached outside the repository
-#     (scripts/build-slurm.sh, keyed by version under $K8SBRIDGE_CACHE)
+#     (scripts/build-slurm.sh, under $K8SBRIDGE_CACHE, keyed by its configure options
+#     and build dependencies)
 #   - the jail root filesystem, when scripts/make-jail.sh exists
 #   - the upstream Kubernetes programs (etcd, kube-apiserver, kube-controller-manager,
 #     kube-scheduler, kubelet, kube-proxy, kubectl, kwok) and CoreDNS built from their
@@ -31,9 +32,8 @@ packages=(
   libcurl4-openssl-dev libssl-dev rapidjson-dev libfmt-dev libyaml-cpp-dev libboost-dev
   libboost-test-dev libmunge-dev libibnetdisc-dev libibmad-dev libibumad-dev
   prometheus-cpp-dev
-  # Slurm's own build dependencies
-  libjson-c-dev libyaml-dev libhttp-parser-dev libjwt-dev libhwloc-dev liblz4-dev
-  libreadline-dev libpam0g-dev
+  # the accounting database of tests/harness/accounting.py (slurmdbd's MariaDB)
+  mariadb-server
   # test rig and peers
   munge iproute2 util-linux procps psmisc python3 python3-kubernetes python3-yaml ibsim-utils
   # Debian's Prometheus: tests/integration/test_metrics.py scrapes every metrics
@@ -61,6 +61,9 @@ packages=(
   # (wrk POSTs the 1000 rendered pods through bench/wrk_create.lua)
   wrk
 )
+# Slurm's own build dependencies: scripts/build-slurm.sh keys its cache by them
+mapfile -t slurm_build_deps < <("$here/build-slurm.sh" --build-deps)
+packages+=("${slurm_build_deps[@]}")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -318,6 +318,11 @@ class RigConfig:
     # run as pods on real Kubernetes nodes (tests/harness/cluster.py).
     node_namespaces: bool = True
     debug: str = "debug"
+    # Daemons beside slurmctld that it needs from its start (the accounting database
+    # and slurmdbd, tests/harness/accounting.py): each has start(rig), called once
+    # munge and the configuration are there, before slurmctld starts, and stop(rig),
+    # called once the Slurm daemons have stopped.
+    services: Sequence = ()
 
 
 class Rig:
@@ -353,6 +358,7 @@ class Rig:
         self.node_munged: dict[str, subprocess.Popen] = {}
         self.slurmctld: Optional[subprocess.Popen] = None
         self.workers: dict[str, Worker] = {}
+        self._started_services: list = []
         self._started = False
         self._stopped = False
         self._old_sigterm = None
@@ -384,6 +390,9 @@ class Rig:
         self._start_network()
         self._start_munge()
         self._write_config()
+        for service in self.config.services:
+            self._started_services.append(service)
+            service.start(self)
         self._start_slurmctld()
         if self.config.start_slurmd:
             for name in self.workers:
@@ -397,6 +406,7 @@ class Rig:
         try:
             if self.workers or self.slurmctld:
                 self._stop_daemons()
+            self._stop_services()
             self._sweep_processes()
             self._unmount_all()
             self._stop_network()
@@ -714,6 +724,17 @@ PartitionName=main Nodes={names} Default=YES MaxTime=INFINITE State=UP {c.partit
             self.stop_slurmd(name)
         self._terminate(self.slurmctld, "slurmctld")
 
+    def _stop_services(self) -> None:
+        """Stops the started services, last first; one that fails to stop is reported
+        and the sweep that follows kills what it left (its processes have the rig's
+        id in their environment)."""
+        while self._started_services:
+            service = self._started_services.pop()
+            try:
+                service.stop(self)
+            except Exception as e:  # the rest of the teardown must still run
+                print(f"rig {self.id}: stopping {service!r} failed: {e}", file=sys.stderr)
+
     def _sweep_processes(self) -> None:
         """Kills what the daemons left: slurmstepd and job tasks reparent to init
         and leave the daemons' process groups, but keep the rig's id in their
@@ -1011,6 +1032,11 @@ def remove_cgroup_tree(top: Path) -> None:
             pass
 
 
+# Daemons that also run outside rigs: leftovers() counts only those naming a rig's
+# workdir on their command line or in their environment.
+WORKDIR_DAEMONS = ("munged", "mariadbd", "slurmdbd")
+
+
 def leftovers(rig_ids: Optional[Iterable[str]] = None) -> dict:
     """What rigs have left on this machine: used by tests to prove teardown. With
     `rig_ids`, what these rigs left (a test's own: other rigs may be running at the
@@ -1026,14 +1052,16 @@ def leftovers(rig_ids: Optional[Iterable[str]] = None) -> dict:
     if ids is not None:
         bridges = [b for b in bridges if b in {RESOURCE_PREFIX + rid for rid in ids}]
     daemons = live_processes("slurmctld", "slurmd", "slurmstepd", "spank_jail_ns", rig_ids=ids)
-    for pid in live_processes("munged", rig_ids=ids):
-        # A munged started for a rig node or a pod keeps its files under a
-        # rig's workdir; it outliving the rig is a leak.
+    for pid in live_processes(*WORKDIR_DAEMONS, rig_ids=ids):
+        # These keep their files under a rig's workdir (a rig node's or a pod's
+        # munged, a rig's database and slurmdbd); one outliving the rig is a leak.
+        # The machine's own, outside every rig, are not.
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            named = Path(f"/proc/{pid}/cmdline").read_bytes() + \
+                Path(f"/proc/{pid}/environ").read_bytes()
         except OSError:
             continue
-        if WORKDIR_PREFIX.encode() in cmdline:
+        if WORKDIR_PREFIX.encode() in named:
             daemons.append(pid)
     with open("/proc/self/mounts") as f:
         points = [line.split()[1] for line in f]
@@ -1077,10 +1105,10 @@ def cleanup_all() -> dict:
     """Removes everything any rig left behind (e.g. after a test was SIGKILLed)."""
     before = leftovers()
     pids = list(before["rig_processes"])
-    # Leaked munged of rig nodes or pods (leftovers() lists only those with a rig
-    # path) and spank_jail's job namespace holders; slurm daemons outside rigs
-    # are never killed here.
-    pids += [p for p in before["daemons"] if _comm(p) in ("munged", "spank_jail_ns")]
+    # Leaked munged of rig nodes or pods, databases and slurmdbd of rigs (leftovers()
+    # lists only those with a rig path) and spank_jail's job namespace holders;
+    # slurm daemons outside rigs are never killed here.
+    pids += [p for p in before["daemons"] if _comm(p) in (*WORKDIR_DAEMONS, "spank_jail_ns")]
     for ns in before["netns"]:
         pids += [int(p) for p in _run(["ip", "netns", "pids", ns], check=False).stdout.split()]
     kill_and_wait(pids)
