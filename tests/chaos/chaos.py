@@ -6,14 +6,16 @@ w-[12-15] with the feature `gpu`), the real Kubernetes (etcd, kube-apiserver,
 controller-manager, scheduler) with four real nodes of 8 GPUs each, whose kubelets
 run the pods as containers (containerd, runc) with k8sbridge-worker and real slurmd
 in them (harness.cluster.PodCluster), k8sbridge-power as the power programs and
-k8sbridge-prolog, and two k8sbridge-sync daemons sharing one Lease.
+k8sbridge-prolog, two k8sbridge-sync daemons sharing one Lease, and slurmdbd on a
+MariaDB (harness.accounting).
 
 A seeded schedule (Schedule) submits a stream of jobs (1-8 nodes, short and long,
 some `--requeue`, some `-C gpu`, whose pods ask for GPUs) and injects one fault at a
 time, each for a while, then clears it (FAULTS: API, pod, node, control-plane and
 admin faults, each made the real way: API Priority and Fairness, etcd stopped, the
 API server paused, restarted or its connections reset, a kubelet stopped, an image
-gone from a node's containerd, signals to a container's processes, kubectl). A monitor thread (Monitor) samples Slurm, the pods and the daemons
+gone from a node's containerd, signals to a container's processes, kubectl, slurmdbd
+killed, its database restarted or frozen). A monitor thread (Monitor) samples Slurm, the pods and the daemons
 every half second and counts the violations of each promise (INVARIANTS); the end
 (Driver.finish) waits until the jobs are done and the world is at rest, and checks
 again. The report gives jobs run, faults by kind, recovery time per kind
@@ -39,9 +41,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.accounting import Accounting
 from harness.cluster import PodCluster
 from harness.kubelet_node import BUSYBOX_IMAGE
-from harness.rig import NodeSpec, free_tcp_port, kill_and_wait, wait_for
+from harness.rig import NodeSpec, RigError, free_tcp_port, kill_and_wait, wait_for
 from harness.sync import Daemon
 
 NODES = [NodeSpec(f"w-{i}") for i in range(12)] + \
@@ -78,7 +81,11 @@ INVARIANTS = (
     "pods deleted under a running job without a fault",
     "two daemons leading at once",
     "actions without the lease",
+    "jobs missing from accounting",
 )
+# Until sacct lists every job once the world is at rest: slurmctld sends the records
+# it queued during the accounting faults (docs/accounting.md).
+ACCOUNTING_BOUND = 180
 
 
 def now() -> float:
@@ -107,8 +114,11 @@ class World:
                      f"SyncOrphanGrace={ORPHAN_GRACE}s SyncUnschedulableGrace=10s "
                      "SyncRegistrationGrace=30s "
                      "SyncCircuitBreakerCooldown=30s")
+        # slurmdbd on its MariaDB (harness.accounting), for the accounting faults; the
+        # jobs are root's, whose association registering the cluster makes.
+        self.accounting = Accounting(users=(), account="chaos")
         self.cluster = PodCluster(
-            NODES, GROUPS, fake_nodes=K8S_NODE_COUNT, gpus_per_node=GPUS_PER_NODE,
+            NODES, GROUPS, services=[self.accounting], fake_nodes=K8S_NODE_COUNT, gpus_per_node=GPUS_PER_NODE,
             suspend_time=SUSPEND_TIME, retry_deadline=20, log_root=log_root,
             conf_extra=f"{sync_keys} SyncMetricsListen=127.0.0.1:{self.ports[0]}",
             # A requeued job may start again after about 11 s, not 121 s; deploy/'s
@@ -371,6 +381,10 @@ FAULTS = {
     "slurmctld-restart": (False, (0, 0)),
     "admin-drain": (False, (10, 30)),
     "admin-down": (True, (8, 20)),
+    # Accounting: jobs start and end on while slurmctld queues their records.
+    "slurmdbd-kill": (False, (5, 20)),
+    "db-restart": (False, (5, 20)),
+    "db-unreachable": (False, (15, 60)),
 }
 
 
@@ -712,6 +726,25 @@ class Injector:
             self.w.rig.restart_slurmctld(sig)
         f.target = "slurmctld"
         f.note = signal.Signals(sig).name
+
+    # ---- accounting
+    def _slurmdbd_kill(self, f, _):
+        # A crash; started again when cleared, as its pod would be.
+        self.w.accounting.stop_slurmdbd(signal.SIGKILL)
+        f.target = "slurmdbd"
+        f.undo = self.w.accounting.start_slurmdbd
+
+    def _db_restart(self, f, _):
+        # A clean shutdown (SIGTERM), started again on its datadir when cleared.
+        self.w.accounting.stop_database()
+        f.target = "mariadbd"
+        f.undo = self.w.accounting.start_database
+
+    def _db_unreachable(self, f, _):
+        # The database host hangs (SIGSTOP): its port accepts, nothing answers.
+        self.w.accounting.freeze_database()
+        f.target = "mariadbd"
+        f.undo = self.w.accounting.thaw_database
 
     # ---- admin actions
     def _admin(self, f, node, state):
@@ -1169,6 +1202,29 @@ class Driver:
         for identity, d in self.w.daemons.items():
             for line in unleased_actions(d.log()):
                 m.violate("actions without the lease", f"{identity}: {line}")
+        self.check_accounting()
+
+    def check_accounting(self):
+        """Every job Slurm ended is in sacct with the state Slurm gave it, once the
+        records queued during the accounting faults have been sent."""
+        ended = {j: self.monitor.jobs.get(j) for j in self.schedule.submitted
+                 if self.monitor.jobs.get(j) in FINAL_JOB_STATES}
+        listed = {}
+
+        def all_listed():
+            out = self.w.rig.run(["sacct", "-a", "-X", "-n", "-P", "-S", "2000-01-01",
+                                  "--format=JobID,State"], timeout=60).stdout
+            listed.clear()
+            listed.update(line.split("|", 1) for line in out.splitlines() if "|" in line)
+            return all(listed.get(str(j)) == state for j, state in ended.items())
+        try:
+            wait_for(all_listed, ACCOUNTING_BOUND, "sacct to list every job", interval=2)
+        except RigError:  # what is missing is the violation
+            for job_id, state in sorted(ended.items()):
+                if listed.get(str(job_id)) != state:
+                    self.monitor.violate("jobs missing from accounting",
+                                         f"job {job_id} ({state}): sacct has "
+                                         f"{listed.get(str(job_id))}")
 
     def report(self, seconds) -> dict:
         self.final_checks()

@@ -253,11 +253,12 @@ class PodCluster:
     template overrides) written to k8sbridge.conf; `nodes` are the Slurm NodeSpecs.
     `slurm_conf_extra` may be a function of the Rig (for lines naming its paths).
     `fake_nodes`: how many Kubernetes nodes (real ones with kubelet="real", at most
-    four), with `gpus_per_node` GPUs each, spread over `ib_leaves` leaves."""
+    four), with `gpus_per_node` GPUs each, spread over `ib_leaves` leaves. `services`
+    are the rig's (RigConfig.services: harness.accounting's slurmdbd)."""
 
     def __init__(self, nodes, groups, *, fake_nodes=4, gpus_per_node=8, ib_leaves=2,
                  suspend_time=600, conf_extra="", slurm_conf_extra="", extra_templates=None,
-                 log_root=None, kubelet="real", retry_deadline=15, prolog=True):
+                 log_root=None, kubelet="real", retry_deadline=15, prolog=True, services=()):
         if kubelet not in KUBELETS:
             raise ValueError(f"kubelet must be one of {KUBELETS}, not {kubelet!r}")
         self.kubelet = kubelet
@@ -277,6 +278,7 @@ class PodCluster:
         self.slurm_conf_extra = slurm_conf_extra
         self.extra_templates = extra_templates or {}
         self.log_root = log_root
+        self.services = list(services)
         self.sim = None  # the API server: a KubeCluster (the RealCluster's, with real nodes)
         self.rig = None
         self.dir = None
@@ -303,7 +305,8 @@ class PodCluster:
         self.dir.chmod(0o755)
         # With real nodes the Slurm nodes are their pods, with no namespaces of the rig.
         self.rig = Rig(nodes=self.nodes, start_slurmd=False,
-                       node_namespaces=self.kubelet != "real", log_root=self.log_root)
+                       node_namespaces=self.kubelet != "real", log_root=self.log_root,
+                       services=self.services)
         if self.kubelet == "real":
             self._start_real_nodes()
         else:
