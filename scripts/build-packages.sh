@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Builds k8sbridge's Debian packages (debian/) in the build root of
-# scripts/build-root.sh, checks them with lintian (any error fails; warnings are
-# printed) and leaves the .debs, the .changes, the build log and lintian's output in
-# $K8SBRIDGE_CACHE/packages-<release>-<key>/, the key a hash of the source tree's
-# content and the build root's key: a second run with the same inputs rebuilds
-# nothing.
+# scripts/build-root.sh (trixie's, the default, or sid's: the packages depend on
+# exactly the Slurm of that release, which build-root.sh names), checks them with
+# lintian (any error fails; warnings are printed) and leaves the .debs, the .changes,
+# the build log and lintian's output in $K8SBRIDGE_CACHE/packages-<release>-<key>/,
+# the key a hash of the source tree's content and the build root's key: a second run
+# with the same inputs rebuilds nothing.
 #
 # The source is the checkout's files as git lists them (tracked and untracked, not
 # ignored), with their content in the work tree: a clean clone (CI) builds its
 # commit, a developer's edits are built without committing them first. tests/,
 # bench/ and fuzz/ stay out (the package build, -Dtests=false, reads none of them).
 #
-# Usage: scripts/build-packages.sh [--release trixie] [--cache DIR]
+# Usage: scripts/build-packages.sh [--release trixie|sid] [--cache DIR]
 # (the options of scripts/build-root.sh, passed on to it).
 # Prints the packages directory on its last line.
 set -euo pipefail
@@ -68,6 +69,10 @@ trap cleanup EXIT
 rm -rf "$tmp" "$root$work"
 mkdir -p "$tmp" "$root$work/src" "$root/ccache" "$ccache_dir"
 (cd "$repo" && printf '%s\0' "${files[@]}" | tar -cf - --null -T -) | tar -xf - -C "$root$work/src"
+# debian/changelog's entry names trixie; a build in another release's root names
+# that one, so the .changes' Distribution says which archive the packages install
+# from (tests/packaging/test_packages.py installs them from it).
+sed -i "1s/^\(k8sbridge ([^)]*)\) [^;]*;/\1 $release;/" "$root$work/src/debian/changelog"
 mount -t proc proc "$root/proc"
 # The compiler cache survives the build root (its key changes with its inputs).
 mount --bind "$ccache_dir" "$root/ccache"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs every k8sbridge test, as root: set-up (idempotent), the build with
-# warnings as errors, the Debian packages (scripts/build-packages.sh), unit,
-# integration and packaging suites, the version suite on Slurm 26.05.5 (k8sbridge
-# built against Debian sid's libslurm-dev by scripts/build-release.sh, run under
-# sid's real daemons), the unit suite again under ASan/UBSan, the style checks (scripts/check-style.sh), a short run of every
+# warnings as errors, the Debian packages for trixie and sid
+# (scripts/build-packages.sh), unit, integration and packaging suites, the version
+# suite on Slurm 26.05.5 (k8sbridge built against Debian sid's libslurm-dev by
+# scripts/build-release.sh, run under sid's real daemons; sid's packages), the unit suite again under ASan/UBSan, the style checks (scripts/check-style.sh), a short run of every
 # fuzz target (fuzz/run.sh), and a final check that no rig left anything behind.
 # Ends with the line "N passed, N failed, N skipped".
 set -uo pipefail
@@ -89,6 +89,17 @@ rm -f "$release_env" "$build/meson-logs/slurm-26.05-testlog.json"
     "$(sed -n 1p <<<"$out")" "$(sed -n 2p <<<"$out")" >"$release_env"
 ) >"$release_log" 2>&1 &
 release_pid=$!
+# sid's Debian packages (Slurm 26.05.5), built in that root too (build-root.sh lets one
+# job make it and the other wait for it), keyed and cached like trixie's: the suite
+# "slurm-26.05" checks them (meson test packages@26.05) with K8SBRIDGE_PACKAGES_DIR.
+sid_packages_log="$artifacts_dir/packages-sid.log"
+sid_packages_env="$artifacts_dir/packages-sid.env"
+rm -f "$sid_packages_env"
+( set -e
+  packages=$(nice -n 10 bash scripts/build-packages.sh --release sid | tail -n 1)
+  printf 'K8SBRIDGE_PACKAGES_DIR=%s\n' "$packages" >"$sid_packages_env"
+) >"$sid_packages_log" 2>&1 &
+sid_packages_pid=$!
 
 if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
   # The sanitizer build (-O0, buildtype debug: it compiles much faster, and the
@@ -130,9 +141,15 @@ if configure "$build" "${slurm_opts[@]}" && meson compile -C "$build"; then
     tail -n 40 "$artifacts_log"
     failed_steps+=("packages and images")
   fi
+  if wait "$sid_packages_pid" && [ -f "$sid_packages_env" ]; then
+    tail -n 3 "$sid_packages_log"
+  else
+    tail -n 40 "$sid_packages_log"
+    failed_steps+=("Slurm 26.05 packages")
+  fi
   if wait "$release_pid" && [ -f "$release_env" ]; then
     tail -n 3 "$release_log"
-    ( set -a; . "$release_env"; set +a
+    ( set -a; . "$release_env"; [ -f "$sid_packages_env" ] && . "$sid_packages_env"; set +a
       meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 3 \
         --suite slurm-26.05 --logbase slurm-26.05-testlog ) || true
   else
@@ -147,6 +164,7 @@ else
   failed_steps+=("build")
   wait "$artifacts_pid"
   wait "$release_pid"
+  wait "$sid_packages_pid"
   asan_pid=""
   style_pid=""
   fuzz_pid=""
