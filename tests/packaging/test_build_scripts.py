@@ -1,7 +1,7 @@
 """scripts/build-packages.sh, build-root.sh and build-release.sh refuse bad inputs before they
 build anything, with one message that names the input and the fix: a debian/changelog
 whose version is not meson.build's, a Debian release whose Slurm is not known, a
-caller who is not root."""
+caller who is not root; slurm-version.sh spells a version as Slurm does."""
 
 import os
 import shutil
@@ -75,6 +75,25 @@ class BuildScriptsRefuseBadInputs(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("build-root: run as root", r.stderr)
         self.assertEqual(list(self.cache.iterdir()), [])
+
+
+class SlurmVersionIsWrittenAsSlurmWritesIt(unittest.TestCase):
+    """scripts/slurm-version.sh: the packages' Depends, `--version` and the
+    containers' check against `slurmd -V` all compare with Slurm's own spelling."""
+
+    def version_of(self, number: str) -> str:
+        with tempfile.TemporaryDirectory(prefix="k8sbridge-slurm-version-") as tmp:
+            header = Path(tmp) / "slurm_version.h"
+            header.write_text(f"#define SLURM_VERSION_NUMBER {number}\n")
+            r = subprocess.run(["sh", str(SOURCE_ROOT / "scripts" / "slurm-version.sh"), str(header)],
+                               capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def test_the_minor_release_has_two_digits(self):
+        self.assertEqual(self.version_of("0x1a0505"), "26.05.5\n")
+        self.assertEqual(self.version_of("0x180b05"), "24.11.5\n")
+        self.assertEqual(self.version_of("0x190b0c"), "25.11.12\n")
 
 
 if __name__ == "__main__":
