@@ -560,9 +560,10 @@ class GpuSiteDeployment(unittest.TestCase):
             rows = [line.split("|") for line in
                     alice("sshare -u alice -n -P -o Account,User,RawUsage,FairShare")
                     .splitlines()]
+            # sshare indents each account by its depth in the tree.
             mine = [r for r in rows if len(r) == 4 and r[1] == "alice"]
-            return (len(mine) == 1 and mine[0][0] == "users" and int(mine[0][2]) > 0
-                    and 0 <= float(mine[0][3]) <= 1)
+            return (len(mine) == 1 and mine[0][0].strip() == "users"
+                    and int(mine[0][2]) > 0 and 0 <= float(mine[0][3]) <= 1)
         d.wait(fair_share, 120, last.after("sshare -u alice to show her usage in account users"))
 
     def test_6_idle_nodes_power_down_and_their_pods_go(self):
