@@ -167,7 +167,8 @@ class Deployment:
         self.label_nodes()
         self.progress("kubectl create namespace slurm and slurm-workers; kubectl -n <each> "
                       "create secret generic slurm-munge-key; kubectl -n slurm create secret "
-                      "generic slurm-login-host-keys; a PersistentVolume for each claim; "
+                      "generic slurm-login-host-keys and slurm-db-password; a "
+                      "PersistentVolume for each claim; "
                       f"kubectl kustomize deploy/overlays/{self.overlay} (images: set) | "
                       "kubectl apply -f -")
         self.apply()
