@@ -156,14 +156,14 @@ class InClusterDemo:
         d.wait_ready()
         self.show_changes()
         say("submitting from the login pod as a user: kubectl -n slurm exec statefulset/slurm-login "
-            "-- runuser -u nobody -- srun -N4 -l ...; Slurm resumes 4 CLOUD nodes, k8sbridge-power (in the "
+            "-- runuser -u alice -- srun -N4 -l ...; Slurm resumes 4 CLOUD nodes, k8sbridge-power (in the "
             "controller pod) creates their worker pods")
         job = {}
 
         def run_job():
             job["result"] = d.login(["srun", "-N4", "-l", "sh", "-c",
                                      "echo $(hostname) pod IP $(hostname -I)"],
-                                    check=False, timeout=600, user="nobody")
+                                    check=False, timeout=600, user="alice")
         t = threading.Thread(target=run_job, daemon=True)
         t.start()
         while t.is_alive():

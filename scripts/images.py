@@ -128,7 +128,8 @@ def find_debs(packages: Path, names) -> list:
 
 
 def build_root_tar(name: str, spec: dict, debs: list, epoch: int, tar: Path) -> str:
-    """mmdebstrap's tarball of the image's root; returns the Slurm version inside."""
+    """mmdebstrap's tarball of the image's root; returns the Slurm version inside
+    ("" for an image without Slurm: its `slurm = false`)."""
     version_file = tar.with_suffix(".slurm-version")
     cmd = ["mmdebstrap", "--variant=minbase", "--format=tar", "--quiet",
            "--hook-dir=/usr/share/mmdebstrap/hooks/file-mirror-automount"]
@@ -155,6 +156,8 @@ def build_root_tar(name: str, spec: dict, debs: list, epoch: int, tar: Path) -> 
         r = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
     if r.returncode != 0:
         fail(f"mmdebstrap for {name} failed (exit {r.returncode}); see {log}")
+    if not spec.get("slurm", True):
+        return ""
     raw = version_file.read_text().strip() if version_file.exists() else ""
     m = re.match(r"(\d+\.\d+\.\d+)", raw)
     if not m:
@@ -254,14 +257,17 @@ def docker_archive(layout: Path, name: str, slurm: str, out: Path) -> None:
          f"docker-archive:{out}:{name}:{tag(slurm)}"])
 
 
-def build_image(name: str, packages: Path, out: Path, epoch: int) -> dict:
+def build_image(name: str, packages: Path, out: Path, epoch: int,
+                slurm_of_set: str = "") -> dict:
+    """Builds image `name`; one without Slurm takes the tag and label of the set's
+    Slurm, `slurm_of_set` (the images are released together)."""
     spec = IMAGES[name]
     debs = find_debs(packages, spec["k8sbridge"])
     dest = out / name
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out, prefix=f".{name}-") as tmp:
         tar = Path(tmp) / "root.tar"
-        slurm = build_root_tar(name, spec, debs, epoch, tar)
+        slurm = build_root_tar(name, spec, debs, epoch, tar) or slurm_of_set
         digest, size = write_layout(dest / "oci", name, spec, tar, slurm, epoch)
     docker_archive(dest / "oci", name, slurm, dest / f"{name}.tar")
     info = {"image": name, "tag": tag(slurm), "digest": digest, "size": size, "slurm": slurm}
@@ -360,8 +366,18 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     # mmdebstrap waits on apt and dpkg as much as it computes: the images build
     # side by side (about half the time of one after another on two cores).
+    # An image without Slurm is tagged after the others, with their Slurm's version.
+    with_slurm = [n for n in names if IMAGES[n].get("slurm", True)]
+    without = [n for n in names if n not in with_slurm]
+    slurm = ""
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(names)) as pool:
-        for done in [pool.submit(build_image, n, args.packages, out, epoch) for n in names]:
+        for done in [pool.submit(build_image, n, args.packages, out, epoch) for n in with_slurm]:
+            slurm = done.result()["slurm"]
+        if without and not slurm:
+            fail(f"{', '.join(without)} take the tag of the images with Slurm: build them "
+                 "together (--image for one of those too)")
+        for done in [pool.submit(build_image, n, args.packages, out, epoch, slurm)
+                     for n in without]:
             done.result()
     stamp.touch()
     print(out)

@@ -13,7 +13,8 @@ workdir, mariadbd on 127.0.0.1 at one of the rig's slot ports and on a unix
 socket), a `slurm` database user with a random password and all privileges on
 slurmdbd's own database only, slurmdbd on another port with a slurmdbd.conf of mode
 0600 owned by SlurmUser, and then the cluster, the account and its users, made by
-scripts/accounting-init.sh as an admin makes them. The rig's teardown stops both
+deploy/base/config/accounting/accounting-init.sh (the deployment's accounts sidecar
+runs it too) as an admin makes them. The rig's teardown stops both
 daemons; their logs are the rig's (mariadbd.log, slurmdbd.log), and the datadir goes
 with the workdir. Every process has the rig's id in its environment, so the rig's
 sweep and `rigctl cleanup` kill what a killed test left.
@@ -32,7 +33,7 @@ from typing import Optional, Sequence
 from harness.paths import SOURCE_ROOT
 from harness.rig import GaveUp, Rig, RigConfig, RigError, wait_for
 
-ACCOUNTS_SCRIPT = SOURCE_ROOT / "scripts" / "accounting-init.sh"
+ACCOUNTS_SCRIPT = SOURCE_ROOT / "deploy" / "base" / "config" / "accounting" / "accounting-init.sh"
 DATABASE = "slurm_acct_db"  # slurmdbd's StorageLoc (its default)
 DB_USER = "slurm"
 MYSQL_USER = "mysql"  # what Debian's mariadb-server runs as

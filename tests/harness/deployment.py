@@ -4,7 +4,7 @@ The cluster is RealCluster (tests/harness/kubelet_node.py): the upstream control
 plane (etcd, kube-apiserver with RBAC, Node authorization and admission,
 controller-manager, scheduler), CoreDNS, and real nodes, each a kubelet with
 containerd, runc, a CNI bridge and kube-proxy in namespaces of its own. No registry
-can be reached: the three images scripts/images.py builds are imported into every
+can be reached: the four images scripts/images.py builds are imported into every
 node's containerd from their docker-archives, under the names the overlay gives
 them (k8sbridge-worker:<tag> is docker.io/library/k8sbridge-worker:<tag> to
 containerd), so the kubelet finds them present and pulls nothing.
@@ -16,11 +16,11 @@ dynamic provisioner (docs/deploy.md, "On Kubernetes"):
   advertises their GPUs as an extended resource (a PATCH of the Node's status
   capacity, as the Kubernetes documentation describes for extended resources);
 - creates the two namespaces (slurm: controller and login; slurm-workers: the
-  worker pods) and the munge key Secret in each, and the login pods' SSH host keys
-  Secret (ssh-keygen -A);
+  worker pods) and the munge key Secret in each, the login pods' SSH host keys
+  Secret (ssh-keygen -A) and the accounting database's password Secret;
 - makes a static hostPath PersistentVolume for each claim the overlay makes (the
-  jail, slurmctld's state, the homes: the two slurm-home claims on one directory),
-  each bound to its claim;
+  jail, slurmctld's state, the database's datadir, the homes: the two slurm-home
+  claims on one directory), each bound to its claim;
 - applies the overlay through a site kustomization that only sets what a site
   sets: the images' names and tags (kustomize's `images:`). Everything else is
   applied as shipped.
@@ -31,11 +31,12 @@ pod as its admin does (login()), or over SSH as a user (test_deploy_e2e.py).
 
 Used by tests/integration/test_deploy_e2e.py and by the README's demo
 (scripts/demo.sh). Needs root and what real nodes need (scripts/setup.sh), and the
-images (K8SBRIDGE_IMAGES: a directory with k8sbridge-{controller,worker,login}/).
+images (K8SBRIDGE_IMAGES: a directory with k8sbridge-{controller,worker,login,mariadb}/).
 """
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 from pathlib import Path
@@ -54,7 +55,8 @@ NAMESPACE = "slurm"  # the controller and login pods
 WORKER_NAMESPACE = "slurm-workers"  # the worker pods (k8sbridge.conf Namespace=), the jail
 NAMESPACES = (NAMESPACE, WORKER_NAMESPACE)
 DEPLOY = SOURCE_ROOT / "deploy"
-IMAGE_NAMES = ("k8sbridge-controller", "k8sbridge-worker", "k8sbridge-login")
+IMAGE_NAMES = ("k8sbridge-controller", "k8sbridge-worker", "k8sbridge-login",
+               "k8sbridge-mariadb")
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 RDMA_LABEL = "feature.node.kubernetes.io/rdma.available"  # NFD's
@@ -106,7 +108,7 @@ def node_image(images: Path, name: str) -> NodeImage:
 
 
 class Deployment:
-    """A RealCluster of `nodes` real nodes (the three images imported into each) and
+    """A RealCluster of `nodes` real nodes (the four images imported into each) and
     k8sbridge applied to it from deploy/overlays/<overlay>; use as a context manager.
     The nodes are spread over `ib_leaves` InfiniBand leaves in order and advertise
     `gpus_per_node` GPUs each. Everything it made (containers, namespaces, cgroups,
@@ -165,7 +167,8 @@ class Deployment:
         self.label_nodes()
         self.progress("kubectl create namespace slurm and slurm-workers; kubectl -n <each> "
                       "create secret generic slurm-munge-key; kubectl -n slurm create secret "
-                      "generic slurm-login-host-keys; a PersistentVolume for each claim; "
+                      "generic slurm-login-host-keys and slurm-db-password; a "
+                      "PersistentVolume for each claim; "
                       f"kubectl kustomize deploy/overlays/{self.overlay} (images: set) | "
                       "kubectl apply -f -")
         self.apply()
@@ -275,8 +278,9 @@ class Deployment:
 
     def apply(self):
         """The admin's steps (docs/deploy.md, "On Kubernetes"): the namespaces, the
-        munge key Secret from 1 KiB of random bytes in each, a static PersistentVolume
-        for each claim, then the overlay."""
+        munge key Secret from 1 KiB of random bytes in each, the login pods' host
+        keys and the database's password, a static PersistentVolume for each
+        claim, then the overlay."""
         rendered = self.render()
         key = self.dir / "munge.key"
         key.write_bytes(os.urandom(1024))
@@ -287,6 +291,9 @@ class Deployment:
                          f"--from-file=munge.key={key}", namespace=namespace)
         key.unlink()
         self.create_host_keys()
+        # The database's password, as docs/deploy.md ("Accounting") makes it.
+        self.kubectl("create", "secret", "generic", "slurm-db-password",
+                     f"--from-literal=password={secrets.token_hex(24)}")
         # Each claim bound to a volume of its own, except that claims of one name in
         # both namespaces (slurm-home) share a directory: the share both must bind
         # (deploy/base/home.yaml).
@@ -371,7 +378,8 @@ class Deployment:
             raise AssertionError(f"{e}\n{self.describe()}") from None
 
     def wait_ready(self, timeout=600):
-        """The jail populated, slurmctld answering the login pod."""
+        """The jail populated, slurmctld answering the login pod, and the site's
+        users in slurmdbd's associations."""
         def job_done():
             job = self.get("job", "slurm-jail-populate", namespace=WORKER_NAMESPACE) or {}
             if job.get("status", {}).get("failed", 0) >= 3:
@@ -393,6 +401,27 @@ class Deployment:
                 return False
             return r.returncode == 0 and "is UP" in r.stdout
         self.wait(ping, timeout, "slurmctld in slurmctld-0 to answer the login pod")
+
+        # AccountingStorageEnforce=associations: a user submits once the controller
+        # pod's accounts container gave them their association in slurmdbd and
+        # slurmdbd passed it on to slurmctld (its association cache).
+        users = self.site_users()
+
+        def associated():
+            r = self.login(["scontrol", "show", "assoc_mgr", "flags=assoc",
+                            "users=" + ",".join(users)], check=False, timeout=120)
+            return r.returncode == 0 and all(f"UserName={u}(" in r.stdout for u in users)
+        if users:
+            self.wait(associated, timeout, f"the site's users {users} in slurmctld's "
+                      "associations (the controller pod's accounts container)")
+
+    def site_users(self) -> list:
+        """The users of the rendered slurm-users ConfigMap (namespace slurm)."""
+        passwd = next(o["data"]["passwd"] for o in self.rendered
+                      if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "slurm-users"
+                      and o["metadata"].get("namespace") == NAMESPACE)
+        return [line.split(":")[0] for line in passwd.splitlines()
+                if line.strip() and not line.lstrip().startswith("#")]
 
     # ---- diagnostics ------------------------------------------------------------------
 

@@ -30,6 +30,9 @@ into every node's containerd (no registry). Then what users, Slurm and an admin 
   environment, files or root; her processes run with no_new_privs and no
   capability, so no setuid program (su, mount, passwd, ...) makes her root;
 - her `sbatch` runs as her in the jail and writes its output into /home/alice;
+  from her shell, `sacct -u alice` shows the job COMPLETED with its nodes and exit
+  code 0:0 (slurmdbd beside slurmctld, on the slurm-db StatefulSet's MariaDB), and
+  `sshare -u alice` her fair-share row with her jobs' usage;
 - after SuspendTime the pods are deleted, their containers gone from containerd,
   and the nodes powered down again; alice's output is still in her home, and the
   login pods, deleted, come back with the same host keys.
@@ -80,7 +83,8 @@ LOGIN_SELECTOR = "app.kubernetes.io/name=slurm-login"
 PRIVATE = ["/etc/munge-key/munge.key", "/run/k8sbridge-munge/munge.key",
            "/var/run/secrets/kubernetes.io/serviceaccount/token",
            "/var/run/secrets/kubernetes.io/serviceaccount", "/home/bob", "/home/bob/secret",
-           "/proc/1/environ", "/proc/1/fd", "/proc/1/root/etc/munge-key/munge.key"]
+           "/proc/1/environ", "/proc/1/fd", "/proc/1/root/etc/munge-key/munge.key",
+           "/etc/slurm-db-password/password"]
 # The login pod mounts the key (root's, 0400) and munged's copy is in a root-only
 # directory; it has no token. /proc/1 is there, its private parts the kernel's
 # ptrace check refuses.
@@ -89,7 +93,8 @@ LOGIN_SEES = {"/etc/munge-key/munge.key": "DENIED", "/run/k8sbridge-munge/munge.
               "/var/run/secrets/kubernetes.io/serviceaccount": "ABSENT",
               "/home/bob": "DENIED", "/home/bob/secret": "DENIED",
               "/proc/1/environ": "DENIED", "/proc/1/fd": "DENIED",
-              "/proc/1/root/etc/munge-key/munge.key": "DENIED"}
+              "/proc/1/root/etc/munge-key/munge.key": "DENIED",
+              "/etc/slurm-db-password/password": "ABSENT"}
 # The jail holds none of the worker pod's secrets, and its /proc hides every
 # process but the job's own (hidepid=invisible).
 JOB_SEES = dict(LOGIN_SEES, **{path: "ABSENT" for path in PRIVATE
@@ -104,6 +109,22 @@ USER_PROBE = (
     "su -c 'id -u' root </dev/null >/dev/null 2>&1 && echo ROOT su || echo refused su; "
     "command -v sudo >/dev/null && echo present sudo || echo absent sudo; "
     "for b in $(find / -xdev -perm -4000 -type f 2>/dev/null); do echo setuid $b; done")
+
+
+class LastOutput:
+    """What a poll saw last, for the time-out's message: str(last.after(what))
+    is read when the wait gives up."""
+
+    def __init__(self):
+        self.text = "(nothing yet)"
+
+    def after(self, what: str):
+        last = self
+
+        class Message:
+            def __str__(self):
+                return f"{what} (last: {last.text})"
+        return Message()
 
 
 def users_files(objects: list) -> dict:
@@ -137,7 +158,7 @@ class GpuSiteDeployment(unittest.TestCase):
     # ---- helpers ----------------------------------------------------------------------
 
     def srun(self, *args, timeout=600):
-        run = self.d.login(["srun", *args], check=False, timeout=timeout, user="nobody")
+        run = self.d.login(["srun", *args], check=False, timeout=timeout, user="alice")
         self.assertEqual(run.returncode, 0, f"srun {args}: {run.stdout}{run.stderr}\n"
                                             f"{self.d.describe()}")
         return run.stdout
@@ -305,7 +326,8 @@ class GpuSiteDeployment(unittest.TestCase):
             self.assertIn("gpu:8", nodes[name].get("Gres", ""), name)
 
         # What a user types (README): srun from the login pod, through kubectl exec,
-        # as a user (nobody: in the login image and so in the jail it populated).
+        # as a user (alice: one of the site's, in the login pod and the jail, with
+        # her association in slurmdbd).
         d.kube.clear_requests()
         out = self.srun("-N2", "--switches=1", "-C", "h100", "--gres=gpu:8", "-l",
                         "sh", "-c", PROBE)
@@ -380,7 +402,7 @@ class GpuSiteDeployment(unittest.TestCase):
         script = ("test -e /.k8sbridge-jail || exit 3; "
                   "srun -N2 sh -c 'test -e /.k8sbridge-jail' || exit 4")
         r = d.login(["sbatch", "--parsable", "-N2", "--chdir=/tmp", "--output=/dev/null",
-                     f"--wrap={script}"], user="nobody")
+                     f"--wrap={script}"], user="alice")
         job = r.stdout.strip().split(";")[0]
         d.wait(lambda: d.job(job).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED",
                                                        "NODE_FAIL", "TIMEOUT"),
@@ -498,8 +520,9 @@ class GpuSiteDeployment(unittest.TestCase):
 
     def test_5c_alices_batch_job_runs_as_her_and_writes_into_her_home(self):
         d = self.d
+        # Two seconds of sleep: some usage for her fair-share (test_5d).
         out = self.alice("cd && sbatch --parsable -N1 "
-                         "--wrap='id -un; cat /.k8sbridge-jail; hostname'")
+                         "--wrap='id -un; cat /.k8sbridge-jail; hostname; sleep 2'")
         job = out.strip().split(";")[0]
         d.wait(lambda: d.job(job).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED",
                                                        "NODE_FAIL", "TIMEOUT"),
@@ -511,6 +534,37 @@ class GpuSiteDeployment(unittest.TestCase):
         self.assertRegex(lines, rf"^alice\npopulated from the login image.*\n"
                                 rf"{info['NodeList']}\nalice 6\d\d\n$")
         type(self).alice_job = (job, lines)
+
+    def test_5d_sacct_and_sshare_show_alices_job_and_fair_share(self):
+        d = self.d
+        self.assertIsNotNone(self.alice_job, "test_5c ran alice's job")
+        job = self.alice_job[0]
+        nodes = d.job(job)["NodeList"]
+        last = LastOutput()
+
+        def alice(command):
+            r = self.ssh("alice", self.key("alice"), command, timeout=120)
+            last.text = f"{command}: exit {r.returncode}: {r.stdout}{r.stderr}"
+            return r.stdout if r.returncode == 0 else ""
+
+        # slurmctld sends the job's records to slurmdbd (in the controller pod) as
+        # they come; her sacct, from her shell, reads them there.
+        want = f"{job}|COMPLETED|{nodes}|0:0"
+        d.wait(lambda: alice(f"sacct -u alice -j {job} -X -n -P "
+                             "-o JobID,State,NodeList,ExitCode").strip() == want,
+               120, last.after(f"sacct -u alice to show {want}"))
+
+        # Her association's usage grew when her jobs ended (AccountingStorageEnforce's
+        # `limits`); sshare shows it with her fair-share factor.
+        def fair_share():
+            rows = [line.split("|") for line in
+                    alice("sshare -u alice -n -P -o Account,User,RawUsage,FairShare")
+                    .splitlines()]
+            # sshare indents each account by its depth in the tree.
+            mine = [r for r in rows if len(r) == 4 and r[1] == "alice"]
+            return (len(mine) == 1 and mine[0][0].strip() == "users"
+                    and int(mine[0][2]) > 0 and 0 <= float(mine[0][3]) <= 1)
+        d.wait(fair_share, 120, last.after("sshare -u alice to show her usage in account users"))
 
     def test_6_idle_nodes_power_down_and_their_pods_go(self):
         d = self.d

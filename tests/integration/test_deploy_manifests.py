@@ -28,7 +28,8 @@ NAMESPACE = "slurm"  # the controller and login pods
 WORKER_NAMESPACE = "slurm-workers"  # the worker pods (k8sbridge.conf Namespace=)
 # Created by the documented command, never rendered (the key is never committed).
 # The Secrets a site makes before the first apply (docs/deploy.md), never committed.
-OUT_OF_BAND = {("Secret", "slurm-munge-key"), ("Secret", "slurm-login-host-keys")}
+OUT_OF_BAND = {("Secret", "slurm-munge-key"), ("Secret", "slurm-login-host-keys"),
+               ("Secret", "slurm-db-password")}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding",
                   "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 DEPLOY_DOC = SOURCE_ROOT / "docs" / "deploy.md"
@@ -287,6 +288,10 @@ class SlurmConf(unittest.TestCase):
                 self.assertEqual(keys.get("suspendrate"), ["0"])
                 # An admin's DOWN stays DOWN (2 returns any DOWN node that registers).
                 self.assertEqual(keys.get("returntoservice"), ["1"])
+                # slurmdbd runs beside slurmctld (docs/deploy.md, "Accounting"): its
+                # host is the controller pod's address.
+                host = re.search(r"\((.*)\)", keys["slurmctldhost"][0])[1]
+                self.assertEqual(keys.get("accountingstoragehost"), [host])
 
 
 def component_rows() -> list:
@@ -551,6 +556,8 @@ class ApplyToKubernetes(unittest.TestCase):
             rendered = kube.kubectl("kustomize", str(DEPLOY / "overlays" / "demo")).stdout
             kube.create_host_path_volume("jail", "2Gi", ["ReadWriteMany"], kube.dir / "jail")
             kube.create_host_path_volume("state", "1Gi", ["ReadWriteOnce"], kube.dir / "state")
+            kube.create_host_path_volume("db", "10Gi", ["ReadWriteOnce"], kube.dir / "db",
+                                         claim=(NAMESPACE, "data-slurm-db-0"))
             for ns in (NAMESPACE, WORKER_NAMESPACE):
                 kube.kubectl("create", "namespace", ns)
                 kube.kubectl("-n", ns, "create", "secret", "generic", "slurm-munge-key",
@@ -574,6 +581,9 @@ class ApplyToKubernetes(unittest.TestCase):
             wait_for_condition(lambda: (get("pvc", "slurm-jail", WORKER_NAMESPACE) or {})
                                .get("status", {}).get("phase") == "Bound", 60,
                                "the jail claim bound")
+            wait_for_condition(lambda: (get("pvc", "data-slurm-db-0") or {})
+                               .get("status", {}).get("phase") == "Bound", 60,
+                               "the accounting database's claim bound")
 
             def workload_pods():
                 pods = [p for ns in (NAMESPACE, WORKER_NAMESPACE)

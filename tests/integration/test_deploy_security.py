@@ -137,7 +137,7 @@ class PodSecurity(unittest.TestCase):
                 continue
             for c in spec.get("initContainers", []) + spec["containers"]:
                 added = c["securityContext"].get("capabilities", {}).get("add", [])
-                if c["name"] in ("slurm-etc", "topology-init", "sync", "topology"):
+                if c["name"] in ("slurm-etc", "topology-init", "sync", "topology", "accounts"):
                     self.assertEqual(added, [], c["name"])
 
 
@@ -267,7 +267,9 @@ class NetworkPolicies(unittest.TestCase):
                 ctld_labels = ctld["spec"]["template"]["metadata"]["labels"]
                 # k8sbridge-power's ownership label on every worker pod.
                 worker_labels = {"app.kubernetes.io/managed-by": "k8sbridge"}
+                # slurmctld's, slurmdbd's beside it, slurmd's.
                 for ns, labels, port in (("slurm", ctld_labels, 6817),
+                                         ("slurm", ctld_labels, 6819),
                                          (worker_ns, worker_labels, 6818)):
                     policies = [o for o in objects if o["kind"] == "NetworkPolicy"
                                 and o["metadata"]["namespace"] == ns
@@ -286,6 +288,33 @@ class NetworkPolicies(unittest.TestCase):
                     for other in (port - 1, port + 1, 8080, 60001):
                         self.assertIn([], [f for pol in policies
                                            for f in port_open_to(pol, other)], other)
+
+    def test_the_database_only_from_the_controller_pod(self):
+        for k in KUSTOMIZATIONS:
+            with self.subTest(kustomization=k):
+                objects = render(k)
+                db = find(objects, "StatefulSet", "slurm-db", "slurm")
+                db_labels = db["spec"]["template"]["metadata"]["labels"]
+                ctld = find(objects, "StatefulSet", "slurmctld", "slurm")
+                ctld_labels = ctld["spec"]["template"]["metadata"]["labels"]
+                policies = [o for o in objects if o["kind"] == "NetworkPolicy"
+                            and o["metadata"]["namespace"] == "slurm"
+                            and selects(o["spec"]["podSelector"], db_labels)]
+                self.assertTrue(policies, "no NetworkPolicy selects the database's pod")
+                sources = [f for pol in policies for f in port_open_to(pol, 3306)]
+                self.assertTrue(sources, "3306 is closed to everyone")
+                for frm in sources:
+                    self.assertTrue(frm, "3306 is open to every source")
+                    for peer in frm:
+                        # A podSelector alone: pods of the policy's own namespace.
+                        self.assertEqual(set(peer), {"podSelector"}, peer)
+                        self.assertTrue(selects(peer["podSelector"], ctld_labels), peer)
+                        login = {"app.kubernetes.io/name": "slurm-login"}
+                        self.assertFalse(selects(peer["podSelector"], login), peer)
+                # Nothing else reaches it.
+                for other in (22, 3305, 3307, 6817, 60001):
+                    self.assertEqual([f for pol in policies for f in port_open_to(pol, other)],
+                                     [], other)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,14 @@ from harness.rig import OCI_PREFIX, RESOURCE_PREFIX, Rig
 from harness.testcase import RigTestCase, main
 
 ROOT = Path(__file__).resolve().parents[2]
-IMAGES = ("k8sbridge-worker", "k8sbridge-controller", "k8sbridge-login")
+# The accounting database's image carries no Slurm: it takes the others' tag and label.
+IMAGES = ("k8sbridge-worker", "k8sbridge-controller", "k8sbridge-login", "k8sbridge-mariadb")
+# What each image's pods run besides its entrypoint (deploy/base: the login pods'
+# sshd; slurmdbd beside slurmctld; the database's first start and probes).
+PROGRAMS = {"k8sbridge-login": ["usr/sbin/sshd"],
+            "k8sbridge-controller": ["usr/sbin/slurmctld", "usr/sbin/slurmdbd"],
+            "k8sbridge-mariadb": ["usr/sbin/mariadbd", "usr/bin/mariadb-install-db",
+                                  "usr/bin/mariadb-admin"]}
 KEY = "/etc/munge/munge.key"  # where a pod mounts the munge key Secret
 CLUSTER = "imagetest"  # k8sbridge.conf's ClusterName, as the pod's environment has it
 
@@ -85,7 +92,7 @@ class ImageContents(unittest.TestCase):
             "usr/bin/gcc", "usr/bin/cc", "usr/bin/c++", "usr/bin/g++", "usr/bin/make")]
         self.assertEqual(toolchain, [])
 
-    def test_no_image_holds_a_key_and_the_login_image_has_sshd(self):
+    def test_no_image_holds_a_key_and_each_has_its_programs(self):
         # Every pod gets the cluster's munge key and the login pods' SSH host keys
         # from Secrets: a key baked in would be everyone's who pulls the image.
         for name in IMAGES:
@@ -95,8 +102,8 @@ class ImageContents(unittest.TestCase):
                     names = set(n.lstrip("./") for n in tar.getnames())
                 self.assertNotIn("etc/munge/munge.key", names)
                 self.assertEqual([n for n in names if n.startswith("etc/ssh/ssh_host_")], [])
-                if name == "k8sbridge-login":
-                    self.assertIn("usr/sbin/sshd", names)
+                for program in PROGRAMS.get(name, []):
+                    self.assertIn(program, names)
 
     def test_docker_archive_names_the_image_and_holds_the_same_layer(self):
         for name in IMAGES:

@@ -3,7 +3,9 @@
 # needs in its accounting database before its jobs are accounted, and before
 # AccountingStorageEnforce=associations lets its users submit (docs/accounting.md).
 #
-# Usage: scripts/accounting-init.sh CLUSTER ACCOUNT [USER...]
+# Usage: accounting-init.sh CLUSTER ACCOUNT [USER...]
+# Shipped in the slurm-accounting ConfigMap (deploy/base), whose accounts sidecar in
+# the controller pod runs it for the site's users (docs/deploy.md, "Accounting").
 #   CLUSTER  slurm.conf's ClusterName
 #   ACCOUNT  an account under root, made if missing; each USER gets an association
 #            in it (fair-share 1, Slurm's default: equal shares), made if missing
