@@ -39,12 +39,15 @@ if [ -z "$(found account where name="$account" cluster="$cluster" withassoc form
   sacctmgr --immediate add account "$account" cluster="$cluster" \
     description="$account" organization="$account" >/dev/null
 fi
+# The account's users, read once: the sidecar runs this every minute for every
+# site user, and one query per user would load slurmdbd with the site's size.
+members=$(found association where cluster="$cluster" account="$account" format=user)
 for user in "$@"; do
   if ! id -u "$user" >/dev/null 2>&1; then
     log "user '$user' does not exist on this host: create it (or fix the name) first"
     exit 1
   fi
-  if [ -z "$(found association where cluster="$cluster" account="$account" user="$user" format=user)" ]; then
+  if ! grep -qxF -- "$user" <<<"$members"; then
     log "adding user $user to account $account on cluster $cluster"
     sacctmgr --immediate add user "$user" account="$account" cluster="$cluster" >/dev/null
   fi
