@@ -40,6 +40,11 @@ key=$( (cat "$module/go.mod" "$module/go.sum" "$coredns_module/go.mod" "$coredns
 out="$cache/kubernetes-$release-$key"
 programs=(etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy
   kubectl kwok coredns)
+mkdir -p "$cache"
+# One builder per key: a second run (a test's harness beside set-up, say) waits here and
+# then reuses what the first built, instead of building into the same directory.
+exec 9>"$out.lock"
+flock 9
 if [ -f "$out/.complete" ]; then
   log "reusing $out"
   echo "$out"
