@@ -4,8 +4,8 @@
 #
 # Usage: password=$(sh db-password.sh FILE)
 # Shipped in the slurm-accounting ConfigMap (deploy/base): the database's container
-# (db.yaml) and the slurmdbd container (controller.yaml) take the password through
-# it, so both refuse the same ones. The
+# (db.yaml) and slurmdbd-conf.sh (the slurmdbd container's slurmdbd.conf, and the
+# test rig's) take the password through it, so both refuse the same ones. The
 # password goes unquoted into an SQL statement and slurmdbd.conf: letters and
 # digits only. A missing, empty or refused password exits 1 with one line on
 # stderr and, in a pod, in /dev/termination-log (what `kubectl describe pod`
