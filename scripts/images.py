@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -258,16 +259,17 @@ def docker_archive(layout: Path, name: str, slurm: str, out: Path) -> None:
 
 
 def build_image(name: str, packages: Path, out: Path, epoch: int,
-                slurm_of_set: str = "") -> dict:
+                slurm_of_set: Callable[[], str] = str) -> dict:
     """Builds image `name`; one without Slurm takes the tag and label of the set's
-    Slurm, `slurm_of_set` (the images are released together)."""
+    Slurm, which `slurm_of_set()` gives once its root is built (the images are
+    released together)."""
     spec = IMAGES[name]
     debs = find_debs(packages, spec["k8sbridge"])
     dest = out / name
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out, prefix=f".{name}-") as tmp:
         tar = Path(tmp) / "root.tar"
-        slurm = build_root_tar(name, spec, debs, epoch, tar) or slurm_of_set
+        slurm = build_root_tar(name, spec, debs, epoch, tar) or slurm_of_set()
         digest, size = write_layout(dest / "oci", name, spec, tar, slurm, epoch)
     docker_archive(dest / "oci", name, slurm, dest / f"{name}.tar")
     info = {"image": name, "tag": tag(slurm), "digest": digest, "size": size, "slurm": slurm}
@@ -364,20 +366,21 @@ def main() -> int:
         print(out)
         return 0
     out.mkdir(parents=True, exist_ok=True)
-    # mmdebstrap waits on apt and dpkg as much as it computes: the images build
-    # side by side (about half the time of one after another on two cores).
-    # An image without Slurm is tagged after the others, with their Slurm's version.
     with_slurm = [n for n in names if IMAGES[n].get("slurm", True)]
     without = [n for n in names if n not in with_slurm]
-    slurm = ""
+    if without and not with_slurm:
+        fail(f"{', '.join(without)} take the tag of the images with Slurm: build them "
+             "together (--image for one of those too)")
+    # mmdebstrap waits on apt and dpkg as much as it computes: the images build
+    # side by side (about half the time of one after another on two cores). An
+    # image without Slurm builds beside them too, and waits for the first of them
+    # only to be tagged with its Slurm's version.
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(names)) as pool:
-        for done in [pool.submit(build_image, n, args.packages, out, epoch) for n in with_slurm]:
-            slurm = done.result()["slurm"]
-        if without and not slurm:
-            fail(f"{', '.join(without)} take the tag of the images with Slurm: build them "
-                 "together (--image for one of those too)")
-        for done in [pool.submit(build_image, n, args.packages, out, epoch, slurm)
-                     for n in without]:
+        builds = [pool.submit(build_image, n, args.packages, out, epoch) for n in with_slurm]
+        first = builds[0]
+        builds += [pool.submit(build_image, n, args.packages, out, epoch,
+                               lambda: first.result()["slurm"]) for n in without]
+        for done in builds:
             done.result()
     stamp.touch()
     print(out)

@@ -29,6 +29,8 @@ into every node's containerd (no registry). Then what users, Slurm and an admin 
   nor any ServiceAccount token nor bob's home, nor another user's process's
   environment, files or root; her processes run with no_new_privs and no
   capability, so no setuid program (su, mount, passwd, ...) makes her root;
+  munged runs as munge, not root, in the login pod, in the controller pod's
+  slurmctld and slurmdbd containers and in the worker pod that ran her job;
 - her `sbatch` runs as her in the jail and writes its output into /home/alice;
   from her shell, `sacct -u alice` shows the job COMPLETED with its nodes and exit
   code 0:0 (slurmdbd beside slurmctld, on the slurm-db StatefulSet's MariaDB), and
@@ -53,8 +55,8 @@ from pathlib import Path
 
 import yaml
 
-from harness.deployment import (DEPLOY, GPU_RESOURCE, WORKER_NAMESPACE, Deployment,
-                                images_or_skip, missing_images)
+from harness.deployment import (DEPLOY, GPU_RESOURCE, NAMESPACE, WORKER_NAMESPACE,
+                                Deployment, images_or_skip, missing_images)
 from harness.gpu_toolkit import RUNTIME_CLASS, pod_gpus
 from harness.kube import LEAF_LABEL
 from harness.prometheus import Prometheus, service_monitor_scrape
@@ -109,6 +111,12 @@ USER_PROBE = (
     "su -c 'id -u' root </dev/null >/dev/null 2>&1 && echo ROOT su || echo refused su; "
     "command -v sudo >/dev/null && echo present sudo || echo absent sudo; "
     "for b in $(find / -xdev -perm -4000 -type f 2>/dev/null); do echo setuid $b; done")
+# As the admin in a container that starts munged: each munged's uids (real,
+# effective, saved, filesystem), munge's uid, and the owner and mode of munged's
+# directory and the key's copy.
+MUNGED_PROBE = ("for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" != munged ] || "
+                "echo munged $(grep '^Uid:' $p/status); done; echo munge $(id -u munge); "
+                "stat -c '%n %U %a' /run/k8sbridge-munge /run/k8sbridge-munge/munge.key")
 
 
 class LastOutput:
@@ -291,6 +299,19 @@ class GpuSiteDeployment(unittest.TestCase):
         self.assertRegex(out, re.compile(r"^CapEff:\s+0+$", re.M), where)
         self.assertIn("refused su", out, where)
         self.assertIn("absent sudo", out, where)
+
+    def assert_munged_drops_root(self, pod: str, container: str, namespace=NAMESPACE):
+        """In `container` of `pod`, as the admin: munged runs as munge (every uid of
+        it, none root), which alone owns munged's directory and the key's copy."""
+        out = self.d.kubectl("exec", pod, "-c", container, "--", "sh", "-c", MUNGED_PROBE,
+                             namespace=namespace).stdout
+        where = f"{namespace}/{pod} {container}: {out}"
+        uids = re.findall(r"^munged Uid: (\d+) (\d+) (\d+) (\d+)$", out, re.M)
+        munge = re.findall(r"^munge (\d+)$", out, re.M)
+        self.assertTrue(uids and len(munge) == 1 and munge[0] != "0", where)
+        self.assertEqual({uid for four in uids for uid in four}, set(munge), where)
+        self.assertIn("/run/k8sbridge-munge munge 700\n", out, where)
+        self.assertIn("/run/k8sbridge-munge/munge.key munge 400\n", out, where)
 
     # ---- the tests, in order ----------------------------------------------------------
 
@@ -509,14 +530,22 @@ class GpuSiteDeployment(unittest.TestCase):
                                "done | sort -u; stat -c '%U %a' /run/k8sbridge-munge "
                                "/run/k8sbridge-munge/munge.key"]).stdout.split("\n")
         self.assertEqual(owners[:3], ["munge", "munge 700", "munge 400"], owners)
+        # And in the controller pod's two munged, slurmctld's and slurmdbd's.
+        for container in ("slurmctld", "slurmdbd"):
+            self.assert_munged_drops_root("slurmctld-0", container)
         out = self.alice(USER_PROBE)
         self.assert_private(out, LOGIN_SEES, "alice's shell in the login pod")
         setuid = re.findall(r"^setuid (.*)$", out, re.M)
         self.assertIn("/usr/bin/su", setuid, out)
         # From her job, in the jail on a worker: none of the worker pod's secrets
         # is in the jail, and the jail's setuid programs are as powerless.
-        out = self.alice("srun -N1 sh -c " + shlex.quote(USER_PROBE))
+        out = self.alice("srun -N1 sh -c " + shlex.quote("echo node $(hostname); " + USER_PROBE))
         self.assert_private(out, JOB_SEES, "alice's job in the jail")
+        # The worker pod that ran it (its name is the node's) is there for
+        # SuspendTime after: its munged, whose socket the jail has, is munge's too.
+        node = re.findall(r"^node (\S+)$", out, re.M)
+        self.assertEqual(len(node), 1, out)
+        self.assert_munged_drops_root(node[0], "slurmd", namespace=WORKER_NAMESPACE)
 
     def test_5c_alices_batch_job_runs_as_her_and_writes_into_her_home(self):
         d = self.d

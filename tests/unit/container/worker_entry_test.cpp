@@ -174,6 +174,22 @@ BOOST_AUTO_TEST_CASE(starts_a_private_munged_with_a_copy_of_the_key) {
   BOOST_TEST(system->stopped.empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_munged_user_runs_the_pods_munged_and_owns_its_files) {
+  // The shipped worker pods set munge: the key's copy, both directories and the
+  // process are that user's, and slurmd still starts (as root) after it.
+  auto system = RunWithKey({{"K8SBRIDGE_MUNGED_USER", "munge"}});
+  BOOST_TEST(system->given ==
+                 (std::vector<std::string>{"/run/munge 100:101", "/run/k8sbridge-munge 100:101",
+                                           "/run/k8sbridge-munge/munge.key 100:101"}),
+             boost::test_tools::per_element());
+  BOOST_REQUIRE_EQUAL(system->ran.size(), 1u);
+  const std::vector<std::string> prefix(system->ran[0].begin(), system->ran[0].begin() + 6);
+  BOOST_TEST(prefix == (std::vector<std::string>{"setpriv", "--reuid=100", "--regid=101",
+                                                 "--clear-groups", "--", "/usr/sbin/munged"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(!system->exec.empty());
+}
+
 BOOST_AUTO_TEST_CASE(the_key_directory_is_set_and_kept_apart_from_the_socket) {
   auto system = RunWithKey({{"K8SBRIDGE_MUNGE_SOCKET", "/tmp/p/munge/munge.socket"},
                             {"K8SBRIDGE_MUNGED_DIR", "/tmp/p/munged/"}});
