@@ -25,12 +25,11 @@ from __future__ import annotations
 import os
 import pwd
 import secrets
-import shutil
 import signal
 import subprocess
 from typing import Optional, Sequence
 
-from harness.paths import SOURCE_ROOT
+from harness.paths import SOURCE_ROOT, debian_program
 from harness.rig import GaveUp, Rig, RigConfig, RigError, wait_for
 
 ACCOUNTS_SCRIPT = SOURCE_ROOT / "deploy" / "base" / "config" / "accounting" / "accounting-init.sh"
@@ -57,11 +56,7 @@ AccountingStorageEnforce=associations,limits
 
 
 def mariadb_program(name: str) -> str:
-    path = shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin")
-    if not path:
-        raise RigError(f"no {name}: the accounting tests need Debian's mariadb-server "
-                       "(run scripts/setup.sh)")
-    return path
+    return debian_program(name, "the accounting tests need Debian's mariadb-server", RigError)
 
 
 class Accounting:
