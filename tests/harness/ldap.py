@@ -128,11 +128,12 @@ class Directory:
     def sssd_conf(self) -> str:
         """The site's sssd.conf for this directory, as docs/deploy.md ("Users") shows
         it: ids from LDAP (RFC 2307), no authentication through sssd (users log in
-        with their SSH keys)."""
+        with their SSH keys), entries cached for a minute (a member added to the
+        group shows within two)."""
         return ("[sssd]\nservices = nss\ndomains = site\n\n"
                 "[domain/site]\nid_provider = ldap\nauth_provider = none\n"
                 f"ldap_uri = {self.uri}\nldap_search_base = {BASE}\n"
-                "ldap_schema = rfc2307\n")
+                "ldap_schema = rfc2307\nentry_cache_timeout = 60\n")
 
     def log_tail(self) -> str:
         return self.daemons.log_tail("slapd")

@@ -618,7 +618,9 @@ class GpuSiteDeployment(unittest.TestCase):
             r = d.login(["scontrol", "show", "assoc_mgr", "flags=assoc", "users=dave"],
                         check=False, timeout=120)
             return r.returncode == 0 and "UserName=dave(2003)" in r.stdout
-        d.wait(associated, 180, "dave's association (the accounts sidecar, from the "
+        # The accounts sidecar asks for the group every minute, and sssd answers
+        # from its cache for a minute (the site's entry_cache_timeout).
+        d.wait(associated, 240, "dave's association (the accounts sidecar, from the "
                                 "directory's group)")
         self.assertEqual(pods_now(), before, "no pod restarted")
 
