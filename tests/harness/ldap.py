@@ -129,11 +129,13 @@ class Directory:
         """The site's sssd.conf for this directory, as docs/deploy.md ("Users") shows
         it: ids from LDAP (RFC 2307), no authentication through sssd (users log in
         with their SSH keys), entries cached for a minute (a member added to the
-        group shows within two)."""
+        group shows within two), over plain LDAP."""
         return ("[sssd]\nservices = nss\ndomains = site\n\n"
                 "[domain/site]\nid_provider = ldap\nauth_provider = none\n"
                 f"ldap_uri = {self.uri}\nldap_search_base = {BASE}\n"
-                "ldap_schema = rfc2307\nentry_cache_timeout = 60\n")
+                "ldap_schema = rfc2307\nentry_cache_timeout = 60\n"
+                # This directory has no TLS; sssd asks for StartTLS by default.
+                "ldap_id_use_start_tls = false\n")
 
     def log_tail(self) -> str:
         return self.daemons.log_tail("slapd")

@@ -17,9 +17,10 @@ group=$(sed -e 's/#.*//' "$dir/directory-group" | tr -d '[:space:]')
 install -m 0600 "$conf" /etc/sssd/sssd.conf
 # The image leaves out /var/log's contents; sssd logs to stderr but wants it.
 mkdir -p /var/log/sssd
-# Users see the socket's directory (the jail binds it too): only root may
-# replace the socket in it.
+# Users see the socket's directory: only root may replace the socket in it. The
+# volume hides the image's private/ (sssd's own sockets), which sssd does not make.
 chmod 0755 /var/lib/sss/pipes
+install -d -m 0750 /var/lib/sss/pipes/private
 sssd -i --logger=stderr &
 sssd=$!
 trap 'kill -TERM $sssd 2>/dev/null; wait $sssd; exit 0' TERM INT
