@@ -44,6 +44,9 @@ packages=(
   # the deployed end-to-end test's users' SSH client and the login pods' host keys
   # (ssh, ssh-keygen: tests/integration/test_deploy_e2e.py, docs/deploy.md "Users")
   openssh-client
+  # the site's LDAP directory the deployed end-to-end test's sssd asks for users
+  # (tests/harness/ldap.py: slapd, and ldapsearch/ldapmodify; docs/deploy.md "Users")
+  slapd ldap-utils
   infiniband-diags debootstrap valgrind
   # fetching the Slurm tarball from Debian's source archive
   dpkg-dev ca-certificates

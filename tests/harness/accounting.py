@@ -27,12 +27,11 @@ from __future__ import annotations
 import os
 import pwd
 import secrets
-import shutil
 import signal
 import subprocess
 from typing import Optional, Sequence
 
-from harness.paths import SOURCE_ROOT
+from harness.paths import SOURCE_ROOT, debian_program
 from harness.rig import GaveUp, Rig, RigConfig, RigError, wait_for
 
 # The slurm-accounting ConfigMap's scripts: the tests run what the deployment runs.
@@ -62,11 +61,7 @@ AccountingStorageEnforce=associations,limits
 
 
 def mariadb_program(name: str) -> str:
-    path = shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin")
-    if not path:
-        raise RigError(f"no {name}: the accounting tests need Debian's mariadb-server "
-                       "(run scripts/setup.sh)")
-    return path
+    return debian_program(name, "the accounting tests need Debian's mariadb-server", RigError)
 
 
 class Accounting:

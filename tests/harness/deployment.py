@@ -18,6 +18,11 @@ dynamic provisioner (docs/deploy.md, "On Kubernetes"):
 - creates the two namespaces (slurm: controller and login; slurm-workers: the
   worker pods) and the munge key Secret in each, the login pods' SSH host keys
   Secret (ssh-keygen -A) and the accounting database's password Secret;
+- for an overlay in directory mode (the component sssd: its pods mount the
+  Secret slurm-sssd), runs the site's LDAP directory (tests/harness/ldap.py: a
+  real slapd on the cluster's bridge, which the pods reach, holding the site's
+  users and the group the overlay's directory-group names) and creates the Secret
+  slurm-sssd in both namespaces with an sssd.conf for it;
 - makes a static hostPath PersistentVolume for each claim the overlay makes (the
   jail, slurmctld's state, the database's datadir, the homes: the two slurm-home
   claims on one directory), each bound to its claim;
@@ -49,7 +54,8 @@ from harness.kube import (GPU_COUNT_LABEL, GPU_PRODUCT_LABEL, LEAF_LABEL, SPINE_
 from harness.gpu_toolkit import FakeGpuToolkit, RUNTIME_CLASS
 from harness.kubelet_node import NodeImage, RealCluster, RealNode, runc_program
 from harness.paths import SOURCE_ROOT
-from harness.site import GPU_POOL, POOL_LABEL, copy_example_gpu
+from harness.ldap import Directory
+from harness.site import GPU_POOL, POOL_LABEL, USERS, copy_example_gpu
 
 NAMESPACE = "slurm"  # the controller and login pods
 WORKER_NAMESPACE = "slurm-workers"  # the worker pods (k8sbridge.conf Namespace=), the jail
@@ -124,6 +130,7 @@ class Deployment:
         self.ib_leaves = ib_leaves
         self.gpus_per_node = gpus_per_node
         self.rc: Optional[RealCluster] = None
+        self.directory: Optional[Directory] = None  # directory mode's slapd
         self.toolkit: Optional[FakeGpuToolkit] = None
         self.dir: Optional[Path] = None
         self.rendered: list = []
@@ -291,6 +298,8 @@ class Deployment:
                          f"--from-file=munge.key={key}", namespace=namespace)
         key.unlink()
         self.create_host_keys()
+        if self.directory_group():
+            self.start_directory()
         # The database's password, as docs/deploy.md ("Accounting") makes it.
         self.kubectl("create", "secret", "generic", "slurm-db-password",
                      f"--from-literal=password={secrets.token_hex(24)}")
@@ -302,6 +311,34 @@ class Deployment:
                                               self.rc.dir / "volumes" / name,
                                               claim=(namespace, name))
         self.kube.kubectl("apply", "-f", "-", input=rendered, timeout=120)
+
+    def directory_group(self) -> str:
+        """The rendered slurm-users ConfigMap's directory-group: the group of the
+        site's users in directory mode, "" in files mode."""
+        text = self.users_configmap().get("directory-group", "")
+        return "".join(line.split("#", 1)[0].strip() for line in text.splitlines())
+
+    def users_configmap(self) -> dict:
+        """The rendered slurm-users ConfigMap's files (namespace slurm)."""
+        return next(o["data"] for o in self.rendered
+                    if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "slurm-users"
+                    and o["metadata"].get("namespace") == NAMESPACE)
+
+    def start_directory(self):
+        """The site's directory (docs/deploy.md, "Users"): slapd with the site's users
+        in the group directory-group names, on the cluster's bridge where the pods
+        reach it, and the Secret slurm-sssd with the sssd.conf that names it, in both
+        namespaces, as the admin creates it."""
+        self.directory = Directory(self.rc.network.address, self.rc.slot.free_port(),
+                                   self.rc.dir / "ldap", self.rc.id, users=USERS,
+                                   group=self.directory_group())
+        self.directory.start()
+        conf = self.dir / "sssd.conf"
+        conf.write_text(self.directory.sssd_conf())
+        for namespace in NAMESPACES:
+            self.kubectl("create", "secret", "generic", "slurm-sssd",
+                         f"--from-file=sssd.conf={conf}", namespace=namespace)
+        conf.unlink()
 
     def create_host_keys(self):
         """The login pods' SSH host keys, as docs/deploy.md ("Users") makes them:
@@ -315,8 +352,12 @@ class Deployment:
         shutil.rmtree(keys)
 
     def close(self):
-        if self.rc is not None:
-            self.rc.close()  # the nodes stop, their containers with them
+        try:
+            if self.directory is not None:
+                self.directory.close()
+        finally:
+            if self.rc is not None:
+                self.rc.close()  # the nodes stop, their containers with them
 
     # ---- talking to it ----------------------------------------------------------------
 
@@ -416,12 +457,12 @@ class Deployment:
                       "associations (the controller pod's accounts container)")
 
     def site_users(self) -> list:
-        """The users of the rendered slurm-users ConfigMap (namespace slurm)."""
-        passwd = next(o["data"]["passwd"] for o in self.rendered
-                      if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "slurm-users"
-                      and o["metadata"].get("namespace") == NAMESPACE)
+        """The site's users: those of the rendered slurm-users ConfigMap (namespace
+        slurm), and in directory mode the directory group's members."""
+        passwd = self.users_configmap()["passwd"]
         return [line.split(":")[0] for line in passwd.splitlines()
-                if line.strip() and not line.lstrip().startswith("#")]
+                if line.strip() and not line.lstrip().startswith("#")] + (
+                    sorted(self.directory.users) if self.directory else [])
 
     # ---- diagnostics ------------------------------------------------------------------
 
@@ -469,6 +510,8 @@ class Deployment:
                 if path is not None and path.exists():
                     tail = path.read_text(errors="replace").splitlines()[-40:]
                     out.append(f"  {log}:\n    " + "\n    ".join(tail))
+        if self.directory is not None:
+            out.append("slapd.log:\n    " + self.directory.log_tail().replace("\n", "\n    "))
         try:
             for name, n in self.slurm_nodes().items():
                 out.append(f"slurm node {name}: {n.get('State')} addr={n.get('NodeAddr')} "

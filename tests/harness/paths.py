@@ -3,6 +3,7 @@
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -21,3 +22,12 @@ def project_version() -> str:
     """k8sbridge's version, as meson.build's project() says it."""
     text = (SOURCE_ROOT / "meson.build").read_text()
     return re.search(r"version:\s*'([^']+)'", text).group(1)
+
+
+def debian_program(name: str, who_needs: str, error=RuntimeError) -> str:
+    """The path of Debian's program `name`; `error` saying that `who_needs` it
+    (e.g. "the accounting tests need Debian's mariadb-server") when it is missing."""
+    path = shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin")
+    if not path:
+        raise error(f"no {name}: {who_needs} (run scripts/setup.sh)")
+    return path

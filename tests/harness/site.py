@@ -1,7 +1,9 @@
 """A site's copy of a shipped overlay, as docs/deploy.md tells a site to make one:
 copy deploy/overlays/example-gpu, then set what a site sets (its registry and
-images, node pools, the nodes and their sizes, storage, its users). Nothing else
-changes:
+images, node pools, the nodes and their sizes, storage). Nothing else changes; its
+users are in its LDAP directory (the overlay's directory mode: the group
+config/users/directory-group names, as shipped), which the admin names in the
+Secret slurm-sssd (tests/harness/deployment.py makes both):
 tests/integration/test_deploy_e2e.py checks the copy's files against the shipped
 ones with test_deploy_manifests.py's rule of what a site may change.
 
@@ -47,19 +49,10 @@ NODE_GROUPS = [
     for leaf, nodes in (("leaf-0", "gpu-[001-002]"), ("leaf-1", "gpu-[003-004]"))]
 
 
-# The site's users (the slurm-users ConfigMap's passwd and group; docs/deploy.md,
-# "Users"): name -> uid, each with a group of their own of the same id.
+# The site's users, in its directory (tests/harness/ldap.py; docs/deploy.md,
+# "Users"): name -> uid, each with a group of their own of the same id, all
+# members of the overlay's directory-group.
 USERS = {"alice": 2001, "bob": 2002}
-
-
-def add_users(config: Path):
-    """The site's users and groups, a line each, after the shipped files' comments."""
-    passwd, group = config / "users" / "passwd", config / "users" / "group"
-    passwd.write_text(passwd.read_text() + "".join(
-        f"{name}:*:{uid}:{uid}:{name.title()}:/home/{name}:/bin/bash\n"
-        for name, uid in USERS.items()))
-    group.write_text(group.read_text() + "".join(
-        f"{name}:*:{uid}:\n" for name, uid in USERS.items()))
 
 
 def replace_lines(text: str, lines: dict) -> str:
@@ -134,7 +127,6 @@ def copy_example_gpu(deploy: Path, dest: Path, images: dict) -> Path:
     for name, edit in edits.items():
         path = config / name
         path.write_text(edit(path.read_text()))
-    add_users(config)
     path = dest / "kustomization.yaml"
     k = yaml.safe_load(path.read_text())
     # Where the copy lives, the base and components are found by relative path.

@@ -1,7 +1,9 @@
 """The in-cluster deployment end to end on a real Kubernetes, as a GPU site applies
 it: a copy of deploy/overlays/example-gpu with only what a site sets changed
 (tests/harness/site.py: images, node pools, nodes and sizes, storage; checked
-here against the shipped files), `kubectl kustomize <copy> | kubectl apply -f -`,
+here against the shipped files), its users alice and bob in the site's LDAP
+directory (a real slapd, tests/harness/ldap.py, named in the Secret slurm-sssd),
+`kubectl kustomize <copy> | kubectl apply -f -`,
 on RealCluster: the upstream control plane, CoreDNS and two real nodes, each a
 kubelet with containerd, runc, a CNI bridge and kube-proxy, on InfiniBand leaves
 leaf-0 and leaf-1, in the GPU pool, labelled as NVIDIA's GPU feature discovery and
@@ -24,8 +26,8 @@ into every node's containerd (no registry). Then what users, Slurm and an admin 
   ServiceMonitor's scrape configuration;
 - alice logs in over SSH as herself (the login Service's NodePort on a node, her
   key in her home on the slurm-home volume, the host keys of the Secret
-  slurm-login-host-keys pinned in known_hosts); a wrong key, an unknown user and
-  root are refused. From her shell and from her job she reads neither munge key
+  slurm-login-host-keys pinned in known_hosts); a wrong key, a user not in the
+  directory and root are refused. From her shell and from her job she reads neither munge key
   nor any ServiceAccount token nor bob's home, nor another user's process's
   environment, files or root; her processes run with no_new_privs and no
   capability, so no setuid program (su, mount, passwd, ...) makes her root;
@@ -35,6 +37,9 @@ into every node's containerd (no registry). Then what users, Slurm and an admin 
   from her shell, `sacct -u alice` shows the job COMPLETED with its nodes and exit
   code 0:0 (slurmdbd beside slurmctld, on the slurm-db StatefulSet's MariaDB), and
   `sshare -u alice` her fair-share row with her jobs' usage;
+- alice is in no ConfigMap: the login pod and slurmctld find her through sssd;
+  a user added to the directory logs in at once, and gets an association, with
+  no pod restarted;
 - after SuspendTime the pods are deleted, their containers gone from containerd,
   and the nodes powered down again; alice's output is still in her home, and the
   login pods, deleted, come back with the same host keys.
@@ -133,6 +138,12 @@ class LastOutput:
             def __str__(self):
                 return f"{what} (last: {last.text})"
         return Message()
+
+
+def configmaps_with_user(objects: list, user: str) -> list:
+    """The ConfigMaps that hold a passwd(5) line of `user`."""
+    return [o["metadata"]["name"] for o in objects if o["kind"] == "ConfigMap" and
+            any(re.search(rf"^{user}:", text, re.M) for text in o.get("data", {}).values())]
 
 
 def users_files(objects: list) -> dict:
@@ -322,16 +333,14 @@ class GpuSiteDeployment(unittest.TestCase):
         for name, text in shipped.items():
             self.assertEqual(without_substitutions(name, site[name]),
                              without_substitutions(name, text), name)
-        # The users: the shipped files, and after them one line for each of the
-        # site's users and groups.
+        # The users: the shipped files as they are (the directory's group that
+        # directory-group names included); the site's users are in its directory,
+        # in no ConfigMap.
         shipped, site = users_files(render("overlays/example-gpu")), users_files(self.d.rendered)
-        self.assertEqual(sorted(site), sorted(shipped))
-        self.assertEqual(site["add-users.sh"], shipped["add-users.sh"])
-        for name in ("passwd", "group"):
-            text = shipped[name]
-            added = site[name][len(text):] if site[name].startswith(text) else site[name]
-            self.assertEqual([line.split(":")[0] for line in added.splitlines()],
-                             sorted(USERS), name)
+        self.assertEqual(site, shipped)
+        self.assertNotEqual(self.d.directory_group(), "", "example-gpu's directory mode")
+        for user in USERS:
+            self.assertEqual(configmaps_with_user(self.d.rendered, user), [], user)
 
     def test_1_a_gpu_feature_job_on_one_switch_gets_pods_on_one_leaf(self):
         d = self.d
@@ -514,7 +523,7 @@ class GpuSiteDeployment(unittest.TestCase):
         self.assertEqual(self.alice("id -un; echo $HOME").split(), ["alice", "/home/alice"])
         refusals = {
             "a wrong key": ("alice", self.key("mallory")),
-            "a user not in slurm-users": ("carol", self.key("alice")),
+            "a user not in the directory": ("carol", self.key("alice")),
             "root, even with alice's key in its authorized_keys": ("root", self.key("alice")),
             "bob with alice's key": ("bob", self.key("alice")),
         }
@@ -594,6 +603,55 @@ class GpuSiteDeployment(unittest.TestCase):
             return (len(mine) == 1 and mine[0][0].strip() == "users"
                     and int(mine[0][2]) > 0 and 0 <= float(mine[0][3]) <= 1)
         d.wait(fair_share, 120, last.after("sshare -u alice to show her usage in account users"))
+
+    def test_5e_users_come_from_the_directory_and_a_new_one_needs_no_restart(self):
+        d = self.d
+        # alice is in no ConfigMap (test_0): the login pod and slurmctld's container
+        # find her through the sssd sidecar, and their own files do not know her.
+        uid = USERS["alice"]
+        for where, target in (("the login pod", ["statefulset/slurm-login", "-c", "login"]),
+                              ("slurmctld's container", ["slurmctld-0", "-c", "slurmctld"])):
+            out = d.kubectl("exec", *target, "--", "sh", "-c",
+                            "getent -s sss passwd alice; getent -s files passwd alice || "
+                            "echo files: none").stdout.splitlines()
+            self.assertEqual(len(out), 2, f"{where}: {out}")
+            fields = out[0].split(":")
+            self.assertEqual([fields[i] for i in (0, 2, 3, 5, 6)],
+                             ["alice", str(uid), str(uid), "/home/alice", "/bin/bash"], where)
+            self.assertEqual(out[1], "files: none", where)
+
+        # A user added to the directory while everything runs: once the admin put
+        # his key in his home, he logs in, and the accounts sidecar gives him an
+        # association; no pod restarts.
+        def pods_now():
+            return {(p["metadata"]["name"], p["metadata"]["uid"],
+                     tuple(c.get("restartCount", 0) for c in
+                           p["status"]["containerStatuses"] +
+                           p["status"].get("initContainerStatuses", [])))
+                    for p in d.pods(LOGIN_SELECTOR) + [d.get("pod", "slurmctld-0")]}
+        before = pods_now()
+        d.directory.add_user("dave", 2003)
+        pub = shlex.quote(self.key("dave").with_suffix(".pub").read_text().strip())
+        d.login(["sh", "-ec", "install -d -m 0700 -o 2003 -g 2003 /home/dave /home/dave/.ssh; "
+                 f"echo {pub} > /home/dave/.ssh/authorized_keys; "
+                 "chown 2003:2003 /home/dave/.ssh/authorized_keys"])
+        last = LastOutput()
+
+        def dave_logs_in():
+            r = self.ssh("dave", self.key("dave"), "id -un", timeout=60)
+            last.text = f"exit {r.returncode}: {r.stdout}{r.stderr}"
+            return r.returncode == 0 and r.stdout.split() == ["dave"]
+        d.wait(dave_logs_in, 120, last.after("dave, added to the directory, to log in"))
+
+        def associated():
+            r = d.login(["scontrol", "show", "assoc_mgr", "flags=assoc", "users=dave"],
+                        check=False, timeout=120)
+            return r.returncode == 0 and "UserName=dave(2003)" in r.stdout
+        # The accounts sidecar asks for the group every minute, and sssd answers
+        # from its cache for a minute (the site's entry_cache_timeout).
+        d.wait(associated, 240, "dave's association (the accounts sidecar, from the "
+                                "directory's group)")
+        self.assertEqual(pods_now(), before, "no pod restarted")
 
     def test_6_idle_nodes_power_down_and_their_pods_go(self):
         d = self.d

@@ -29,7 +29,7 @@ WORKER_NAMESPACE = "slurm-workers"  # the worker pods (k8sbridge.conf Namespace=
 # Created by the documented command, never rendered (the key is never committed).
 # The Secrets a site makes before the first apply (docs/deploy.md), never committed.
 OUT_OF_BAND = {("Secret", "slurm-munge-key"), ("Secret", "slurm-login-host-keys"),
-               ("Secret", "slurm-db-password")}
+               ("Secret", "slurm-db-password"), ("Secret", "slurm-sssd")}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding",
                   "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 DEPLOY_DOC = SOURCE_ROOT / "docs" / "deploy.md"

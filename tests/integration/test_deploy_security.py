@@ -15,7 +15,9 @@ policies", "NetworkPolicies"):
   slurmd's 6818, and leave every other port as it was;
 - no shipped Role or ClusterRole lets anyone exec, attach or port-forward into a
   pod or read Secrets (users get SSH); the login pods serve SSH (keys only, no
-  root) with host keys from their Secret, the same users and homes everywhere."""
+  root) with host keys from their Secret, the same users and homes everywhere;
+  in directory mode every pod that looks users up has the sssd sidecar, which
+  starts before its containers, and they see only its socket, read-only."""
 
 import re
 import unittest
@@ -187,6 +189,44 @@ class Users(unittest.TestCase):
                                      find(objects, "ConfigMap", "slurm-users", "slurm")["data"])
                     self.assertEqual(find(objects, "PersistentVolumeClaim", "slurm-home", ns)
                                      ["spec"]["accessModes"], ["ReadWriteMany"])
+
+
+    # Directory mode (deploy/components/sssd): the pods whose containers look users
+    # up, and those containers.
+    DIRECTORY_LOOKUPS = {"StatefulSet/slurm-login": {"login"},
+                         "StatefulSet/slurmctld": {"slurmctld", "slurmdbd", "accounts"},
+                         "Job/slurm-jail-populate": {"populate"}}
+
+    def test_directory_mode_runs_sssd_before_every_lookup(self):
+        for k in KUSTOMIZATIONS:
+            with self.subTest(kustomization=k):
+                objects = render(k)
+                group = find(objects, "ConfigMap", "slurm-users", "slurm")["data"][
+                    "directory-group"]
+                directory = any(line.split("#", 1)[0].strip() for line in group.splitlines())
+                specs = {where: spec for where, _, spec in pod_specs_in(objects)}
+                for where, users in self.DIRECTORY_LOOKUPS.items():
+                    spec = specs[where]
+                    sidecars = [c for c in spec.get("initContainers", []) if c["name"] == "sssd"]
+                    self.assertEqual(len(sidecars), int(directory), f"{k} {where}")
+                    if not directory:
+                        continue
+                    # A native sidecar, first among the init containers: the rest
+                    # of the pod starts once its startup probe passes.
+                    self.assertEqual(spec["initContainers"][0]["name"], "sssd", where)
+                    self.assertEqual(sidecars[0].get("restartPolicy"), "Always", where)
+                    self.assertIn("startupProbe", sidecars[0], where)
+                    volumes = {v["name"]: v for v in spec["volumes"]}
+                    self.assertEqual(volumes["sssd-conf"]["secret"],
+                                     {"secretName": "slurm-sssd", "defaultMode": 0o400,
+                                      "optional": True}, where)
+                    for c in spec["containers"]:
+                        mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+                        pipes = mounts.get("/var/lib/sss/pipes")
+                        self.assertEqual(pipes and (pipes["name"], pipes.get("readOnly")),
+                                         ("sss-pipes", True) if c["name"] in users else None,
+                                         f"{where} {c['name']}")
+                        self.assertNotIn("/etc/sssd-conf", mounts, f"{where} {c['name']}")
 
 
 class WorkerNamespace(unittest.TestCase):

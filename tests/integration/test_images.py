@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # The accounting database's image carries no Slurm: it takes the others' tag and label.
 IMAGES = ("k8sbridge-worker", "k8sbridge-controller", "k8sbridge-login", "k8sbridge-mariadb")
 # What each image's pods run besides its entrypoint (deploy/base: the login pods'
-# sshd; slurmdbd beside slurmctld; the database's first start and probes).
-PROGRAMS = {"k8sbridge-login": ["usr/sbin/sshd"],
+# sshd and the directory mode's sssd sidecar; slurmdbd beside slurmctld; the
+# database's first start and probes).
+PROGRAMS = {"k8sbridge-login": ["usr/sbin/sshd", "usr/sbin/sssd"],
             "k8sbridge-controller": ["usr/sbin/slurmctld", "usr/sbin/slurmdbd"],
             "k8sbridge-mariadb": ["usr/sbin/mariadbd", "usr/bin/mariadb-install-db",
                                   "usr/bin/mariadb-admin"]}
