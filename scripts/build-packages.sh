@@ -41,7 +41,10 @@ while IFS= read -r -d '' f; do
   if [ -e "$repo/$f" ] || [ -L "$repo/$f" ]; then files+=("$f"); fi
 done < <(git -C "$repo" ls-files -z --cached --others --exclude-standard -- \
            ':!tests/' ':!bench/' ':!fuzz/' | sort -zu)
-tree_key=$( (cd "$repo" && printf '%s\0' "${files[@]}" | xargs -0 sha256sum) | sha256sum | cut -c1-16)
+# Content and mode: dh_install keeps a file's mode, so a script made executable is
+# another package (lintian's script-not-executable).
+tree_key=$( (cd "$repo" && printf '%s\0' "${files[@]}" | xargs -0 sha256sum &&
+  printf '%s\0' "${files[@]}" | xargs -0 stat -c '%a %n') | sha256sum | cut -c1-16)
 out="$cache/packages-$release-$tree_key-$root_key"
 # One build at a time in a root (they share its /proc mount); a second run of the
 # same inputs waits and then reuses the first one's packages.
