@@ -4,8 +4,8 @@
 # exactly the Slurm of that release, which build-root.sh names), checks them with
 # lintian (any error fails; warnings are printed) and leaves the .debs, the .changes,
 # the build log and lintian's output in $K8SBRIDGE_CACHE/packages-<release>-<key>/,
-# the key a hash of the source tree's content and the build root's key: a second run
-# with the same inputs rebuilds nothing.
+# the key a hash of the source tree's content and modes and the build root's key: a
+# second run with the same inputs rebuilds nothing.
 #
 # The source is the checkout's files as git lists them (tracked and untracked, not
 # ignored), with their content in the work tree: a clean clone (CI) builds its
